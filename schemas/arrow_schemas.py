@@ -1,0 +1,47 @@
+"""The one definition of every table's Arrow schema; Spark StructTypes are derived from them."""
+import pyarrow as pa
+
+from schemas.properties import PROPERTIES_TYPE
+
+MESSAGE_SCHEMA = pa.schema([
+    ("topic", pa.string()),
+    ("queue_id", pa.int32()),
+    ("queue_offset", pa.int64()),
+    ("commitlog_offset", pa.int64()),
+    ("store_size", pa.int32()),
+    ("sys_flag", pa.int32()),
+    ("flag", pa.int32()),
+    ("born_timestamp", pa.int64()),
+    ("born_host", pa.string()),
+    ("store_timestamp", pa.int64()),
+    ("store_host", pa.string()),
+    ("msg_id", pa.string()),
+    ("reconsume_times", pa.int32()),
+    ("prepared_transaction_offset", pa.int64()),
+    ("body_crc", pa.int32()),
+    ("body", pa.binary()),
+    ("tags_code", pa.int64()),
+    ("properties", PROPERTIES_TYPE),
+    ("tags", pa.string()),
+    ("keys", pa.string()),
+])
+
+CONSUME_QUEUE_SCHEMA = pa.schema([
+    ("topic", pa.string()),
+    ("queue_id", pa.int32()),
+    ("queue_offset", pa.int64()),
+    ("commitlog_offset", pa.int64()),
+    ("size", pa.int32()),
+    ("tags_code_raw", pa.int64()),
+    ("is_ext_addr", pa.bool_()),
+    ("tags_code", pa.int64()),  # resolved; null when an ext unit cannot be read (the broker: "missing")
+    ("msg_store_time", pa.int64()),  # from the ext unit; null without one
+    ("filter_bitmap", pa.binary()),  # null when the ext unit holds none
+])
+
+
+def spark_schema(arrow_schema):
+    """The Spark StructType of an Arrow schema (one source of truth for both)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(arrow_schema)

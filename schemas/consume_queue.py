@@ -1,0 +1,136 @@
+"""Consume-queue segments and their ConsumeQueueExt units, decoded with numpy structured dtypes."""
+import numpy as np
+import pyarrow as pa
+
+from schemas import layout as L
+from schemas.columns import gather, gather_bytes, gather_struct
+from schemas.errors import CorruptStoreError
+
+
+def decode_cq_segment(raw, start_offset, path="consumequeue"):
+    """Valid units of one consume-queue file: dict of numpy columns incl. queue_offset from the position.
+
+    Units with offset < 0, size <= 0 (zero fill after the last write) or the pre-blank (0, MAX_INT, 0)
+    are not messages and are skipped."""
+    raw = np.asarray(raw, dtype=np.uint8)
+    whole = len(raw) // L.CQ_UNIT_SIZE
+    if start_offset % L.CQ_UNIT_SIZE:
+        raise CorruptStoreError(path, 0, f"file name {start_offset} is not a multiple of {L.CQ_UNIT_SIZE}")
+    units = raw[: whole * L.CQ_UNIT_SIZE].view(L.CQ_UNIT_DTYPE)
+    offset = units["commitlog_offset"].astype(np.int64)
+    size = units["size"].astype(np.int32)
+    tags = units["tags_code"].astype(np.int64)
+    pre_blank = (offset == 0) & (size == L.PRE_BLANK_SIZE) & (tags == 0)
+    valid = (offset >= 0) & (size > 0) & ~pre_blank
+    index = np.flatnonzero(valid)
+    return {
+        "queue_offset": start_offset // L.CQ_UNIT_SIZE + index.astype(np.int64),
+        "commitlog_offset": offset[valid],
+        "size": size[valid],
+        "tags_code_raw": tags[valid],
+    }
+
+
+class ExtReader:
+    """Resolve decorated ext addresses against one queue's ConsumeQueueExt files (read lazily, once each).
+
+    `files` maps a file's start offset in the ext address space to a callable returning its bytes."""
+
+    def __init__(self, files, file_size):
+        self.files = files
+        self.file_size = file_size
+        self._cache = {}
+
+    def _bytes(self, start):
+        if start not in self._cache:
+            loader = self.files.get(start)
+            self._cache[start] = None if loader is None else np.asarray(loader(), dtype=np.uint8)
+        return self._cache[start]
+
+    def resolve(self, tags_code_raw):
+        """(tags_code, msg_store_time, bitmaps, ok) for every unit; non-ext or unreadable -> ok False.
+
+        tags_code is the raw code where the unit holds no ext address; missing (ok False, is ext) otherwise.
+        bitmaps is an Arrow binary array (null where the unit holds no bitmap)."""
+        n = len(tags_code_raw)
+        is_ext = L.is_ext_address(tags_code_raw)
+        tags_code = tags_code_raw.copy()
+        store_time = np.zeros(n, dtype=np.int64)
+        ok = np.zeros(n, dtype=bool)
+        bm_len = np.zeros(n, dtype=np.int64)
+        pieces = []
+        if not is_ext.any() or not self.file_size:
+            return tags_code, store_time, _bitmap_array(n, bm_len, pieces), ok
+        pos = L.ext_position(tags_code_raw)
+        file_start = (pos // self.file_size) * self.file_size
+        within = pos % self.file_size
+        for start in np.unique(file_start[is_ext]):
+            rows = np.flatnonzero(is_ext & (file_start == start))
+            data = self._bytes(int(start))
+            if data is None:
+                continue
+            at = within[rows]
+            fits = at + L.EXT_HEAD_SIZE <= len(data)
+            rows, at = rows[fits], at[fits]
+            head = gather_struct(data, at, L.EXT_HEAD_DTYPE)
+            bm_size = head["bitmap_size"].astype(np.int64)
+            good = (head["size"] >= 1) & (at + L.EXT_HEAD_SIZE + np.maximum(bm_size, 0) <= len(data))
+            rows, at, bm_size = rows[good], at[good], bm_size[good]
+            tags_code[rows] = head["tags_code"][good]
+            store_time[rows] = head["msg_store_time"][good]
+            ok[rows] = True
+            for b in np.unique(bm_size[bm_size > 0]):
+                sel = bm_size == b
+                bm_len[rows[sel]] = b
+                pieces.append((rows[sel], gather_bytes(data, at[sel] + L.EXT_HEAD_SIZE, int(b))))
+        return tags_code, store_time, _bitmap_array(n, bm_len, pieces), ok
+
+
+def _bitmap_array(n, lengths, pieces):
+    """Binary array from (rows, matrix) pieces of equal-width bitmaps; rows without one are null."""
+    width = int(lengths.max()) if n else 0
+    matrix = np.zeros((n, width), dtype=np.uint8)
+    for rows, m in pieces:
+        matrix[rows, : m.shape[1]] = m
+    data = matrix[np.arange(width) < lengths[:, None]]
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    validity = pa.array(lengths > 0).buffers()[1]
+    return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def iter_ext_units(data, file_start):
+    """Every unit of one ext file in write order: (address, size, tags_code, msg_store_time, bitmap)."""
+    data = np.asarray(data, dtype=np.uint8)
+    pos = 0
+    while pos + L.EXT_HEAD_SIZE <= len(data):
+        size = int(gather(data, np.array([pos]), ">i2")[0])
+        if size < 1:
+            return
+        head = gather_struct(data, np.array([pos]), L.EXT_HEAD_DTYPE)
+        bm = int(head["bitmap_size"][0])
+        bitmap = data[pos + L.EXT_HEAD_SIZE: pos + L.EXT_HEAD_SIZE + bm].tobytes() if bm > 0 else None
+        yield (L.ext_address(file_start + pos), size, int(head["tags_code"][0]),
+               int(head["msg_store_time"][0]), bitmap)
+        pos += size
+
+
+def cq_table(topic, queue_id, cols, tags_code, store_time, bitmaps, ok):
+    """A CONSUME_QUEUE_SCHEMA record batch for one queue."""
+    from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA
+
+    n = len(cols["queue_offset"])
+    is_ext = L.is_ext_address(cols["tags_code_raw"])
+    missing = is_ext & ~ok
+    return pa.RecordBatch.from_arrays([
+        pa.array([topic] * n, pa.string()),
+        pa.array(np.full(n, queue_id, dtype=np.int32)),
+        pa.array(cols["queue_offset"]),
+        pa.array(cols["commitlog_offset"]),
+        pa.array(cols["size"]),
+        pa.array(cols["tags_code_raw"]),
+        pa.array(is_ext),
+        pa.array(tags_code, mask=missing),
+        pa.array(store_time, mask=~ok),
+        bitmaps,
+    ], schema=CONSUME_QUEUE_SCHEMA)

@@ -1,0 +1,46 @@
+"""A Spark-free API over a whole store: every message, every consume-queue unit, as Arrow tables.
+
+For inspection, tests and acceptance checks on stores that fit in memory; the Spark job reads the same
+decoders in bounded splits."""
+import pyarrow as pa
+
+from schemas import storefs
+from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA, MESSAGE_SCHEMA
+from schemas.commitlog import decode_records, walk_records
+from schemas.consume_queue import ExtReader, cq_table, decode_cq_segment
+from schemas.store import open_store
+
+
+def iter_message_batches(store_dir, with_body=True):
+    """One RecordBatch per commit-log segment, in log order (blank end-of-file records excluded)."""
+    layout = open_store(store_dir)
+    fs = layout.filesystem()
+    for seg in layout.commitlog:
+        buf = storefs.read_range(fs, seg.path)
+        starts, _, _ = walk_records(buf, seg.start, seg.path)
+        yield decode_records(buf, starts, seg.start, seg.path, with_body=with_body)
+
+
+def read_messages(store_dir, with_body=True):
+    """Every message record of the commit log, in log order, as a pyarrow Table (MESSAGE_SCHEMA)."""
+    return pa.Table.from_batches(list(iter_message_batches(store_dir, with_body)), schema=MESSAGE_SCHEMA)
+
+
+def queue_batch(fs, queue):
+    """All units of one consume queue with their ext units resolved (CONSUME_QUEUE_SCHEMA batch)."""
+    import numpy as np
+
+    parts = [decode_cq_segment(storefs.read_range(fs, s.path), s.start, s.path) for s in queue.cq]
+    cols = {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, np.int64)
+            for k in ("queue_offset", "commitlog_offset", "size", "tags_code_raw")}
+    cols["size"] = cols["size"].astype(np.int32)
+    ext = ExtReader({s.start: (lambda p=s.path: storefs.read_range(fs, p)) for s in queue.ext},
+                    queue.ext_file_size)
+    return cq_table(queue.topic, queue.queue_id, cols, *ext.resolve(cols["tags_code_raw"]))
+
+
+def read_consume_queues(store_dir):
+    """Every consume-queue unit of every topic and queue, ext addresses resolved (CONSUME_QUEUE_SCHEMA)."""
+    layout = open_store(store_dir)
+    fs = layout.filesystem()
+    return pa.Table.from_batches([queue_batch(fs, q) for q in layout.queues], schema=CONSUME_QUEUE_SCHEMA)

@@ -1,0 +1,71 @@
+"""What a broker store holds, listed from names and sizes only (no data is read here)."""
+from dataclasses import dataclass, field
+
+from schemas import storefs
+from schemas.errors import UnsupportedStoreError
+
+
+@dataclass(frozen=True)
+class QueueFiles:
+    """One consume queue and its ext files."""
+
+    topic: str
+    queue_id: int
+    cq: tuple
+    cq_file_size: int
+    ext: tuple = ()
+    ext_file_size: int = 0
+
+
+@dataclass(frozen=True)
+class StoreLayout:
+    """The files of a store: commit-log segments, consume queues, ext queues, and oddities found."""
+
+    uri: str
+    root: str
+    commitlog: tuple
+    commitlog_file_size: int
+    queues: tuple
+    ignored: tuple = field(default=())  # files that are not segments (.tmp etc.), for the audit
+
+    def filesystem(self):
+        return storefs.resolve(self.uri)[0]
+
+
+def open_store(uri):
+    """List a store directory (local path or URI): commit log, consume queues and ext queues."""
+    fs, root = storefs.resolve(uri)
+    info = fs.get_file_info(root)
+    if info.type.name != "Directory":
+        raise FileNotFoundError(f"store directory not found: {uri}")
+    if fs.get_file_info(f"{root}/commitlog").type.name != "Directory":
+        if fs.get_file_info(f"{root}/dledger").type.name == "Directory" or \
+                fs.get_file_info(f"{root}/commitlog/dledger").type.name == "Directory":
+            raise UnsupportedStoreError(f"{uri}: a DLedger commit log is not read by this version")
+        raise FileNotFoundError(f"{uri} has no commitlog/ folder: is it a broker's storePathRootDir?")
+    if fs.get_file_info(f"{root}/batchconsumequeue").type.name == "Directory":
+        raise UnsupportedStoreError(f"{uri}: batch consume queues (5.0 BatchCQ) are not read by this version")
+    commitlog, ignored = storefs.list_segments(fs, f"{root}/commitlog")
+    ext_by_queue = {}
+    if fs.get_file_info(f"{root}/consumequeue_ext").type.name == "Directory":
+        for topic, qid, path in storefs.list_queues(fs, root, "consumequeue_ext"):
+            segs, odd = storefs.list_segments(fs, path)
+            ext_by_queue[(topic, qid)] = segs
+            ignored += odd
+    queues = []
+    for topic, qid, path in storefs.list_queues(fs, root, "consumequeue"):
+        segs, odd = storefs.list_segments(fs, path)
+        ignored += odd
+        ext = ext_by_queue.get((topic, qid), [])
+        queues.append(QueueFiles(topic, qid, tuple(segs), storefs.file_size_of(segs) or 0,
+                                 tuple(ext), storefs.file_size_of(ext) or 0))
+    return StoreLayout(str(uri), root, tuple(commitlog), storefs.file_size_of(commitlog) or 0,
+                       tuple(queues), tuple(ignored))
+
+
+def check_supported_store(uri):
+    """Raise UnsupportedStoreError for layouts not read yet; return the layout otherwise."""
+    return open_store(uri)
+
+
+__all__ = ["QueueFiles", "StoreLayout", "open_store", "UnsupportedStoreError"]

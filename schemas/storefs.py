@@ -1,0 +1,88 @@
+"""Find and read a store's files through pyarrow filesystems, so local paths, file://, HDFS and S3 work alike.
+
+Only names and sizes are listed here (cheap, driver-side); bytes are read by whoever decodes them.
+"""
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.fs as pafs
+
+from schemas.errors import UnsupportedStoreError
+
+_SEGMENT_NAME = re.compile(r"^\d{20}$")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One mapped file: its path, the offset its name gives, and its length on disk."""
+
+    path: str
+    start: int
+    length: int
+
+
+def resolve(uri):
+    """(filesystem, path) for a local path or a URI that pyarrow understands."""
+    uri = str(uri)
+    if "://" not in uri:
+        return pafs.LocalFileSystem(), uri.rstrip("/") or "/"
+    fs, path = pafs.FileSystem.from_uri(uri)
+    return fs, path.rstrip("/")
+
+
+def _children(fs, path):
+    infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    return sorted(infos, key=lambda i: i.base_name)
+
+
+def list_segments(fs, path):
+    """Mapped files of one folder in offset order; names that are not 20 digits (.tmp etc.) are reported."""
+    segments, others = [], []
+    for info in _children(fs, path):
+        if info.type != pafs.FileType.File:
+            continue
+        if _SEGMENT_NAME.match(info.base_name):
+            segments.append(Segment(info.path, int(info.base_name), info.size))
+        else:
+            others.append(info.path)
+    segments.sort(key=lambda s: s.start)
+    return segments, others
+
+
+def list_queues(fs, root, folder="consumequeue"):
+    """[(topic, queue_id, folder path)] of a store's consume queues (or ext queues), in name order."""
+    base = f"{root}/{folder}"
+    queues = []
+    entries = _children(fs, base)
+    names = {e.base_name for e in entries}
+    if "CURRENT" in names or any(n.startswith("MANIFEST-") or n.endswith(".sst") for n in names):
+        raise UnsupportedStoreError(
+            f"{base} holds RocksDB files (RocketMQ 5.2+ RocksDB consume queue): not read by this version")
+    for topic in entries:
+        if topic.type != pafs.FileType.Directory:
+            continue
+        for q in _children(fs, topic.path):
+            if q.type == pafs.FileType.Directory and q.base_name.lstrip("-").isdigit():
+                queues.append((topic.base_name, int(q.base_name), q.path))
+    return queues
+
+
+def read_range(fs, path, start=0, length=None):
+    """Bytes [start, start+length) of a file as a read-only uint8 array (length None: to the end)."""
+    with fs.open_input_file(path) as f:
+        if length is None:
+            length = f.size() - start
+        buf = f.read_at(length, start)
+    return np.frombuffer(buf, dtype=np.uint8)
+
+
+def file_size_of(segments):
+    """A queue's mapped-file size, inferred from names and lengths, never assumed: the gcd of the gaps
+    between consecutive names (a deleted file in between keeps it right), else the one file's length."""
+    if not segments:
+        return None
+    if len(segments) > 1:
+        return math.gcd(*(b.start - a.start for a, b in zip(segments, segments[1:])))
+    return segments[0].length
