@@ -56,8 +56,11 @@ def walk_records(buf, base_offset=0, path="commitlog", limit=None):
     return np.array(starts, dtype=np.int64), pos, END_LIMIT
 
 
-def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True):
-    """An Arrow RecordBatch (MESSAGE_SCHEMA) of the records starting at `starts` (relative to buf)."""
+def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True, raw=False):
+    """An Arrow RecordBatch (MESSAGE_SCHEMA) of the records starting at `starts` (relative to buf).
+
+    raw=True adds what decoding loses, for byte-exact re-encoding: `stored_body` (as on disk) and
+    `properties_raw` (the blob, with the pieces RocketMQ drops, such as empty values)."""
     from schemas.arrow_schemas import MESSAGE_SCHEMA
     from filtering.tags import tags_code_array
 
@@ -88,7 +91,9 @@ def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True)
     _check_within(props_len >= 0, props_at + props_len == ends, starts, base_offset, path,
                   "properties length (record does not end where totalSize says)")
 
-    properties = parse_properties(to_utf8(slices_to_binary(buf, props_at, props_len)))
+    properties_raw = to_utf8(slices_to_binary(buf, props_at, props_len))
+    properties = parse_properties(properties_raw)
+    stored_body = slices_to_binary(buf, body_at, body_len) if (with_body or raw) else None
     tags = pc.map_lookup(properties, "TAGS", "first")
     store_port = gather(buf, store_at + np.where(store_v6, 16, 4), ">i4")
     born_port = gather(buf, born_at + np.where(born_v6, 16, 4), ">i4")
@@ -108,16 +113,19 @@ def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True)
         "reconsume_times": mid["reconsume_times"],
         "prepared_transaction_offset": mid["prepared_transaction_offset"],
         "body_crc": head["body_crc"],
-        "body": (_bodies(slices_to_binary(buf, body_at, body_len), sys_flag, base_offset + starts, path)
+        "body": (_bodies(stored_body, sys_flag, base_offset + starts, path)
                  if with_body else pa.nulls(len(starts), pa.binary())),
         "tags_code": tags_code_array(tags),
         "properties": properties,
         "tags": tags,
         "keys": pc.map_lookup(properties, "KEYS", "first"),
     }
+    schema = MESSAGE_SCHEMA
+    if raw:
+        columns.update(stored_body=stored_body, properties_raw=properties_raw)
+        schema = schema.append(pa.field("stored_body", pa.binary())).append(pa.field("properties_raw", pa.string()))
     return pa.RecordBatch.from_arrays([pa.array(columns[f.name], f.type) if isinstance(columns[f.name], np.ndarray)
-                                       else columns[f.name].cast(f.type) for f in MESSAGE_SCHEMA],
-                                      schema=MESSAGE_SCHEMA)
+                                       else columns[f.name].cast(f.type) for f in schema], schema=schema)
 
 
 def _u16(buf, pos, where):

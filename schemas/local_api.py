@@ -11,19 +11,22 @@ from schemas.consume_queue import ExtReader, cq_table, decode_cq_segment
 from schemas.store import open_store
 
 
-def iter_message_batches(store_dir, with_body=True):
+def iter_message_batches(store_dir, with_body=True, raw=False):
     """One RecordBatch per commit-log segment, in log order (blank end-of-file records excluded)."""
     layout = open_store(store_dir)
     fs = layout.filesystem()
     for seg in layout.commitlog:
         buf = storefs.read_range(fs, seg.path)
         starts, _, _ = walk_records(buf, seg.start, seg.path)
-        yield decode_records(buf, starts, seg.start, seg.path, with_body=with_body)
+        yield decode_records(buf, starts, seg.start, seg.path, with_body=with_body, raw=raw)
 
 
-def read_messages(store_dir, with_body=True):
-    """Every message record of the commit log, in log order, as a pyarrow Table (MESSAGE_SCHEMA)."""
-    return pa.Table.from_batches(list(iter_message_batches(store_dir, with_body)), schema=MESSAGE_SCHEMA)
+def read_messages(store_dir, with_body=True, raw=False):
+    """Every message record of the commit log, in log order, as a pyarrow Table (MESSAGE_SCHEMA).
+
+    raw=True adds `stored_body` and `properties_raw` (see decode_records)."""
+    batches = list(iter_message_batches(store_dir, with_body, raw))
+    return pa.Table.from_batches(batches) if batches else MESSAGE_SCHEMA.empty_table()
 
 
 def queue_batch(fs, queue):
