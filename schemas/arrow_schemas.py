@@ -45,3 +45,28 @@ def spark_schema(arrow_schema):
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(arrow_schema)
+
+# Columns every delivered (or audited) message row carries in the job's output.
+OUTPUT_MESSAGE_FIELDS = [
+    ("queue_id", pa.int32()), ("queue_offset", pa.int64()), ("commitlog_offset", pa.int64()),
+    ("msg_id", pa.string()), ("tags", pa.string()), ("keys", pa.string()),
+    ("born_timestamp", pa.int64()), ("store_timestamp", pa.int64()), ("born_host", pa.string()),
+    ("store_host", pa.string()), ("reconsume_times", pa.int32()), ("sys_flag", pa.int32()),
+    ("properties", PROPERTIES_TYPE), ("body", pa.binary()),
+]
+STAT_FIELDS = ["units", "stage1_passed", "broker_delivered", "client_delivered", "collisions",
+               "bloom_false_positives", "evaluation_errors", "bitmap_mismatches", "bitmap_mismatches_explained"]
+
+# What a replay task returns: one union of row kinds, so that one pass over the store yields them all.
+#   matched / collision: a message for (group, topic); bitmap: a stored-vs-recomputed difference;
+#   corrupt: an item skipped with a reason; stats: counters of one (group, topic) in one task.
+RESULT_SCHEMA = pa.schema(
+    [("kind", pa.string()), ("group", pa.string()), ("topic", pa.string())]
+    + OUTPUT_MESSAGE_FIELDS
+    + [("stored_bitmap", pa.binary()), ("recomputed_bitmap", pa.binary()), ("reason", pa.string()),
+       ("detail", pa.string()), ("file", pa.string()), ("offset", pa.int64())]
+    + [(name, pa.int64()) for name in STAT_FIELDS]
+)
+
+# A consume-queue unit on its way to a replay task, tagged with the commit-log split it points into.
+UNIT_SCHEMA = CONSUME_QUEUE_SCHEMA.append(pa.field("split", pa.int64()))

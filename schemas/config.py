@@ -11,6 +11,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from filtering.tags import parse_subscription
 
@@ -252,16 +253,12 @@ def load_topics(path) -> dict:
 
 
 # ---------------------------------------------------------------- subscriptionGroup.json
-@dataclass(frozen=True)
-class SimpleSubscription:
+class SimpleSubscription(NamedTuple):
     """One ``SimpleSubscriptionData`` of a group's static ``subscriptionDataSet`` (5.1.1+)."""
 
     topic: str
     expression_type: str  # "TAG" when null or empty, as ExpressionType.isTagType reads it
     expression: str | None
-
-    def __iter__(self):  # unpacks as (topic, expression_type, expression)
-        return iter((self.topic, self.expression_type, self.expression))
 
 
 @dataclass(frozen=True)
@@ -349,8 +346,8 @@ def _registration(path, entry, w: str) -> Registration:
             raise ConfigError(path, "must not be empty", key=f"{w}.{key}")
     etype = _get(path, entry, w, "expressionType", str)
     if etype not in EXPRESSION_TYPES:
-        raise ConfigError(path, f"unknown expressionType {etype!r} (expected one of {', '.join(EXPRESSION_TYPES)})",
-                          key=f"{w}.expressionType")
+        raise ConfigError(path, f"unknown expressionType {etype!r} (expected one of "
+                                f"{', '.join(EXPRESSION_TYPES)})", key=f"{w}.expressionType")
     expression = _get(path, entry, w, "expression", str)
     if etype == "TAG":
         try:
@@ -426,8 +423,10 @@ def load_store_config(store_dir) -> StoreConfig:
     if not store_dir.is_dir():
         raise ConfigError(store_dir, "store directory does not exist")
     config = store_dir / "config"
-    loaders = {CONSUMER_FILTER_FILE: (load_consumer_filters, list), CONSUMER_OFFSET_FILE: (load_consumer_offsets, dict),
-               TOPICS_FILE: (load_topics, dict), SUBSCRIPTION_GROUP_FILE: (load_subscription_groups, dict)}
+    loaders = {CONSUMER_FILTER_FILE: (load_consumer_filters, list),
+               CONSUMER_OFFSET_FILE: (load_consumer_offsets, dict),
+               TOPICS_FILE: (load_topics, dict),
+               SUBSCRIPTION_GROUP_FILE: (load_subscription_groups, dict)}
     values, paths = {}, {}
     for name, (load, empty) in loaders.items():
         found = _present(config / name)

@@ -1,0 +1,57 @@
+"""CommitLogDispatcherCalcBitMap, recomputed: every message's bitmap from all SQL92 registrations of its
+topic, and the comparison with the bitmap the broker stored in the message's ext unit.
+
+The broker evaluates each registration of the topic when the message is dispatched and ORs the bits of
+those that return TRUE (errors and non-TRUE results add nothing). A topic with no registration gets no
+bitmap at all. Registrations born after the message was dispatched are absent from its stored bitmap:
+such a difference is explained; any other is a real mismatch."""
+import numpy as np
+
+from filtering import bloom as bloom_mod
+
+REASON_BORN_AFTER = "registration born after the message"
+
+
+def registration_matches(registrations, properties, outcomes):
+    """(N, R) bool matrix: which registration's SQL92 returns TRUE per message (`outcomes` as sql_outcomes)."""
+    n = len(properties)
+    match = np.zeros((n, len(registrations)), dtype=bool)
+    for r, csub in enumerate(registrations):
+        match[:, r] = outcomes(csub.sql, properties)[0]
+    return match
+
+
+def recompute_bitmaps(registrations, match, m):
+    """(bitmaps (N, m/8) uint8, valid) for the given registrations; no registrations, no bitmap."""
+    n = match.shape[0]
+    if not registrations:
+        return np.zeros((n, m // 8), dtype=np.uint8), np.zeros(n, dtype=bool)
+    return bloom_mod.or_bits(match, [c.sub.bloom_bits for c in registrations], m), np.ones(n, dtype=bool)
+
+
+def compare_stored(registrations, match, m, stored, stored_valid, msg_store_time):
+    """Rows whose stored bitmap differs from the recomputed one: (mismatch, explained, missing groups).
+
+    explained: the stored bitmap equals the one recomputed from only the registrations born at or before
+    the message's store time (or strictly before: the same millisecond can go either way)."""
+    n = match.shape[0]
+    full, full_valid = recompute_bitmaps(registrations, match, m)
+    width = stored.shape[1]
+    if width != m // 8:
+        return stored_valid | full_valid, np.zeros(n, dtype=bool), [[] for _ in range(n)]
+    same = (stored_valid == full_valid) & ((stored == full).all(axis=1) | ~full_valid)
+    mismatch = ~same
+    explained = np.zeros(n, dtype=bool)
+    missing = [[] for _ in range(n)]
+    if mismatch.any() and registrations:
+        born = np.array([c.sub.born_time if c.sub.born_time is not None else -1 for c in registrations])
+        for strict in (False, True):
+            alive = (born[None, :] < msg_store_time[:, None]) if strict else (born[None, :] <= msg_store_time[:, None])
+            part, _ = recompute_bitmaps(registrations, match & alive, m)
+            part_valid = alive.any(axis=1)
+            ok = (stored_valid == part_valid) & ((stored == part).all(axis=1) | ~part_valid)
+            explained |= mismatch & ok
+        for i in np.flatnonzero(mismatch):
+            missing[i] = [c.sub.group for r, c in enumerate(registrations)
+                          if match[i, r] and (born[r] >= msg_store_time[i] or not stored_valid[i])]
+    return mismatch, explained, missing

@@ -1,0 +1,127 @@
+"""The broker's two-stage filter and the 4.x client's tag check, vectorized over a batch of one topic.
+
+ExpressionMessageFilter (4.9.x):
+  stage 1, consume queue  TAG: code missing, `*`, or int32(code) in the subscription's codes.
+                          SQL92: passes unless the unit has a readable ext unit stored at or after the
+                          registration's bornTime (isMsgInLive) with a bitmap of the bloom's width and
+                          valid bloom data, and then only when all the registration's bits are set.
+                          PYTHON (class filter mode): passes.
+  stage 2, commit log     SQL92 evaluated on the properties: True only for a Boolean TRUE result.
+  client (4.x consumer)   TAG only: the tag string is one of the subscription's tags (unless `*`).
+ExpressionForRetryMessageFilter (filterSupportRetry): on %RETRY% topics stage 1 passes and stage 2 uses
+the SQL92 registration of (RETRY_TOPIC property, group), when there is one.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from filtering import bloom as bloom_mod
+from filtering import tags as tags_mod
+from filtering.subscriptions import RETRY_PREFIX
+
+
+@dataclass
+class UnitBatch:
+    """Columns of one topic's units joined with their decoded messages (numpy where fixed-width)."""
+
+    topic: str
+    tags_code: np.ndarray  # int64, resolved
+    code_missing: np.ndarray  # bool: ext unit unreadable, the broker's `null` tag code
+    ext_ok: np.ndarray  # bool: a readable ext unit exists (cqExtUnit != null)
+    msg_store_time: np.ndarray  # int64 from the ext unit
+    stored_bitmaps: np.ndarray  # (N, w) uint8
+    stored_valid: np.ndarray  # bool: the ext unit holds a bitmap
+    properties: pa.Array  # map<string, string>
+    tags: pa.Array  # string
+
+    def __len__(self):
+        return len(self.tags_code)
+
+
+@dataclass
+class Outcome:
+    """Per-row results of one subscription over a batch."""
+
+    stage1: np.ndarray
+    bloom_checked: np.ndarray  # stage 1 decided by the bloom filter (and it hit)
+    broker: np.ndarray  # what the broker returns
+    client: np.ndarray  # what the consumer finally receives
+    errors: np.ndarray  # evaluation errors (SQL92 exceptions, PYTHON exceptions)
+
+
+def sql_outcomes(expression, properties):
+    """(matched, errors) of an SQL92 expression over a properties column."""
+    from filtering.sql92 import vectorized
+
+    matched, errors = vectorized.outcomes_batch(expression, properties)
+    return np.asarray(matched, dtype=bool), np.asarray(errors, dtype=bool)
+
+
+def stage1_sql(sub, batch, bloom, bitmaps, bitmaps_valid):
+    """(passed, bloom_checked) of ExpressionMessageFilter.isMatchedByConsumeQueue for an SQL92 group."""
+    n = len(batch)
+    bits = sub.bloom_bits
+    if not bits or bloom is None or len(bits) != bloom.k or bitmaps.shape[1] * 8 != bloom.m:
+        return np.ones(n, dtype=bool), np.zeros(n, dtype=bool)  # no or invalid bloom data: passes
+    if sub.stored:
+        live = batch.ext_ok & (batch.msg_store_time >= (sub.born_time if sub.born_time is not None else 0))
+        checked = live & bitmaps_valid
+    else:  # ad hoc: recomputed bitmaps, live from its bornTime (all messages when none is given)
+        checked = bitmaps_valid & (batch.msg_store_time >= sub.born_time if sub.born_time is not None else True)
+    hit = bloom_mod.is_hit_array(bitmaps, bits) if checked.any() else np.zeros(n, dtype=bool)
+    return ~checked | hit, checked & hit
+
+
+def apply_subscription(csub, batch, bloom, recomputed=None, retry_sql=None, messages=None, support_retry=False):
+    """Outcome of one compiled subscription over a batch of its topic.
+
+    recomputed: (bitmaps, valid) from the dispatcher, used for ad hoc SQL92 subscriptions.
+    retry_sql: {original topic: compiled SQL92 of this group}, for ExpressionForRetryMessageFilter.
+    messages: callable returning the batch as a list of message dicts (PYTHON filters only)."""
+    sub = csub.sub
+    n = len(batch)
+    ones = np.ones(n, dtype=bool)
+    errors = np.zeros(n, dtype=bool)
+    checked = np.zeros(n, dtype=bool)
+    if support_retry and sub.topic.startswith(RETRY_PREFIX) and sub.expression_type != "PYTHON":
+        stage1 = ones
+        broker = ones.copy()
+        original = pc.fill_null(pc.map_lookup(batch.properties, "RETRY_TOPIC", "first"), "").to_numpy(
+            zero_copy_only=False)
+        for topic, expression in (retry_sql or {}).items():
+            rows = original == topic
+            if rows.any():
+                m, e = sql_outcomes(expression, batch.properties.filter(pa.array(rows)))
+                broker[rows] = m
+                errors[rows] = e
+        client = broker.copy()
+        if csub.tag is not None and not csub.tag.match_all:
+            client &= tags_mod.client_tag_match_array(csub.tag, batch.tags)
+        return Outcome(stage1, checked, broker, client, errors)
+    if csub.tag is not None:
+        stage1 = tags_mod.broker_tag_match_array(csub.tag, batch.tags_code, batch.code_missing)
+        broker = stage1
+        client = broker & tags_mod.client_tag_match_array(csub.tag, batch.tags)
+    elif csub.sql is not None:
+        if sub.stored:
+            stage1, checked = stage1_sql(sub, batch, bloom, batch.stored_bitmaps, batch.stored_valid)
+        else:
+            stage1, checked = stage1_sql(sub, batch, bloom, *recomputed)
+        broker = np.zeros(n, dtype=bool)
+        if stage1.any():
+            props = batch.properties if stage1.all() else batch.properties.filter(pa.array(stage1))
+            m, e = sql_outcomes(csub.sql, props)
+            broker[stage1] = m
+            errors[stage1] = e
+        client = broker
+    elif csub.python is not None:
+        from filtering.custom import FilterContext, run_filter
+
+        stage1 = ones
+        broker, errors = run_filter(csub.python, messages(), FilterContext(sub.group, sub.topic))
+        client = broker
+    else:
+        raise ValueError(f"subscription {sub.group}/{sub.topic} did not compile: {csub.error}")
+    return Outcome(stage1, checked, broker, client, errors)

@@ -1,0 +1,103 @@
+"""Which group receives which topic under which expression: the store's registrations merged with the
+user's, compiled once, shipped to executors (everything here is small and picklable)."""
+from dataclasses import dataclass, field, replace
+
+RETRY_PREFIX = "%RETRY%"
+EXPRESSION_TYPES = ("TAG", "SQL92", "PYTHON")
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """One (group, topic) subscription as the broker would hold it.
+
+    stored: the registration is in the store's consumerFilter.json with this expression, so the ext
+    units' bitmaps carry its bits (from born_time on) and stage 1 reads them as the broker does. Ad hoc
+    subscriptions use bitmaps recomputed by the dispatcher instead."""
+
+    group: str
+    topic: str
+    expression_type: str
+    expression: str
+    born_time: int = None
+    bloom_bits: tuple = None
+    stored: bool = False
+    origin: str = "file"
+
+
+@dataclass
+class CompiledSubscription:
+    """A subscription with its compiled filter, or the reason it failed (SUBSCRIPTION_PARSE_FAILED)."""
+
+    sub: Subscription
+    tag: object = None
+    sql: object = None
+    python: object = None
+    error: str = None
+    info: dict = field(default_factory=dict)
+
+    @property
+    def key(self):
+        return self.sub.group, self.sub.topic
+
+
+def merge_subscriptions(stored_filters, registrations, bloom, existing_topics=None, retry=True,
+                        groups=None, topics=None):
+    """Effective subscriptions: stored SQL92 registrations, replaced per (group, topic) by later ones.
+
+    stored_filters: schemas.config.ConsumerFilterData list; registrations: schemas.config.Registration
+    list in precedence order (files, then command-line). Each group also gets `%RETRY%<group>` with `*`
+    (a push consumer's retry subscription) when `retry` and the store has that topic."""
+    subs = {}
+    stored = {}
+    for fd in stored_filters:
+        s = Subscription(fd.consumer_group, fd.topic, fd.expression_type, fd.expression, fd.born_time,
+                         tuple(fd.bloom_bit_pos) if fd.bloom_bit_pos else None, True, "store")
+        subs[(s.group, s.topic)] = stored[(s.group, s.topic)] = s
+    for reg in registrations:
+        key = (reg.group, reg.topic)
+        known = stored.get(key)
+        if known and known.expression_type == reg.expression_type and known.expression == reg.expression:
+            subs[key] = replace(known, born_time=reg.born_time if reg.born_time is not None else known.born_time,
+                                origin=_origin(reg))
+            continue
+        bits = None
+        if reg.expression_type == "SQL92":
+            bits = tuple(reg.bloom_bit_pos) if reg.bloom_bit_pos else tuple(bloom.registration_bits(*key))
+        subs[key] = Subscription(reg.group, reg.topic, reg.expression_type, reg.expression, reg.born_time,
+                                 bits, False, _origin(reg))
+    if retry:
+        for group in sorted({g for g, _ in subs}):
+            topic = RETRY_PREFIX + group
+            if (group, topic) not in subs and (existing_topics is None or topic in existing_topics):
+                subs[(group, topic)] = Subscription(group, topic, "TAG", "*", origin="retry")
+    out = [s for s in subs.values()
+           if (not groups or s.group in groups) and (not topics or s.topic in topics
+                                                     or _retry_of(s.topic) in (groups or ()))]
+    return sorted(out, key=lambda s: (s.group, s.topic))
+
+
+def _retry_of(topic):
+    return topic[len(RETRY_PREFIX):] if topic.startswith(RETRY_PREFIX) else None
+
+
+def _origin(reg):
+    return "cli" if reg.source == "<command line>" else "file"
+
+
+def compile_subscription(sub, dialect="5"):
+    """Compile once; a parse failure is kept as `error` so that only this group fails."""
+    from filtering import custom, sql92, tags
+
+    compiled = CompiledSubscription(sub)
+    try:
+        if sub.expression_type == "TAG":
+            compiled.tag = tags.parse_subscription(sub.expression)
+        elif sub.expression_type == "SQL92":
+            compiled.sql = sql92.parse(sub.expression, dialect=dialect)
+        elif sub.expression_type == "PYTHON":
+            compiled.python = custom.load_filter(sub.expression)
+        else:
+            raise ValueError(f"unknown expression type {sub.expression_type!r}")
+    except Exception as exc:  # noqa: BLE001 - reported per group, like the broker's SUBSCRIPTION_PARSE_FAILED
+        compiled.error = f"SUBSCRIPTION_PARSE_FAILED: {type(exc).__name__}: {exc}"
+    return compiled

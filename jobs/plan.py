@@ -1,0 +1,115 @@
+"""Driver-side planning: list the store, merge and compile subscriptions, describe the work units.
+
+Only metadata is handled here (file names, sizes, config JSON); store bytes are read by the tasks."""
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from filtering.bloom import BloomFilter
+from filtering.subscriptions import compile_subscription, merge_subscriptions
+from jobs.split_task import ReplayPlan
+from schemas import storefs
+from schemas.arrow_schemas import UNIT_SCHEMA
+from schemas.config import Registration, load_registrations, load_store_config
+from schemas.local_api import queue_batch
+from schemas.store import open_store
+
+log = logging.getLogger("mqreplay")
+
+
+@dataclass
+class JobOptions:
+    """What the command line and conf/ decide (defaults are the broker's and a sane job's)."""
+
+    store: str
+    subscription_files: tuple = ()
+    ad_hoc: tuple = ()  # (group, topic, type, expression)
+    dialect: str = "5"
+    start_from: str = "earliest"
+    groups: tuple = ()
+    topics: tuple = ()
+    retry: bool = True
+    with_body: bool = True
+    support_retry: bool = False
+    bloom_f: int = 20
+    bloom_n: int = 32
+    split_size: int = 128 << 20
+    on_corrupt: str = "fail"
+    verify_crc: bool = False
+
+
+@dataclass
+class Planned:
+    plan: ReplayPlan
+    layout: object
+    subscriptions: list  # every CompiledSubscription, failed ones included
+    committed: dict  # (topic, group) -> {queue_id: offset}, for --from committed
+
+
+def build_plan(options):
+    layout = open_store(options.store)
+    config = load_store_config_uri(options.store)
+    regs = []
+    for path in options.subscription_files:
+        regs.extend(load_registrations(path))
+    for group, topic, etype, expression in options.ad_hoc:
+        regs.append(Registration(group, topic, etype.upper(), expression, None, None, "<command line>"))
+    bloom = BloomFilter(options.bloom_f, options.bloom_n)
+    topics_present = {q.topic for q in layout.queues}
+    subs = merge_subscriptions(config.consumer_filters, regs, bloom, topics_present, options.retry,
+                               set(options.groups) or None, set(options.topics) or None)
+    compiled = [compile_subscription(s, options.dialect) for s in subs]
+    for c in compiled:
+        if c.error:
+            log.error("group %s topic %s: %s", c.sub.group, c.sub.topic, c.error)
+    plan = ReplayPlan(
+        store_uri=str(options.store),
+        commitlog_file_size=layout.commitlog_file_size or 1,
+        commitlog_files=tuple((s.start, s.path, s.length) for s in layout.commitlog),
+        subscriptions=tuple(c for c in compiled if not c.error),
+        bloom_f=options.bloom_f, bloom_n=options.bloom_n, with_body=options.with_body,
+        support_retry=options.support_retry, on_corrupt=options.on_corrupt, verify_crc=options.verify_crc,
+        split_size=min(options.split_size, layout.commitlog_file_size or options.split_size),
+        start_offsets=_start_offsets(options, compiled, config.consumer_offsets),
+    )
+    return Planned(plan, layout, compiled, config.consumer_offsets)
+
+
+def _start_offsets(options, compiled, committed):
+    """--from committed: each group starts at its committed offset per queue (earliest where it has none)."""
+    if options.start_from == "earliest":
+        return ()
+    if options.start_from != "committed":
+        raise ValueError(f"--from must be earliest or committed, got {options.start_from!r}")
+    out = []
+    for c in compiled:
+        for qid, offset in committed.get((c.sub.topic, c.sub.group), {}).items():
+            out.append((c.sub.group, c.sub.topic, int(qid), int(offset)))
+    return tuple(out)
+
+
+def load_store_config_uri(store):
+    """Config of a local store; remote stores' config is read through pyarrow into a temp dir."""
+    fs, root = storefs.resolve(store)
+    if isinstance(fs, pa.fs.LocalFileSystem):
+        return load_store_config(root)
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="mqreplay-config-")
+    import os
+
+    os.makedirs(f"{tmp}/config")
+    for info in fs.get_file_info(pa.fs.FileSelector(f"{root}/config", allow_not_found=True)):
+        if info.type == pa.fs.FileType.File:
+            with fs.open_input_file(info.path) as src, open(f"{tmp}/config/{info.base_name}", "wb") as dst:
+                dst.write(src.read())
+    return load_store_config(tmp)
+
+
+def queue_units(plan, queue):
+    """UNIT_SCHEMA batch of one queue, each unit tagged with its commit-log split (run by a task)."""
+    batch = queue_batch(storefs.resolve(plan.store_uri)[0], queue)
+    split = plan.split_of(batch.column("commitlog_offset").to_numpy()) if batch.num_rows else np.zeros(0, np.int64)
+    return pa.RecordBatch.from_arrays(list(batch.columns) + [pa.array(split, pa.int64())], schema=UNIT_SCHEMA)

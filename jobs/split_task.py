@@ -1,0 +1,288 @@
+"""One replay task: the consume-queue units that point into one commit-log split, in, result rows out.
+
+Pure Arrow and numpy (no Spark): the Spark job runs it per split through applyInArrow, tests run it
+directly. The task reads only its split's byte range of one commit-log file; record starts come from the
+units, so no header walk is needed; every message is decoded once and serves all groups."""
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from filtering import bloom as bloom_mod
+from filtering import dispatcher
+from filtering.message_filter import UnitBatch, apply_subscription, sql_outcomes
+from schemas import layout as L
+from schemas import storefs
+from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, RESULT_SCHEMA, STAT_FIELDS
+from schemas.columns import gather
+from schemas.commitlog import decode_records
+from schemas.errors import CorruptStoreError
+
+OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL: the commit-log file was deleted (retention)"
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    """Everything a task needs besides its units; small, built on the driver, shipped to executors."""
+
+    store_uri: str
+    commitlog_file_size: int
+    commitlog_files: tuple  # ((start, path, length), ...)
+    subscriptions: tuple  # CompiledSubscription, compiled without errors
+    bloom_f: int = 20
+    bloom_n: int = 32
+    with_body: bool = True
+    support_retry: bool = False
+    on_corrupt: str = "fail"
+    verify_crc: bool = False
+    split_size: int = 128 << 20
+    start_offsets: tuple = ()  # ((group, topic, queue_id, first queue offset), ...) for --from committed
+    files_by_start: dict = field(default=None, compare=False)
+
+    def file_of(self, start):
+        if self.files_by_start is None:
+            object.__setattr__(self, "files_by_start", {s: (p, n) for s, p, n in self.commitlog_files})
+        return self.files_by_start.get(start)
+
+    def split_of(self, commitlog_offset):
+        """Split key of each offset: splits never cross a commit-log file."""
+        file_start = (commitlog_offset // self.commitlog_file_size) * self.commitlog_file_size
+        return file_start + ((commitlog_offset - file_start) // self.split_size) * self.split_size
+
+
+def process_split(plan, units):
+    """Result rows (RESULT_SCHEMA) for the units of one split (a pyarrow Table of UNIT_SCHEMA)."""
+    if units.num_rows == 0:
+        return RESULT_SCHEMA.empty_table()
+    units = units.sort_by([("commitlog_offset", "ascending")])
+    out = _Rows()
+    messages, units = _decode_messages(plan, units, out)
+    if units.num_rows:
+        by_topic = pc.dictionary_encode(units.column("topic")).combine_chunks()
+        for t, topic in enumerate(by_topic.dictionary.to_pylist()):
+            rows = pa.array(np.flatnonzero(by_topic.indices.to_numpy(zero_copy_only=False) == t))
+            _replay_topic(plan, topic, units.take(rows), messages.take(rows), out)
+    return out.table()
+
+
+class _Rows:
+    """Collects result pieces; every piece is widened to RESULT_SCHEMA with nulls."""
+
+    def __init__(self):
+        self.pieces = []
+
+    def add(self, kind, columns, n):
+        arrays = []
+        for f in RESULT_SCHEMA:
+            value = kind if f.name == "kind" else columns.get(f.name)
+            if value is None:
+                arrays.append(pa.nulls(n, f.type))
+            elif isinstance(value, (str, int)):
+                arrays.append(pa.array([value] * n, f.type))
+            else:
+                arrays.append(pa.array(value, f.type) if isinstance(value, (np.ndarray, list)) else value.cast(f.type))
+        self.pieces.append(pa.Table.from_arrays(arrays, schema=RESULT_SCHEMA))
+
+    def table(self):
+        return pa.concat_tables(self.pieces) if self.pieces else RESULT_SCHEMA.empty_table()
+
+
+def _corrupt(plan, out, units, rows, reason, path):
+    """Skip (audit) or fail on the units at `rows`."""
+    rows = np.asarray(rows)
+    if not len(rows):
+        return
+    first = units.slice(int(rows[0]), 1).to_pylist()[0]
+    if plan.on_corrupt != "skip" and not reason.startswith("OFFSET_TOO_SMALL"):
+        raise CorruptStoreError(path, first["commitlog_offset"], reason, first["topic"], first["queue_id"])
+    sel = units.take(pa.array(rows))
+    out.add("corrupt", {"topic": sel.column("topic"), "queue_id": sel.column("queue_id"),
+                        "queue_offset": sel.column("queue_offset"), "commitlog_offset": sel.column("commitlog_offset"),
+                        "reason": reason, "file": path, "offset": sel.column("commitlog_offset")}, len(rows))
+
+
+def _decode_messages(plan, units, out):
+    """Decode the record of every unit; units whose record is missing or damaged go to the audit."""
+    offsets = units.column("commitlog_offset").to_numpy()
+    sizes = units.column("size").to_numpy().astype(np.int64)
+    file_start = int(offsets[0] // plan.commitlog_file_size * plan.commitlog_file_size)
+    found = plan.file_of(file_start)
+    first_start = plan.commitlog_files[0][0] if plan.commitlog_files else None
+    if found is None:
+        reason = OFFSET_TOO_SMALL if first_start is not None and file_start < first_start else \
+            "commit-log file missing"
+        path = f"commitlog/{L.file_name(file_start)}"
+        _corrupt(plan, out, units, np.arange(units.num_rows), reason, path)
+        return None, units.slice(0, 0)
+    path, length = found
+    rel = offsets - file_start
+    bad = (rel + sizes > length) | (sizes < L.MIN_RECORD_SIZE)
+    _corrupt(plan, out, units, np.flatnonzero(bad), "unit points outside the commit-log file", path)
+    keep = ~bad
+    lo = int(rel[keep].min()) if keep.any() else 0
+    hi = int((rel + sizes)[keep].max()) if keep.any() else 0
+    buf = storefs.read_range(plan_fs(plan), path, lo, hi - lo) if keep.any() else np.zeros(0, np.uint8)
+    starts = rel - lo
+    head_ok = np.zeros(len(rel), dtype=bool)
+    if keep.any():
+        idx = np.flatnonzero(keep)
+        total = gather(buf, starts[idx], ">i4")
+        magic = gather(buf, starts[idx] + 4, ">i4")
+        good = np.isin(magic, L.MESSAGE_MAGICS) & (total == sizes[idx])
+        head_ok[idx[good]] = True
+        bad_magic = idx[~np.isin(magic, L.MESSAGE_MAGICS)]
+        _corrupt(plan, out, units, bad_magic, "unit points at no record (bad magic code)", path)
+        _corrupt(plan, out, units, idx[np.isin(magic, L.MESSAGE_MAGICS) & (total != sizes[idx])],
+                 "unit size differs from the record's totalSize", path)
+    idx = np.flatnonzero(head_ok)
+    uniq, inverse = np.unique(starts[idx], return_inverse=True)
+    try:
+        decoded = pa.Table.from_batches([decode_records(buf, uniq, file_start + lo, path, with_body=plan.with_body)])
+    except CorruptStoreError:
+        if plan.on_corrupt != "skip":
+            raise
+        decoded, idx, inverse = _decode_one_by_one(plan, buf, uniq, starts, idx, file_start + lo, path, units, out)
+    messages = decoded.take(pa.array(inverse.reshape(-1)))
+    sel = units.take(pa.array(idx))
+    agree = (pc.equal(messages.column("topic"), sel.column("topic")).to_numpy(zero_copy_only=False)
+             & (messages.column("queue_id").to_numpy() == sel.column("queue_id").to_numpy())
+             & (messages.column("queue_offset").to_numpy() == sel.column("queue_offset").to_numpy()))
+    _corrupt(plan, out, sel, np.flatnonzero(~agree), "record's topic, queue or queue offset differ from the unit", path)
+    keep_rows = pa.array(np.flatnonzero(agree))
+    return messages.take(keep_rows), sel.take(keep_rows)
+
+
+def _decode_one_by_one(plan, buf, uniq, starts, idx, base, path, units, out):
+    """Slow path after a decode error in skip mode: isolate the damaged records."""
+    good_starts, batches = [], []
+    for s in uniq:
+        try:
+            batches.append(decode_records(buf, np.array([s]), base, path, with_body=plan.with_body))
+            good_starts.append(s)
+        except CorruptStoreError as exc:
+            _corrupt(plan, out, units, idx[starts[idx] == s], exc.reason, path)
+    good_starts = np.array(good_starts, dtype=np.int64)
+    idx = idx[np.isin(starts[idx], good_starts)]
+    inverse = np.searchsorted(good_starts, starts[idx])
+    from schemas.arrow_schemas import MESSAGE_SCHEMA
+
+    table = pa.Table.from_batches(batches, schema=MESSAGE_SCHEMA) if batches else MESSAGE_SCHEMA.empty_table()
+    return table, idx, inverse
+
+
+_FS = {}
+
+
+def plan_fs(plan):
+    """The store's filesystem, resolved once per process (executors get the URI, not a handle)."""
+    fs = _FS.get(plan.store_uri)
+    if fs is None:
+        fs = _FS[plan.store_uri] = storefs.resolve(plan.store_uri)[0]
+    return fs
+
+
+def _replay_topic(plan, topic, units, messages, out):
+    """Dispatcher audit and every subscription of one topic over its units."""
+    n = units.num_rows
+    bloom = bloom_mod.BloomFilter(plan.bloom_f, plan.bloom_n)
+    stored_bitmaps, stored_valid = bloom_mod.bitmap_matrix(units.column("filter_bitmap"), bloom.m)
+    raw_valid = units.column("filter_bitmap").is_valid().to_numpy(zero_copy_only=False)
+    is_ext = units.column("is_ext_addr").to_numpy(zero_copy_only=False)
+    code_missing = units.column("tags_code").is_null().to_numpy(zero_copy_only=False)
+    store_time = units.column("msg_store_time")
+    ext_ok = store_time.is_valid().to_numpy(zero_copy_only=False)
+    batch = UnitBatch(
+        topic=topic,
+        tags_code=pc.fill_null(units.column("tags_code"), 0).to_numpy(),
+        code_missing=code_missing & is_ext,
+        ext_ok=ext_ok,
+        msg_store_time=pc.fill_null(store_time, 0).to_numpy(),
+        stored_bitmaps=stored_bitmaps,
+        stored_valid=stored_valid,
+        properties=messages.column("properties").combine_chunks(),
+        tags=messages.column("tags").combine_chunks(),
+    )
+    subs = [c for c in plan.subscriptions if c.sub.topic == topic]
+    registered = [c for c in plan.subscriptions
+                  if c.sub.topic == topic and c.sql is not None and c.sub.stored and c.sub.bloom_bits]
+    adhoc = [c for c in subs if c.sql is not None and not c.sub.stored and c.sub.bloom_bits]
+    match = dispatcher.registration_matches(registered + adhoc, batch.properties, sql_outcomes)
+    recomputed = dispatcher.recompute_bitmaps(registered + adhoc, match, bloom.m)
+    mismatch = np.zeros(n, dtype=bool)
+    explained = np.zeros(n, dtype=bool)
+    if registered or raw_valid.any():
+        store_times = np.where(ext_ok, batch.msg_store_time, messages.column("store_timestamp").to_numpy())
+        mismatch, explained, missing = dispatcher.compare_stored(
+            registered, match[:, : len(registered)], bloom.m, stored_bitmaps, raw_valid, store_times)
+        rows = np.flatnonzero(mismatch)
+        if len(rows):
+            own, _ = dispatcher.recompute_bitmaps(registered, match[:, : len(registered)], bloom.m)
+            cols = _message_columns(messages, units, rows)
+            stored_col = units.column("filter_bitmap").take(pa.array(rows))
+            cols.update(topic=topic, stored_bitmap=stored_col,
+                        recomputed_bitmap=[own[i].tobytes() if registered else None for i in rows],
+                        reason=[dispatcher.REASON_BORN_AFTER if explained[i] else None for i in rows],
+                        detail=[",".join(missing[i]) or None for i in rows])
+            out.add("bitmap", cols, len(rows))
+    retry_sql = {}
+    if plan.support_retry:
+        for c in plan.subscriptions:
+            if c.sql is not None:
+                retry_sql.setdefault(c.sub.group, {})[c.sub.topic] = c.sql
+    message_dicts = _lazy_messages(messages)
+    queue_ids = units.column("queue_id").to_numpy()
+    queue_offsets = units.column("queue_offset").to_numpy()
+    for csub in subs:
+        o = apply_subscription(csub, batch, bloom, recomputed, retry_sql.get(csub.sub.group), message_dicts,
+                               plan.support_retry)
+        scope = _in_scope(plan, csub.sub, queue_ids, queue_offsets)
+        if scope is not None:
+            for name in ("stage1", "bloom_checked", "broker", "client", "errors"):
+                setattr(o, name, getattr(o, name) & scope)
+        for kind, sel in (("matched", o.client), ("collision", o.broker & ~o.client)):
+            rows = np.flatnonzero(sel)
+            if len(rows):
+                cols = _message_columns(messages, units, rows)
+                cols.update(group=csub.sub.group, topic=topic)
+                out.add(kind, cols, len(rows))
+        stats = dict(units=n if scope is None else int(scope.sum()), stage1_passed=int(o.stage1.sum()), broker_delivered=int(o.broker.sum()),
+                     client_delivered=int(o.client.sum()), collisions=int((o.broker & ~o.client).sum()),
+                     bloom_false_positives=int((o.bloom_checked & ~o.broker).sum()),
+                     evaluation_errors=int(o.errors.sum()), bitmap_mismatches=int((mismatch & ~explained).sum()),
+                     bitmap_mismatches_explained=int((mismatch & explained).sum()))
+        out.add("stats", {"group": csub.sub.group, "topic": topic, **{k: pa.array([stats[k]]) for k in STAT_FIELDS}}, 1)
+
+
+def _in_scope(plan, sub, queue_ids, queue_offsets):
+    """Rows at or after the group's committed offset of their queue (None: all rows)."""
+    firsts = {q: o for g, t, q, o in plan.start_offsets if g == sub.group and t == sub.topic}
+    if not plan.start_offsets:
+        return None
+    first = np.zeros(len(queue_ids), dtype=np.int64)
+    for q, o in firsts.items():
+        first[queue_ids == q] = o
+    return queue_offsets >= first
+
+
+def _message_columns(messages, units, rows):
+    take = pa.array(rows)
+    cols = {}
+    for name, _ in OUTPUT_MESSAGE_FIELDS:
+        source = units if name in ("queue_id", "queue_offset", "commitlog_offset") else messages
+        cols[name] = source.column(name).take(take)
+    return cols
+
+
+def _lazy_messages(messages):
+    """The batch as message dicts, built only if a PYTHON filter asks (per-row Python is its nature)."""
+    cache = []
+
+    def get():
+        if not cache:
+            rows = messages.to_pylist()
+            for row in rows:
+                row["properties"] = dict(row["properties"] or [])
+            cache.append(rows)
+        return cache[0]
+    return get

@@ -1,0 +1,72 @@
+"""Print a store as JSON lines for people inspecting it by hand (the analog of kafka-dump-log).
+
+    python -m schemas.dump STORE_DIR messages [--no-body]   one line per commit-log message
+    python -m schemas.dump STORE_DIR cq                     one line per consume-queue unit
+    python -m schemas.dump STORE_DIR config                 one line per config file, parsed
+"""
+import argparse
+import base64
+import json
+import sys
+from pathlib import Path
+
+from schemas.config import ConfigError, load_fastjson
+from schemas.local_api import iter_message_batches, queue_batch
+from schemas.store import open_store
+
+
+def _jsonable(row):
+    out = {}
+    for key, value in row.items():
+        if isinstance(value, bytes):
+            value = value.hex() if key == "filter_bitmap" else base64.b64encode(value).decode()
+        elif key == "properties" and value is not None:
+            value = dict(value)
+        out[key] = value
+    return out
+
+
+def dump_messages(store, out, with_body=True):
+    for batch in iter_message_batches(store, with_body=with_body):
+        for row in batch.to_pylist():
+            if not with_body:
+                row.pop("body")
+            out.write(json.dumps(_jsonable(row), ensure_ascii=False) + "\n")
+
+
+def dump_cq(store, out):
+    layout = open_store(store)
+    fs = layout.filesystem()
+    for queue in layout.queues:
+        for row in queue_batch(fs, queue).to_pylist():
+            out.write(json.dumps(_jsonable(row), ensure_ascii=False) + "\n")
+
+
+def dump_config(store, out):
+    for path in sorted(Path(store, "config").glob("*.json")):
+        out.write(json.dumps({"file": path.name, "content": load_fastjson(path)}, ensure_ascii=False) + "\n")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m schemas.dump", description=__doc__.splitlines()[0])
+    parser.add_argument("store", help="a broker's storePathRootDir")
+    parser.add_argument("what", choices=["messages", "cq", "config"])
+    parser.add_argument("--no-body", action="store_true", help="leave message bodies out")
+    args = parser.parse_args(argv)
+    try:
+        if args.what == "messages":
+            dump_messages(args.store, sys.stdout, with_body=not args.no_body)
+        elif args.what == "cq":
+            dump_cq(args.store, sys.stdout)
+        else:
+            dump_config(args.store, sys.stdout)
+    except BrokenPipeError:
+        return 0
+    except (ValueError, ConfigError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
