@@ -108,8 +108,8 @@ def load_store_config_uri(store):
     return load_store_config(tmp)
 
 
-def queue_units(plan, queue):
-    """UNIT_SCHEMA batch of one queue, each unit tagged with its commit-log split (run by a task)."""
-    batch = queue_batch(storefs.resolve(plan.store_uri)[0], queue)
+def queue_units(plan, queue, segments=None):
+    """UNIT_SCHEMA batch of one queue's segments, each unit tagged with its commit-log split (run by a task)."""
+    batch = queue_batch(storefs.resolve(plan.store_uri)[0], queue, segments)
     split = plan.split_of(batch.column("commitlog_offset").to_numpy()) if batch.num_rows else np.zeros(0, np.int64)
     return pa.RecordBatch.from_arrays(list(batch.columns) + [pa.array(split, pa.int64())], schema=UNIT_SCHEMA)

@@ -1,0 +1,178 @@
+"""TAG filtering exactly as RocketMQ 4.x does it: Java hash codes, subscription parsing, both match stages.
+
+The broker only compares 32-bit hash codes (consume-queue stage); the 4.x client then compares the tag
+strings. Hash collisions (``Aa`` / ``BB``) are where the two stages disagree, so both are kept apart here.
+"""
+from __future__ import annotations
+
+import sys
+from array import array
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+SUB_ALL = "*"
+# Java String.trim() strips every char <= U+0020 (so also NUL and control chars), nothing else.
+_JAVA_TRIM = "".join(chr(c) for c in range(0x21))
+_MASK32 = 0xFFFFFFFF
+_NUMPY_HASH_MIN_UNITS = 256  # longer strings are hashed with numpy instead of a Python loop
+
+
+def int32(value: int) -> int:
+    """Java ``(int) value``: keep the low 32 bits, as a signed int."""
+    value &= _MASK32
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def _utf16_units(s: str) -> array:
+    """UTF-16 code units of ``s`` as Java holds them (non-BMP chars are two surrogates; lone ones pass)."""
+    units = array("H")
+    units.frombytes(s.encode("utf-16-le", "surrogatepass"))
+    if sys.byteorder == "big":
+        units.byteswap()
+    return units
+
+
+def java_hash(s: str) -> int:
+    """Java ``String.hashCode()``: s[0]*31^(n-1) + ... + s[n-1] over UTF-16 units, wrapped to int32."""
+    units = _utf16_units(s)
+    if len(units) >= _NUMPY_HASH_MIN_UNITS:
+        u = np.frombuffer(units, dtype=np.uint16).astype(np.uint32)
+        powers = np.empty(len(u), dtype=np.uint32)
+        powers[-1] = 1
+        powers[:-1] = 31
+        powers = np.cumprod(powers[::-1], dtype=np.uint32)[::-1]  # 31^(n-1-i) mod 2^32 (uint32 wraps)
+        return int32(int((u * powers).sum(dtype=np.uint64)))
+    h = 0
+    for unit in units:
+        h = (31 * h + unit) & _MASK32
+    return int32(h)
+
+
+def tags_code(tag: str | None) -> int:
+    """``MessageExtBrokerInner.tagsString2tagsCode``: 0 for null or "", else the sign-extended hash."""
+    if tag is None or tag == "":
+        return 0
+    return java_hash(tag)
+
+
+@dataclass(frozen=True)
+class TagSubscription:
+    """What ``FilterAPI.buildSubscriptionData`` keeps for a TAG subscription string."""
+
+    expression: str  # SubscriptionData.subString: "*" for null / "" / "*", else the string unchanged
+    tags: frozenset  # tagsSet: the trimmed, non-empty pieces
+    codes: frozenset  # codeSet: their Java hash codes (int32)
+    match_all: bool  # subString is "*": the broker lets every message through
+
+
+def parse_subscription(s: str | None) -> TagSubscription:
+    """Parse like RocketMQ 4.9.8's ``FilterAPI.buildSubscriptionData``.
+
+    Raises ValueError where RocketMQ throws ("subString split error"): a string that is only ``||``
+    separators, because Java's ``split`` then returns an empty array.
+    """
+    if s is None or s == "" or s == SUB_ALL:
+        return TagSubscription(SUB_ALL, frozenset(), frozenset(), True)
+    if not isinstance(s, str):
+        raise TypeError(f"subscription must be a str or None, not {type(s).__name__}")
+    pieces = s.split("||")
+    if all(p == "" for p in pieces):  # Java drops trailing empty strings: nothing is left
+        raise ValueError(f"subString split error: {s!r}")
+    tags = frozenset(t for t in (p.strip(_JAVA_TRIM) for p in pieces) if t)
+    return TagSubscription(s, tags, frozenset(java_hash(t) for t in tags), False)
+
+
+def broker_tag_match(sub: TagSubscription, tags_code: int | None) -> bool:
+    """Consume-queue stage (``ExpressionMessageFilter.isMatchedByConsumeQueue``): hash codes only.
+
+    A missing code (ext unit unreadable) matches; the broker truncates the long code to int.
+    """
+    if sub.match_all or tags_code is None:
+        return True
+    return int32(tags_code) in sub.codes
+
+
+def client_tag_match(sub: TagSubscription, tag: str | None) -> bool:
+    """4.x client check (``PullAPIWrapper.processPullResult``): string equality, unless tagsSet is empty.
+
+    The client filters only when tagsSet is non-empty, so ``"*"`` and a blank string like ``"  "`` keep all.
+    """
+    if not sub.tags:
+        return True
+    return tag in sub.tags
+
+
+def _string_array(values) -> pa.ChunkedArray:
+    """Any pyarrow string-like array, chunked array or Python sequence, as a chunked array of strings."""
+    if isinstance(values, pa.Array):
+        values = pa.chunked_array([values], type=values.type)
+    elif not isinstance(values, pa.ChunkedArray):
+        values = pa.chunked_array([pa.array(values, type=pa.string())])
+    t = values.type
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+        if not pa.types.is_string_view(t):
+            raise TypeError(f"expected a string column, got {values.type}")
+        t = pa.string()
+    if values.type != t:
+        values = values.cast(t)
+    return values
+
+
+def tags_code_array(tags) -> np.ndarray:
+    """``tags_code`` of a whole string column (int64); nulls and "" give 0.
+
+    Tags have few distinct values, so each distinct value is hashed once (dictionary-encode, then map).
+    """
+    col = _string_array(tags)
+    cache: dict = {}
+    parts = []
+    for chunk in col.chunks:
+        encoded = pc.dictionary_encode(chunk)
+        values = encoded.dictionary.to_pylist()
+        codes = np.empty(len(values) + 1, dtype=np.int64)
+        for i, v in enumerate(values):
+            code = cache.get(v)
+            if code is None:
+                code = cache[v] = tags_code(v)
+            codes[i] = code
+        codes[-1] = 0  # where nulls point
+        indices = pc.fill_null(encoded.indices, len(values)).to_numpy(zero_copy_only=False)
+        parts.append(codes[indices])
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def broker_tag_match_array(sub: TagSubscription, tags_code, code_missing=None) -> np.ndarray:
+    """Vectorized ``broker_tag_match``; ``code_missing`` marks rows whose code the broker could not read.
+
+    ``tags_code`` may be a numpy int64 array or a pyarrow integer column (its nulls count as missing).
+    """
+    if isinstance(tags_code, (pa.Array, pa.ChunkedArray)):
+        nulls = tags_code.is_null().to_numpy(zero_copy_only=False)
+        codes = pc.fill_null(tags_code, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        missing = nulls if code_missing is None else nulls | np.asarray(code_missing, dtype=bool)
+    else:
+        codes = np.asarray(tags_code, dtype=np.int64)
+        missing = None if code_missing is None else np.asarray(code_missing, dtype=bool)
+    if missing is not None and missing.shape != codes.shape:
+        raise ValueError(f"code_missing has shape {missing.shape}, tags_code has {codes.shape}")
+    if sub.match_all:
+        return np.ones(codes.shape, dtype=bool)
+    wanted = np.fromiter(sub.codes, dtype=np.int32, count=len(sub.codes))
+    out = np.isin(codes.astype(np.int32), wanted)  # astype wraps like Java's (int) cast
+    if missing is not None:
+        out |= missing
+    return out
+
+
+def client_tag_match_array(sub: TagSubscription, tags) -> np.ndarray:
+    """Vectorized ``client_tag_match`` over a string column (a null tag never matches a non-empty set)."""
+    col = _string_array(tags)
+    if not sub.tags:
+        return np.ones(len(col), dtype=bool)
+    value_set = pa.array(sorted(sub.tags), type=col.type)
+    return pc.fill_null(pc.is_in(col, value_set=value_set), False).to_numpy(zero_copy_only=False)
