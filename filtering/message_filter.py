@@ -53,10 +53,27 @@ class Outcome:
 
 def sql_outcomes(expression, properties):
     """(matched, errors) of an SQL92 expression over a properties column."""
-    from filtering.sql92 import vectorized
-
-    matched, errors = vectorized.outcomes_batch(expression, properties)
+    try:
+        from filtering.sql92 import vectorized
+        matched, errors = vectorized.outcomes_batch(expression, properties)
+    except ImportError:  # TEMPORARY until the vectorized evaluator lands
+        return row_outcomes(expression, properties)
     return np.asarray(matched, dtype=bool), np.asarray(errors, dtype=bool)
+
+
+def row_outcomes(expression, properties):
+    """The row-at-a-time reference of sql_outcomes (RocketMQ's evaluate per message)."""
+    from filtering.sql92 import FilterEvaluationError
+
+    rows = properties.to_pylist()
+    matched = np.zeros(len(rows), dtype=bool)
+    errors = np.zeros(len(rows), dtype=bool)
+    for i, props in enumerate(rows):
+        try:
+            matched[i] = expression.evaluate(dict(props or [])) is True
+        except FilterEvaluationError:
+            errors[i] = True
+    return matched, errors
 
 
 def stage1_sql(sub, batch, bloom, bitmaps, bitmaps_valid):

@@ -1,0 +1,113 @@
+"""RocketMQ's SQL92 message selector, offline: parse like the broker's compile, evaluate like its filter.
+
+    expr = parse("a between 10 and 40")
+    expr.evaluate({"a": "15"})   # True, exactly what Java's evaluate() returns (True/False/None/...)
+    expr.matches({"a": "x"})     # False: the broker's decision (an exception means "not matched")
+
+Dialect "5" is the develop grammar (with CONTAINS / STARTSWITH / ENDSWITH), dialect "4" the 4.x one.
+The PLY lexers and the parser are built once per process, on first use, and write no files.
+"""
+import threading
+from functools import lru_cache
+
+from . import nodes
+from .errors import FilterEvaluationError, FilterSyntaxError
+from .evaluate import compile_node, recursion_room
+from .lexer import KEYWORDS_4, KEYWORDS_5, SelectorLexer
+from .parser import SelectorParser, selector_tokens
+
+__all__ = ["Expression", "FilterEvaluationError", "FilterSyntaxError", "parse", "DIALECTS"]
+
+DIALECTS = {"5": KEYWORDS_5, "4": KEYWORDS_4}
+_DEEP = 150  # trees deeper than this get a temporarily raised recursion limit
+
+_lock = threading.Lock()
+_lexers = {}
+_parser = []
+
+
+def _tools(dialect):
+    """The dialect's lexer and the shared parser, built on first use (caller holds _lock)."""
+    if dialect not in _lexers:
+        _lexers[dialect] = SelectorLexer(DIALECTS[dialect]).build()
+    if not _parser:
+        _parser.append(SelectorParser().build())
+    return _lexers[dialect], _parser[0]
+
+
+def _normalize_dialect(dialect):
+    if isinstance(dialect, int) and not isinstance(dialect, bool):
+        dialect = str(dialect)
+    if not isinstance(dialect, str) or dialect not in DIALECTS:
+        raise ValueError(f"unknown SQL92 dialect {dialect!r}; expected one of {sorted(DIALECTS)}")
+    return dialect
+
+
+@lru_cache(maxsize=512)
+def _parse_tree(text, dialect):
+    with _lock:
+        lexer, parser = _tools(dialect)
+        return parser.parse(selector_tokens(lexer, text))
+
+
+def parse(expr, dialect="5"):
+    """Compile a selector as RocketMQ does; FilterSyntaxError wherever its compile throws."""
+    dialect = _normalize_dialect(dialect)
+    if not isinstance(expr, str):
+        raise TypeError(f"selector must be a str, not {type(expr).__name__}")
+    return Expression(expr, dialect, _parse_tree(expr, dialect))
+
+
+class Expression:
+    """A compiled selector: the source text, its dialect and the tree (pickled as text + dialect)."""
+
+    __slots__ = ("text", "dialect", "tree", "depth", "_properties", "_compiled")
+
+    def __init__(self, text, dialect, tree):
+        self.text, self.dialect, self.tree = text, dialect, tree
+        self.depth = nodes.depth(tree)
+        self._properties = None
+        self._compiled = None
+
+    def __reduce__(self):
+        return parse, (self.text, self.dialect)
+
+    def __repr__(self):
+        return f"Expression({self.text!r}, dialect={self.dialect!r})"
+
+    @property
+    def properties(self):
+        """Names of the properties the selector reads, in order of first appearance."""
+        if self._properties is None:
+            seen = {}
+            for node in nodes.walk(self.tree):
+                if type(node) is nodes.Property:
+                    seen.setdefault(node.name, None)
+            self._properties = tuple(seen)
+        return self._properties
+
+    def _function(self):
+        if self._compiled is None:
+            with recursion_room(self.depth):
+                self._compiled = compile_node(self.tree)
+        return self._compiled
+
+    def evaluate(self, props):
+        """Java's evaluate(): True/False/None (or the raw value); FilterEvaluationError where it throws."""
+        fn = self._function()
+        if self.depth < _DEEP:
+            return fn(props)
+        with recursion_room(self.depth):
+            return fn(props)
+
+    def matches(self, props):
+        """The broker's decision: only an exact TRUE matches; null, non-Boolean or an exception do not."""
+        try:
+            return self.evaluate(props) is True
+        except FilterEvaluationError:
+            return False
+
+    def matches_batch(self, properties):
+        """Vectorized `matches` over a pyarrow map<string, string> column: a numpy bool array."""
+        from .vectorized import matches_batch
+        return matches_batch(self, properties)

@@ -1,0 +1,20 @@
+"""The two ways a selector can fail, kept apart from the rest so every module can raise them."""
+
+
+class FilterSyntaxError(ValueError):
+    """RocketMQ's compile rejects the selector (MQFilterException: a syntax, token or build-time error)."""
+
+    def __init__(self, message, position=None):
+        if position is not None:
+            message = f"{message} (at offset {position})"
+        super().__init__(message)
+        self.position = position
+
+
+class FilterEvaluationError(Exception):
+    """RocketMQ's evaluate throws; `java_class` names the exception the broker would have caught."""
+
+    def __init__(self, message, java_class="RuntimeException", cause=None):
+        super().__init__(message)
+        self.java_class = java_class
+        self.cause = cause
