@@ -56,7 +56,7 @@ def sql_outcomes(expression, properties):
     try:
         from filtering.sql92 import vectorized
         matched, errors = vectorized.outcomes_batch(expression, properties)
-    except ImportError:  # TEMPORARY until the vectorized evaluator lands
+    except (ImportError, AttributeError):  # TEMPORARY until the vectorized evaluator lands
         return row_outcomes(expression, properties)
     return np.asarray(matched, dtype=bool), np.asarray(errors, dtype=bool)
 

@@ -4,6 +4,6 @@ set -euo pipefail
 store=$1
 out=$2
 rm -rf "$out"
-.venv/bin/spark-submit --properties-file /dev/null jobs/replay.py --store "$store" --out "$out" \
-  --subscriptions conf/sample_subscriptions.json --master "local[2]"
+.venv/bin/spark-submit --master "local[2]" jobs/replay.py --store "$store" --out "$out" \
+  --subscriptions conf/sample_subscriptions.json
 echo "matched messages: $out/matched (Parquet, partitioned by group and topic); audits: $out/audit; summary: $out/summary.json"

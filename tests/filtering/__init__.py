@@ -1,0 +1,1 @@
+"""Tests of filtering/: each RocketMQ filter checked against the reference vectors in tests/data."""

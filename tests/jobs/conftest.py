@@ -1,0 +1,32 @@
+"""Expected results of fixture store_a, from RocketMQ's own read path."""
+import json
+
+import pytest
+
+
+def expected_rows(path):
+    """{(group, topic, queue_id, queue_offset): row} of an expected*.json file."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    return {(g, t, r["queueId"], r["queueOffset"]): r for g, topics in data.items() for t, rows in topics.items()
+            for r in rows}
+
+
+@pytest.fixture(scope="session")
+def store_a_expected(store_a):
+    final = expected_rows(store_a / "expected.json")
+    raw = expected_rows(store_a / "expected_broker_raw.json")
+    return final, {k: v for k, v in raw.items() if k not in final}
+
+
+FIELDS = [("commitLogOffset", "commitlog_offset"), ("msgId", "msg_id"), ("tags", "tags"), ("keys", "keys"),
+          ("storeTimestamp", "store_timestamp"), ("bornTimestamp", "born_timestamp")]
+
+
+def assert_rows_equal(got_rows, want):
+    """Row for row, every field RocketMQ listed."""
+    got = {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]): r for r in got_rows}
+    assert len(got) == len(got_rows), "duplicate output rows"
+    assert sorted(set(want) - set(got))[:5] == [] and sorted(set(got) - set(want))[:5] == []
+    wrong = [(k, j) for k, w in want.items() for j, c in FIELDS if w[j] != got[k][c]]
+    assert not wrong[:5]

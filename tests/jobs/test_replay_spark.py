@@ -1,0 +1,112 @@
+"""The spark-submit entry point end to end on store_a, and the Spark transforms (chispa)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+
+from tests.jobs.conftest import assert_rows_equal
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.spark
+
+
+def _submit(*args):
+    """Run `.venv/bin/spark-submit jobs/replay.py ...` as a user would (the venv-bound wrapper)."""
+    submit = Path(sys.executable).parent / "spark-submit"
+    cmd = [str(submit), "--master", "local[2]", str(ROOT / "jobs" / "replay.py"), *map(str, args)]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+
+
+def _parquet_rows(path):
+    return ds.dataset(path, format="parquet", partitioning="hive").to_table().to_pylist()
+
+
+@pytest.fixture(scope="module")
+def job_out(store_a, tmp_path_factory):
+    out = tmp_path_factory.mktemp("replay") / "out"
+    proc = _submit("--store", store_a / "store", "--out", out, "--subscriptions", store_a / "registrations.json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, proc
+
+
+def test_matched_output_equals_expected_json(job_out, store_a_expected):
+    out, _ = job_out
+    assert_rows_equal(_parquet_rows(out / "matched"), store_a_expected[0])
+
+
+def test_collision_audit_equals_broker_raw_minus_expected(job_out, store_a_expected):
+    out, _ = job_out
+    assert_rows_equal(_parquet_rows(out / "audit" / "collisions"), store_a_expected[1])
+
+
+def test_summary_is_written_and_printed(job_out, store_a_expected):
+    out, proc = job_out
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    delivered = {(r["group"], r["topic"]): r["client_delivered"] for r in summary["subscriptions"]}
+    want = {}
+    for g, t, _, _ in store_a_expected[0]:
+        want[(g, t)] = want.get((g, t), 0) + 1
+    assert {k: v for k, v in delivered.items() if v} == want
+    assert "G_TAG_Aa_collide" in proc.stdout and str(out) in proc.stdout
+    assert not summary["failed_subscriptions"]
+
+
+def test_no_temporary_output_is_left_beside_out(job_out):
+    out, _ = job_out
+    assert [p.name for p in out.parent.iterdir()] == ["out"]
+
+
+def test_existing_out_is_refused_without_overwrite(job_out, store_a):
+    out, _ = job_out
+    proc = _submit("--store", store_a / "store", "--out", out)
+    assert proc.returncode == 1 and "exists" in proc.stdout + proc.stderr  # spark-submit merges them
+
+
+def test_bad_arguments_exit_2():
+    from jobs.replay import main
+
+    assert main(["--store", "x"]) == 2
+
+
+def test_missing_store_exits_1(tmp_path):
+    from jobs.replay import main
+
+    assert main(["--store", str(tmp_path / "nope"), "--out", str(tmp_path / "out")]) == 1
+
+
+def test_message_rows_select_one_kind_with_its_columns(spark):
+    from chispa import assert_df_equality
+
+    from jobs import transforms as T
+    from schemas.arrow_schemas import RESULT_SCHEMA, spark_schema
+
+    schema = spark_schema(RESULT_SCHEMA)
+    base = {f.name: None for f in schema}
+    rows = [dict(base, kind="matched", group="G", topic="T", queue_id=1, queue_offset=5, body=b"x"),
+            dict(base, kind="collision", group="G", topic="T", queue_id=1, queue_offset=6),
+            dict(base, kind="stats", group="G", topic="T", units=2)]
+    df = spark.createDataFrame([tuple(r[f.name] for f in schema) for r in rows], schema)
+    got = T.message_rows(df, "matched", with_body=False)
+    assert "body" not in got.columns
+    want = spark.createDataFrame([tuple(rows[0][c] for c in got.columns)], got.schema)
+    assert_df_equality(got, want)  # one row; sorting by a map column is not possible
+
+
+def test_stats_sum_counters_over_tasks(spark):
+    from chispa import assert_df_equality
+
+    from jobs import transforms as T
+    from schemas.arrow_schemas import RESULT_SCHEMA, STAT_FIELDS, spark_schema
+
+    schema = spark_schema(RESULT_SCHEMA)
+    base = {f.name: None for f in schema}
+    rows = [dict(base, kind="stats", group="G", topic="T", **{k: i + 1 for k in STAT_FIELDS}) for i in range(3)]
+    df = spark.createDataFrame([tuple(r[f.name] for f in schema) for r in rows], schema)
+    got = T.stats(df)
+    want = spark.createDataFrame([("G", "T", *[6] * len(STAT_FIELDS))], got.schema)
+    assert_df_equality(got, want, ignore_nullable=True)
