@@ -20,6 +20,8 @@ from schemas.commitlog import decode_records
 from schemas.errors import CorruptStoreError
 
 OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL: the commit-log file was deleted (retention)"
+EXT_UNREADABLE = "ext unit unreadable"
+CRC_MISMATCH = "body CRC mismatch"
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,9 @@ def process_split(plan, units):
         return RESULT_SCHEMA.empty_table()
     units = units.sort_by([("commitlog_offset", "ascending")])
     out = _Rows()
+    _check_ext(plan, units, out)
     messages, units = _decode_messages(plan, units, out)
+    _skipped_stats(plan, out)
     if units.num_rows:
         by_topic = pc.dictionary_encode(units.column("topic")).combine_chunks()
         for t, topic in enumerate(by_topic.dictionary.to_pylist()):
@@ -71,6 +75,7 @@ class _Rows:
 
     def __init__(self):
         self.pieces = []
+        self.skipped = []  # (topic, queue_id, queue_offset) arrays of units audited and left out
 
     def add(self, kind, columns, n):
         arrays = []
@@ -88,18 +93,54 @@ class _Rows:
         return pa.concat_tables(self.pieces) if self.pieces else RESULT_SCHEMA.empty_table()
 
 
-def _corrupt(plan, out, units, rows, reason, path):
-    """Skip (audit) or fail on the units at `rows`."""
+def _corrupt(plan, out, units, rows, reason, path, offsets=None):
+    """Skip (audit) or fail on the units at `rows`; `offsets`: positions in `path` (default commit-log)."""
     rows = np.asarray(rows)
     if not len(rows):
         return
-    first = units.slice(int(rows[0]), 1).to_pylist()[0]
-    if plan.on_corrupt != "skip" and not reason.startswith("OFFSET_TOO_SMALL"):
-        raise CorruptStoreError(path, first["commitlog_offset"], reason, first["topic"], first["queue_id"])
     sel = units.take(pa.array(rows))
+    where = sel.column("commitlog_offset") if offsets is None else pa.array(np.asarray(offsets)[rows])
+    if plan.on_corrupt != "skip" and not reason.startswith("OFFSET_TOO_SMALL"):
+        first = sel.slice(0, 1).to_pylist()[0]
+        raise CorruptStoreError(path, where[0].as_py(), reason, first["topic"], first["queue_id"])
+    if not reason.startswith(EXT_UNREADABLE):
+        out.skipped.append(sel.select(["topic", "queue_id", "queue_offset"]))
     out.add("corrupt", {"topic": sel.column("topic"), "queue_id": sel.column("queue_id"),
                         "queue_offset": sel.column("queue_offset"), "commitlog_offset": sel.column("commitlog_offset"),
-                        "reason": reason, "file": path, "offset": sel.column("commitlog_offset")}, len(rows))
+                        "reason": reason, "file": path, "offset": where}, len(rows))
+
+
+def _check_ext(plan, units, out):
+    """Units whose ext unit cannot be read: the broker treats the tag code as missing; audited, kept."""
+    missing = (units.column("is_ext_addr").to_numpy(zero_copy_only=False)
+               & units.column("tags_code").is_null().to_numpy(zero_copy_only=False))
+    if not missing.any():
+        return
+    positions = L.ext_position(units.column("tags_code_raw").to_numpy())
+    topics = units.column("topic").to_numpy(zero_copy_only=False)
+    queues = units.column("queue_id").to_numpy()
+    for topic, queue in sorted({(topics[i], int(queues[i])) for i in np.flatnonzero(missing)}):
+        rows = np.flatnonzero(missing & (topics == topic) & (queues == queue))
+        _corrupt(plan, out, units, rows, EXT_UNREADABLE + ": its tag code counts as missing (matches), as the broker does",
+                 f"consumequeue_ext/{topic}/{queue}", offsets=positions)
+
+
+def _skipped_stats(plan, out):
+    """Per (group, topic): units audited and left out, so that every unit is accounted for."""
+    if not out.skipped:
+        return
+    skipped = pa.concat_tables(out.skipped)
+    topics = skipped.column("topic").to_numpy(zero_copy_only=False)
+    for csub in plan.subscriptions:
+        rows = np.flatnonzero(topics == csub.sub.topic)
+        if not len(rows):
+            continue
+        sel = skipped.take(pa.array(rows))
+        scope = _in_scope(plan, csub.sub, sel.column("queue_id").to_numpy(), sel.column("queue_offset").to_numpy())
+        n = len(rows) if scope is None else int(scope.sum())
+        if n:
+            out.add("stats", {"group": csub.sub.group, "topic": csub.sub.topic,
+                              "units": pa.array([n]), "skipped": pa.array([n])}, 1)
 
 
 def _decode_messages(plan, units, out):
@@ -138,13 +179,19 @@ def _decode_messages(plan, units, out):
     idx = np.flatnonzero(head_ok)
     uniq, inverse = np.unique(starts[idx], return_inverse=True)
     try:
-        decoded = pa.Table.from_batches([decode_records(buf, uniq, file_start + lo, path, with_body=plan.with_body)])
+        decoded = pa.Table.from_batches([decode_records(buf, uniq, file_start + lo, path, with_body=plan.with_body,
+                                                        raw=plan.verify_crc)])
     except CorruptStoreError:
         if plan.on_corrupt != "skip":
             raise
         decoded, idx, inverse = _decode_one_by_one(plan, buf, uniq, starts, idx, file_start + lo, path, units, out)
     messages = decoded.take(pa.array(inverse.reshape(-1)))
     sel = units.take(pa.array(idx))
+    if plan.verify_crc and "stored_body" in messages.column_names:
+        crc_ok = _crc_ok(messages)
+        _corrupt(plan, out, sel, np.flatnonzero(~crc_ok), CRC_MISMATCH, path)
+        keep = pa.array(np.flatnonzero(crc_ok))
+        messages, sel = messages.take(keep).drop_columns(["stored_body", "properties_raw"]), sel.take(keep)
     agree = (pc.equal(messages.column("topic"), sel.column("topic")).to_numpy(zero_copy_only=False)
              & (messages.column("queue_id").to_numpy() == sel.column("queue_id").to_numpy())
              & (messages.column("queue_offset").to_numpy() == sel.column("queue_offset").to_numpy()))
@@ -153,12 +200,22 @@ def _decode_messages(plan, units, out):
     return messages.take(keep_rows), sel.take(keep_rows)
 
 
+def _crc_ok(messages):
+    """bodyCRC check (UtilAll.crc32 & 0x7fffffff of the stored body), per record: zlib's C loop."""
+    import zlib
+
+    bodies = messages.column("stored_body").to_pylist()
+    crcs = messages.column("body_crc").to_numpy()
+    return np.array([(zlib.crc32(b or b"") & 0x7FFFFFFF) == c for b, c in zip(bodies, crcs)], dtype=bool)
+
+
 def _decode_one_by_one(plan, buf, uniq, starts, idx, base, path, units, out):
     """Slow path after a decode error in skip mode: isolate the damaged records."""
     good_starts, batches = [], []
     for s in uniq:
         try:
-            batches.append(decode_records(buf, np.array([s]), base, path, with_body=plan.with_body))
+            batches.append(decode_records(buf, np.array([s]), base, path, with_body=plan.with_body,
+                                          raw=plan.verify_crc))
             good_starts.append(s)
         except CorruptStoreError as exc:
             _corrupt(plan, out, units, idx[starts[idx] == s], exc.reason, path)
@@ -167,7 +224,7 @@ def _decode_one_by_one(plan, buf, uniq, starts, idx, base, path, units, out):
     inverse = np.searchsorted(good_starts, starts[idx])
     from schemas.arrow_schemas import MESSAGE_SCHEMA
 
-    table = pa.Table.from_batches(batches, schema=MESSAGE_SCHEMA) if batches else MESSAGE_SCHEMA.empty_table()
+    table = pa.Table.from_batches(batches) if batches else MESSAGE_SCHEMA.empty_table()
     return table, idx, inverse
 
 
@@ -246,10 +303,12 @@ def _replay_topic(plan, topic, units, messages, out):
                 cols = _message_columns(messages, units, rows)
                 cols.update(group=csub.sub.group, topic=topic)
                 out.add(kind, cols, len(rows))
-        stats = dict(units=n if scope is None else int(scope.sum()), stage1_passed=int(o.stage1.sum()), broker_delivered=int(o.broker.sum()),
+        stats = dict(units=n if scope is None else int(scope.sum()), skipped=0, stage1_passed=int(o.stage1.sum()), broker_delivered=int(o.broker.sum()),
                      client_delivered=int(o.client.sum()), collisions=int((o.broker & ~o.client).sum()),
                      bloom_false_positives=int((o.bloom_checked & ~o.broker).sum()),
-                     evaluation_errors=int(o.errors.sum()), bitmap_mismatches=int((mismatch & ~explained).sum()),
+                     evaluation_errors=int(o.errors.sum()),
+                     ext_unreadable=int((batch.code_missing & (scope if scope is not None else True)).sum()),
+                     bitmap_mismatches=int((mismatch & ~explained).sum()),
                      bitmap_mismatches_explained=int((mismatch & explained).sum()))
         out.add("stats", {"group": csub.sub.group, "topic": topic, **{k: pa.array([stats[k]]) for k in STAT_FIELDS}}, 1)
 

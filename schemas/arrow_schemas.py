@@ -54,8 +54,10 @@ OUTPUT_MESSAGE_FIELDS = [
     ("store_host", pa.string()), ("reconsume_times", pa.int32()), ("sys_flag", pa.int32()),
     ("properties", PROPERTIES_TYPE), ("body", pa.binary()),
 ]
-STAT_FIELDS = ["units", "stage1_passed", "broker_delivered", "client_delivered", "collisions",
-               "bloom_false_positives", "evaluation_errors", "bitmap_mismatches", "bitmap_mismatches_explained"]
+# units = skipped + broker_delivered + filtered out; broker_delivered = client_delivered + collisions.
+STAT_FIELDS = ["units", "skipped", "stage1_passed", "broker_delivered", "client_delivered", "collisions",
+               "bloom_false_positives", "evaluation_errors", "ext_unreadable", "bitmap_mismatches",
+               "bitmap_mismatches_explained"]
 
 # What a replay task returns: one union of row kinds, so that one pass over the store yields them all.
 #   matched / collision: a message for (group, topic); bitmap: a stored-vs-recomputed difference;
