@@ -48,7 +48,8 @@ def _run(spark, planned, out, options, settings):
         T.write_partitioned(T.message_rows(result, "collision", options.with_body), f"{out}/audit/collisions")
         (T.bitmap_rows(result).orderBy("topic", "queue_id", "queue_offset")
          .write.mode("errorifexists").parquet(f"{out}/audit/bitmaps"))
-        (T.corrupt_rows(result).orderBy("file", "offset")
+        (T.corrupt_rows(result).unionByName(T.problem_rows(spark, planned.problems or []))
+         .orderBy("file", "offset", "topic", "queue_id", "queue_offset")
          .write.mode("errorifexists").parquet(f"{out}/audit/corrupt"))
         counters = {(r["group"], r["topic"]): r.asDict() for r in T.stats(result).collect()}
     finally:
@@ -65,6 +66,7 @@ def build_summary(planned, counters, options):
                "expression": c.sub.expression, "status": "FAILED" if c.error else "OK"}
         found = counters.get(key, {})
         row.update({name: int(found.get(name) or 0) for name in STAT_FIELDS})
+        row["filtered_out"] = row["units"] - row["skipped"] - row["broker_delivered"]
         if c.error:
             row["error"] = c.error
         rows.append(row)
@@ -74,6 +76,7 @@ def build_summary(planned, counters, options):
         "rocketmq_version": options.dialect,
         "subscriptions": rows,
         "failed_subscriptions": [r["group"] + "/" + r["topic"] for r in rows if r["status"] != "OK"],
+        "store_problems": planned.problems or [],
         "totals": {name: sum(r[name] for r in rows) for name in STAT_FIELDS},
     }
 

@@ -12,7 +12,9 @@ from filtering.subscriptions import compile_subscription, merge_subscriptions
 from jobs.split_task import ReplayPlan
 from schemas import storefs
 from schemas.arrow_schemas import UNIT_SCHEMA
-from schemas.config import Registration, load_registrations, load_store_config
+from schemas.config import ConfigError, Registration, load_registrations, load_store_config
+from schemas.errors import CorruptStoreError
+from schemas.store_checks import layout_problems
 from schemas.local_api import queue_batch
 from schemas.store import open_store
 
@@ -46,11 +48,17 @@ class Planned:
     layout: object
     subscriptions: list  # every CompiledSubscription, failed ones included
     committed: dict  # (topic, group) -> {queue_id: offset}, for --from committed
+    problems: list = None  # listing and config problems: [{file, offset, topic, queue_id, reason}]
 
 
 def build_plan(options):
+    """Everything the tasks need; with on_corrupt=fail the first problem found stops the job here."""
     layout = open_store(options.store)
-    config = load_store_config_uri(options.store)
+    problems = layout_problems(layout)
+    config = load_store_config_uri(options.store, options.on_corrupt, problems)
+    if problems and options.on_corrupt != "skip":
+        p = problems[0]
+        raise CorruptStoreError(p["file"], p["offset"], p["reason"], p["topic"], p["queue_id"])
     regs = []
     for path in options.subscription_files:
         regs.extend(load_registrations(path))
@@ -74,7 +82,7 @@ def build_plan(options):
         split_size=min(options.split_size, layout.commitlog_file_size or options.split_size),
         start_offsets=_start_offsets(options, compiled, config.consumer_offsets),
     )
-    return Planned(plan, layout, compiled, config.consumer_offsets)
+    return Planned(plan, layout, compiled, config.consumer_offsets, problems)
 
 
 def _start_offsets(options, compiled, committed):
@@ -90,11 +98,13 @@ def _start_offsets(options, compiled, committed):
     return tuple(out)
 
 
-def load_store_config_uri(store):
-    """Config of a local store; remote stores' config is read through pyarrow into a temp dir."""
+def load_store_config_uri(store, on_corrupt="fail", problems=None):
+    """Config of a store (remote ones are copied through pyarrow to a temp dir first).
+
+    With on_corrupt=skip a malformed file is recorded in `problems` and read as absent."""
     fs, root = storefs.resolve(store)
     if isinstance(fs, pa.fs.LocalFileSystem):
-        return load_store_config(root)
+        return _load_config_dir(root, on_corrupt, problems)
     import tempfile
 
     tmp = tempfile.mkdtemp(prefix="mqreplay-config-")
@@ -105,7 +115,37 @@ def load_store_config_uri(store):
         if info.type == pa.fs.FileType.File:
             with fs.open_input_file(info.path) as src, open(f"{tmp}/config/{info.base_name}", "wb") as dst:
                 dst.write(src.read())
-    return load_store_config(tmp)
+    return _load_config_dir(tmp, on_corrupt, problems)
+
+
+def _load_config_dir(root, on_corrupt, problems):
+    import os
+
+    while True:
+        try:
+            return load_store_config(root)
+        except ConfigError as exc:
+            if on_corrupt != "skip" or problems is None or not exc.path or not os.path.exists(exc.path):
+                raise
+            problems.append(dict(file=str(exc.path), offset=None, topic=None, queue_id=None,
+                                 reason=f"malformed config, read as absent: {exc}"))
+            root = _without(root, exc.path)
+
+
+def _without(root, bad_path):
+    """A copy of the config dir without the bad file (the loaders then treat it as absent)."""
+    import os
+    import shutil
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="mqreplay-config-")
+    os.makedirs(f"{tmp}/config")
+    for name in os.listdir(f"{root}/config"):
+        path = f"{root}/config/{name}"
+        if os.path.isfile(path) and os.path.abspath(path) != os.path.abspath(bad_path) \
+                and os.path.abspath(path) != os.path.abspath(str(bad_path)) + ".bak":
+            shutil.copy(path, f"{tmp}/config/{name}")
+    return tmp
 
 
 def queue_units(plan, queue, segments=None):

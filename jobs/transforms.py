@@ -58,6 +58,13 @@ def corrupt_rows(result: DataFrame) -> DataFrame:
         "file", "offset", "topic", "queue_id", "queue_offset", "reason")
 
 
+def problem_rows(spark, problems):
+    """Listing and config problems found by the driver, in the shape of corrupt_rows."""
+    schema = "file string, offset long, topic string, queue_id int, queue_offset long, reason string"
+    return spark.createDataFrame([(p["file"], p["offset"], p["topic"], p["queue_id"], None, p["reason"])
+                                  for p in problems], schema)
+
+
 def stats(result: DataFrame) -> DataFrame:
     """Counters per (group, topic), summed over tasks (a small aggregate, not a collect of rows)."""
     return result.filter(F.col("kind") == "stats").groupBy("group", "topic").agg(

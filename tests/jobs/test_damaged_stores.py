@@ -1,0 +1,170 @@
+"""Damaged copies of store_a: with `fail` a clear error naming the file; with `skip` the audit lists
+exactly the damaged items, every undamaged message is still matched, and every unit is accounted for."""
+import shutil
+
+import pytest
+
+import schemas
+from jobs.local_replay import kind, replay_local
+from jobs.plan import JobOptions, build_plan
+from schemas.config import ConfigError
+from schemas.errors import CorruptStoreError
+
+CLOG = "00000000000000000000"
+
+
+@pytest.fixture
+def damaged(store_a, tmp_path):
+    """A writable copy of store_a/store."""
+    dst = tmp_path / "store"
+    shutil.copytree(store_a / "store", dst)
+    for p in dst.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return dst
+
+
+def _plan(store, store_a, on_corrupt):
+    return build_plan(JobOptions(store=str(store), on_corrupt=on_corrupt,
+                                 subscription_files=(str(store_a / "registrations.json"),)))
+
+
+def _replay(store, store_a, on_corrupt="skip"):
+    planned = _plan(store, store_a, on_corrupt)
+    return planned, replay_local(planned)
+
+
+def _matched(result):
+    return {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]) for r in kind(result, "matched").to_pylist()}
+
+
+def _expected_without(store_a_expected, lost_offsets, store_a):
+    import json
+
+    data = json.loads((store_a / "expected.json").read_text(encoding="utf-8"))
+    return {(g, t, r["queueId"], r["queueOffset"]) for g, ts in data.items() for t, rows in ts.items()
+            for r in rows if r["commitLogOffset"] not in lost_offsets}
+
+
+def _assert_every_unit_accounted(planned, result, store):
+    units = schemas.read_consume_queues(store).to_pylist()
+    per_topic = {}
+    for u in units:
+        per_topic[u["topic"]] = per_topic.get(u["topic"], 0) + 1
+    stats = {}
+    for r in kind(result, "stats").to_pylist():
+        s = stats.setdefault((r["group"], r["topic"]), {})
+        for k, v in r.items():
+            if isinstance(v, int):
+                s[k] = s.get(k, 0) + v
+    for c in planned.subscriptions:
+        s = stats.get(c.key, {})
+        assert s.get("units", 0) == per_topic.get(c.sub.topic, 0), c.key
+        filtered = s.get("units", 0) - s.get("skipped", 0) - s.get("broker_delivered", 0)
+        assert filtered >= 0 and s.get("broker_delivered", 0) == s.get("client_delivered", 0) + s.get("collisions", 0)
+
+
+def _record_offset(store, topic="TopicTest"):
+    msgs = schemas.read_messages(store).to_pylist()
+    return next(m["commitlog_offset"] for m in msgs if m["topic"] == topic and m["commitlog_offset"] > 0)
+
+
+def test_flipped_magic_fails_naming_file_and_offset(damaged, store_a):
+    offset = _record_offset(damaged)
+    with open(damaged / "commitlog" / CLOG, "r+b") as f:
+        f.seek(offset + 4)
+        f.write(b"\x00\x00\x00\x01")
+    planned = _plan(damaged, store_a, "fail")
+    with pytest.raises(CorruptStoreError) as err:
+        replay_local(planned)
+    assert CLOG in str(err.value) and str(offset) in str(err.value) and "magic" in str(err.value)
+
+
+def test_flipped_magic_is_skipped_and_audited(damaged, store_a, store_a_expected):
+    offset = _record_offset(damaged)
+    with open(damaged / "commitlog" / CLOG, "r+b") as f:
+        f.seek(offset + 4)
+        f.write(b"\x00\x00\x00\x01")
+    planned, result = _replay(damaged, store_a)
+    audit = kind(result, "corrupt").to_pylist()
+    assert [(r["commitlog_offset"], "magic" in r["reason"]) for r in audit] == [(offset, True)]
+    assert _matched(result) == _expected_without(store_a_expected, {offset}, store_a)
+    _assert_every_unit_accounted(planned, result, damaged)
+
+
+def test_truncated_commit_log_fails_or_audits_the_lost_units(damaged, store_a, store_a_expected):
+    last = sorted((damaged / "commitlog").iterdir())[-1]
+    start = int(last.name)
+    with open(last, "r+b") as f:
+        f.truncate(5000)
+    with pytest.raises(CorruptStoreError, match="truncated commit-log file"):
+        _plan(damaged, store_a, "fail")
+    planned, result = _replay(damaged, store_a)
+    lost = {m["commitlog_offset"] for m in schemas.read_consume_queues(damaged).to_pylist()
+            if m["commitlog_offset"] + m["size"] > start + 5000}
+    assert lost
+    audit = kind(result, "corrupt").to_pylist()
+    assert {r["commitlog_offset"] for r in audit} == lost
+    assert [p["file"] for p in planned.problems] == [str(last)]
+    assert _matched(result) == _expected_without(store_a_expected, lost, store_a)
+    _assert_every_unit_accounted(planned, result, damaged)
+
+
+def test_deleted_first_commit_log_file_skips_units_as_offset_too_small(damaged, store_a, store_a_expected):
+    (damaged / "commitlog" / CLOG).unlink()
+    planned, result = _replay(damaged, store_a, on_corrupt="fail")  # retention is not damage
+    lost = {u["commitlog_offset"] for u in schemas.read_consume_queues(damaged).to_pylist()
+            if u["commitlog_offset"] < 1 << 20}
+    audit = kind(result, "corrupt").to_pylist()
+    assert {r["commitlog_offset"] for r in audit} == lost
+    assert all(r["reason"].startswith("OFFSET_TOO_SMALL") for r in audit)
+    assert _matched(result) == _expected_without(store_a_expected, lost, store_a)
+    _assert_every_unit_accounted(planned, result, damaged)
+
+
+def test_broken_consumer_filter_json_fails_or_is_audited(damaged, store_a, store_a_expected):
+    path = damaged / "config" / "consumerFilter.json"
+    path.write_text(path.read_text(encoding="utf-8")[:200], encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        _plan(damaged, store_a, "fail")
+    assert "consumerFilter.json" in str(err.value)
+    planned, result = _replay(damaged, store_a)
+    assert [p["file"] for p in planned.problems] == [str(path)]
+    assert _matched(result) == _expected_without(store_a_expected, set(), store_a)
+
+
+def test_corrupt_ext_unit_fails_or_counts_the_tag_code_as_missing(damaged, store_a, store_a_expected):
+    unit = next(u for u in schemas.read_consume_queues(damaged).to_pylist()
+                if u["topic"] == "TopicTest" and u["queue_id"] == 0 and u["queue_offset"] == 3)
+    position = unit["tags_code_raw"] & 0x7FFFFFFFFFFFFFFF
+    ext_file = sorted((damaged / "consumequeue_ext" / "TopicTest" / "0").iterdir())[0]
+    with open(ext_file, "r+b") as f:
+        f.seek(position)
+        f.write(b"\x00\x00")  # unit size 0: CqExtUnit.read fails
+    with pytest.raises(CorruptStoreError, match="consumequeue_ext/TopicTest/0"):
+        replay_local(_plan(damaged, store_a, "fail"))
+    planned, result = _replay(damaged, store_a)
+    audit = kind(result, "corrupt").to_pylist()
+    assert [(r["topic"], r["queue_id"], r["queue_offset"]) for r in audit] == [("TopicTest", 0, 3)]
+    assert _matched(result) == _expected_without(store_a_expected, set(), store_a)
+    stats = [r for r in kind(result, "stats").to_pylist() if r["topic"] == "TopicTest"]
+    assert {r["group"] for r in stats if r["ext_unreadable"]} == {c.sub.group for c in planned.subscriptions
+                                                                   if c.sub.topic == "TopicTest"}
+    _assert_every_unit_accounted(planned, result, damaged)
+
+
+def test_stray_tmp_file_is_reported(damaged, store_a):
+    (damaged / "commitlog" / "00000000000005242880.tmp").write_bytes(b"x")
+    with pytest.raises(CorruptStoreError, match=r"\.tmp"):
+        _plan(damaged, store_a, "fail")
+    planned = _plan(damaged, store_a, "skip")
+    assert [p["reason"] for p in planned.problems][0].startswith("not a segment file")
+
+
+def test_rocksdb_consume_queue_is_refused_with_a_clear_message(damaged, store_a):
+    from schemas.errors import UnsupportedStoreError
+
+    shutil.rmtree(damaged / "consumequeue")
+    (damaged / "consumequeue").mkdir()
+    (damaged / "consumequeue" / "CURRENT").write_text("MANIFEST-000001\n")
+    with pytest.raises(UnsupportedStoreError, match="RocksDB"):
+        _plan(damaged, store_a, "fail")
