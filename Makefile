@@ -34,6 +34,9 @@ sample: $(SAMPLE_STORE)/.complete ## generate the sample store (seeded) when it 
 run: $(STAMP) $(SAMPLE_STORE)/.complete ## replay the sample store on local Spark and print the summary
 	@$(JAVA_ENV) && bash tools/run_sample.sh "$(SAMPLE_STORE)" "$(RUN_OUT)"
 
+bench: $(STAMP) ## benchmark against RocketMQ's Java figures (generates a 3M-message store once; BENCH_ARGS=--messages N)
+	@$(JAVA_ENV) && $(VPY) tools/bench.py $(BENCH_ARGS)
+
 lint: $(STAMP) ## flake8 and isort checks
 	$(VPY) -m flake8 jobs filtering schemas tests tools
 	$(VPY) -m isort --check-only jobs filtering schemas tests tools

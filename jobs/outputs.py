@@ -18,14 +18,18 @@ def refuse_existing(out, overwrite):
         raise ValueError(f"{out} exists: choose a new --out or pass --overwrite")
 
 
-def run_and_publish(spark, planned, out, options, settings):
+def run_and_publish(spark, planned, out, options, settings, sink="parquet"):
     """Run the job, write every output under OUT.tmp-*, then publish it as OUT; returns the summary."""
     fs, final = storefs.resolve(out)
     scheme = out[: out.index("://") + 3] if "://" in out else ""
     tmp_path = f"{final}.tmp-{uuid.uuid4().hex[:8]}"
     tmp_uri = scheme + tmp_path if scheme else tmp_path
+    import time
+
+    started = time.time()
     try:
-        summary = _run(spark, planned, tmp_uri, options, settings)
+        summary = _run(spark, planned, tmp_uri, options, settings, sink)
+        summary["job_seconds"] = round(time.time() - started, 3)
         with fs.open_output_stream(f"{tmp_path}/summary.json") as f:
             f.write(json.dumps(summary, indent=2, ensure_ascii=False, sort_keys=True).encode("utf-8"))
         if fs.get_file_info(final).type != pafs.FileType.NotFound:
@@ -38,10 +42,18 @@ def run_and_publish(spark, planned, out, options, settings):
     return summary
 
 
-def _run(spark, planned, out, options, settings):
+def _run(spark, planned, out, options, settings, sink="parquet"):
     from pyspark import StorageLevel
 
     units = T.read_units(T.work_units(spark, planned.layout), planned)
+    if sink == "noop":  # one pass, nothing written but the summary: what a benchmark measures
+        result = T.replay(units, planned.plan)
+        result.write.format("noop").mode("overwrite").save()
+        fs, path = storefs.resolve(out)
+        fs.create_dir(path)
+        summary = build_summary(planned, {}, options)
+        summary["sink"] = "noop: nothing written, counters not collected"
+        return summary
     result = T.replay(units, planned.plan).persist(StorageLevel.DISK_ONLY)
     try:
         T.write_partitioned(T.message_rows(result, "matched", options.with_body), f"{out}/matched")

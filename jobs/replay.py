@@ -46,6 +46,8 @@ def parse_args(argv):
     p.add_argument("--verify-crc", action="store_true", help="check every body's CRC32")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
     p.add_argument("--master", help="Spark master when not run by spark-submit (default local[*])")
+    p.add_argument("--sink", choices=["parquet", "noop"], default="parquet",
+                   help="noop: run everything but write nothing (benchmarks); parquet: the outputs")
     return p.parse_args(argv)
 
 
@@ -95,7 +97,7 @@ def main(argv=None):
         return EXIT_INPUT
     spark = spark_session(settings, args.master)
     try:
-        summary = outputs.run_and_publish(spark, planned, args.out, options, settings)
+        summary = outputs.run_and_publish(spark, planned, args.out, options, settings, sink=args.sink)
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT

@@ -4,6 +4,7 @@ Used for the sample store of `make run`, tests and benchmark stores of any size.
 the byte layout of schemas/layout.py written the other way round; files are preallocated to full size
 with zeros, as a broker's mapped files are.
 """
+import functools
 import ipaddress
 import json
 import os
@@ -53,6 +54,7 @@ class Message:
         return self.body
 
 
+@functools.lru_cache(maxsize=65536)
 def _host_bytes(text):
     host, _, port = text.rpartition(":")
     return ipaddress.ip_address(host).packed + struct.pack(">i", int(port))

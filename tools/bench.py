@@ -1,0 +1,256 @@
+"""`make bench`: the job's speed against RocketMQ's own Java figures (issue 6), on this machine.
+
+Generates once (cached, seeded) a store of the workload shape: 3 topics x 4 queues, bodies of 200-400
+bytes, 3-5 user properties, 1 GiB commit-log segments, 8 SQL92 and 8 TAG groups each subscribed to all
+3 topics. Prints figures as messages/s per core and as ratios to the Java anchors; asserts nothing.
+
+    python tools/bench.py [--messages 3000000] [--seed 7] [--no-tenth]
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+JAVA = {"read_path_group_units": 1.87e6, "decode": 1.44e6, "dispatch": 0.90e6}
+TOPICS = ["BenchA", "BenchB", "BenchC"]
+SQL = ["a between 10 and 40", "TAGS in ('TagA', 'TagC')", "price > 500.5", "region = 'hz' AND a < 50",
+       "color IS NOT NULL AND size > 3", "a >= 90 OR region IN ('sh', 'bj')", "nosuch = 'x'",
+       "a > 0"]
+TAGS = ["TagA", "TagB", "TagC", "TagD", "TagE", "TagF", "TagG", "TagH"]
+TAG_SUBS = ["TagA", "TagA || TagB", "*", "TagC", "TagD||TagE||TagF", "TagH", "NoSuchTag", "TagB || TagG"]
+CORES = 2
+
+
+def subscriptions_file(path):
+    groups = []
+    for i, expr in enumerate(SQL):
+        groups += [{"group": f"G_SQL_{i}", "topic": t, "expressionType": "SQL92", "expression": expr} for t in TOPICS]
+    for i, expr in enumerate(TAG_SUBS):
+        groups += [{"group": f"G_TAG_{i}", "topic": t, "expressionType": "TAG", "expression": expr} for t in TOPICS]
+    with open(path, "w") as f:
+        json.dump({"groups": groups}, f)
+    return groups
+
+
+def generate(store, n, seed):
+    """The bench store, with bitmaps from the SQL92 registrations (consumerFilter.json)."""
+    from filtering import dispatcher
+    from filtering.bloom import BloomFilter
+    from filtering.message_filter import sql_outcomes
+    from filtering.subscriptions import Subscription, compile_subscription
+    from schemas.properties import PROPERTIES_TYPE
+    from schemas.writer import Message, StoreWriter
+
+    rng = random.Random(seed)
+    bloom = BloomFilter(20, 32)
+    born = 1795000000000
+    regs = [compile_subscription(Subscription(f"G_SQL_{i}", t, "SQL92", e, born - 1000,
+                                              tuple(bloom.registration_bits(f"G_SQL_{i}", t)), True))
+            for i, e in enumerate(SQL) for t in TOPICS]
+    letters = "abcdefghijklmnopqrstuvwxyz0123456789"
+    body_pool = "".join(rng.choice(letters) for _ in range(5000)).encode()
+    with StoreWriter(store) as w:
+        for start in range(0, n, 50000):
+            batch = []
+            for i in range(start, min(n, start + 50000)):
+                props = {"a": str(rng.randint(0, 99)), "price": f"{rng.uniform(0, 1000):.2f}",
+                         "region": rng.choice(["hz", "sh", "bj", "sz"])}
+                if rng.random() < 0.5:
+                    props["color"] = rng.choice(["red", "blue"])
+                if rng.random() < 0.5:
+                    props["size"] = str(rng.randint(0, 9))
+                props.update(TAGS=rng.choice(TAGS), KEYS=f"k{i}", UNIQ_KEY=f"{i:032X}")
+                off = rng.randrange(4600)
+                stored = born + i // 10
+                batch.append(Message(topic=rng.choice(TOPICS), queue_id=rng.randrange(4),
+                                     body=body_pool[off:off + rng.randint(200, 400)], properties=props,
+                                     born_timestamp=stored - 5, born_host="10.0.0.7:5555",
+                                     store_timestamp=stored, store_host="127.0.0.1:10911"))
+            for t in TOPICS:
+                rows = [k for k, m in enumerate(batch) if m.topic == t]
+                mine = [c for c in regs if c.sub.topic == t]
+                props = pa.array([list(batch[k].properties.items()) for k in rows], PROPERTIES_TYPE)
+                bitmaps, _ = dispatcher.recompute_bitmaps(mine, dispatcher.registration_matches(
+                    mine, props, sql_outcomes), bloom.m)
+                for j, k in enumerate(rows):
+                    batch[k].filter_bitmap = bitmaps[j].tobytes()
+            for m in batch:
+                w.append(m)
+        table = {}
+        for c in regs:
+            table.setdefault(c.sub.topic, {"topic": c.sub.topic, "groupFilterData": {}})["groupFilterData"][
+                c.sub.group] = {"consumerGroup": c.sub.group, "topic": c.sub.topic, "expression": c.sub.expression,
+                                "expressionType": "SQL92", "bornTime": c.sub.born_time, "deadTime": 0,
+                                "clientVersion": 1, "bloomFilterData": {"bitPos": list(c.sub.bloom_bits),
+                                                                        "bitNum": bloom.m}}
+        w.write_config("consumerFilter.json", {"filterDataByTopic": table})
+    open(os.path.join(store, ".complete"), "w").close()
+
+
+def ensure_store(n, seed):
+    store = os.path.join(ROOT, "build", "bench", f"store-{n}-{seed}")
+    if not os.path.exists(os.path.join(store, ".complete")):
+        print(f"generating a bench store of {n:,} messages in {store} (once; cached)", flush=True)
+        t = time.time()
+        generate(store, n, seed)
+        print(f"  generated in {time.time() - t:.0f} s", flush=True)
+    return store
+
+
+class PeakRss(threading.Thread):
+    """Peak RSS of the JVM driver and of the Python workers, polled from /proc."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.peak = {"driver_jvm": 0, "driver_python": 0, "python_worker": 0}
+        self.stop = False
+
+    def run(self):
+        while not self.stop:
+            for pid in os.listdir("/proc"):
+                if not pid.isdigit():
+                    continue
+                try:
+                    cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ")
+                    rss = int(next(line.split()[1] for line in open(f"/proc/{pid}/status")
+                                   if line.startswith("VmRSS"))) * 1024
+                except (OSError, StopIteration):
+                    continue
+                kind = ("python_worker" if b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd
+                        else "driver_python" if b"jobs/replay.py" in cmd and b"python" in cmd.split(b" ")[0]
+                        else "driver_jvm" if b"SparkSubmit" in cmd else None)
+                if kind:
+                    self.peak[kind] = max(self.peak[kind], rss)
+            time.sleep(0.2)
+
+
+def run_job(store, subs, sink, out):
+    import shutil
+
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [os.path.join(ROOT, ".venv", "bin", "spark-submit"), "--master", f"local[{CORES}]",
+           "--driver-memory", "4g", os.path.join(ROOT, "jobs", "replay.py"), "--store", store, "--out", out,
+           "--subscriptions", subs, "--sink", sink, "--no-retry"]
+    rss = PeakRss()
+    rss.start()
+    t = time.time()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.time() - t
+    rss.stop = True
+    rss.join()
+    if proc.returncode != 0:
+        print(proc.stdout[-3000:], proc.stderr[-3000:])
+        raise SystemExit(f"job failed ({proc.returncode})")
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    return wall, summary.get("job_seconds", wall), rss.peak
+
+
+def in_process(store, sample_rows=100000):
+    """decode and dispatch rates, one core, the job's own code; row vs vectorized SQL92."""
+    from filtering import dispatcher, sql92
+    from filtering.bloom import BloomFilter
+    from filtering.message_filter import row_outcomes, sql_outcomes
+    from jobs.plan import JobOptions, build_plan, queue_units
+    from schemas import storefs
+    from schemas.commitlog import decode_records
+
+    planned = build_plan(JobOptions(store=store, retry=False))
+    plan = planned.plan
+    units = pa.Table.from_batches([queue_units(plan, q) for q in planned.layout.queues])
+    offsets = np.sort(units.column("commitlog_offset").to_numpy())
+    fs = storefs.resolve(store)[0]
+    decoded, t_decode, t_dispatch = 0, 0.0, 0.0
+    bloom = BloomFilter()
+    regs = [c for c in plan.subscriptions if c.sql is not None]
+    sample = None
+    for start, path, length in plan.commitlog_files:
+        mine = offsets[(offsets >= start) & (offsets < start + length)] - start
+        for lo in range(0, length, plan.split_size):
+            part = mine[(mine >= lo) & (mine < lo + plan.split_size)]
+            if not len(part):
+                continue
+            t = time.perf_counter()
+            buf = storefs.read_range(fs, path, lo, min(plan.split_size + (1 << 20), length - lo))
+            batch = decode_records(buf, part - lo, start + lo, path)
+            t_decode += time.perf_counter() - t
+            decoded += batch.num_rows
+            t = time.perf_counter()
+            topics = batch.column("topic").to_numpy(zero_copy_only=False)
+            for topic in TOPICS:
+                rows = np.flatnonzero(topics == topic)
+                props = batch.column("properties").take(pa.array(rows))
+                mine_regs = [c for c in regs if c.sub.topic == topic]
+                dispatcher.recompute_bitmaps(mine_regs, dispatcher.registration_matches(
+                    mine_regs, props, sql_outcomes), bloom.m)
+            t_dispatch += time.perf_counter() - t
+            if sample is None:
+                sample = batch.column("properties").slice(0, sample_rows)
+    expr = sql92.parse("a between 10 and 40 AND region = 'hz' OR price > 500.5")
+    t = time.perf_counter()
+    row_outcomes(expr, sample)
+    t_row = time.perf_counter() - t
+    t = time.perf_counter()
+    sql_outcomes(expr, sample)
+    t_vec = time.perf_counter() - t
+    return decoded, t_decode, t_dispatch, len(sample), t_row, t_vec, units.num_rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--messages", type=int, default=3_000_000)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--no-tenth", action="store_true", help="skip the run at a tenth of the size")
+    args = p.parse_args(argv)
+    subs = os.path.join(ROOT, "build", "bench", "subscriptions.json")
+    os.makedirs(os.path.dirname(subs), exist_ok=True)
+    groups = subscriptions_file(subs)
+    store = ensure_store(args.messages, args.seed)
+    n, t_dec, t_disp, n_sample, t_row, t_vec, units = in_process(store)
+    group_units = units * len(groups) // len(TOPICS)
+    print(f"\nworkload: {n:,} messages, {units:,} consume-queue units, {len(groups) // len(TOPICS)} groups "
+          f"on each of {len(TOPICS)} topics = {group_units:,} group-units; {CORES} cores")
+    rate = n / t_dec
+    print(f"decode (one core):   {rate:,.0f} msg/s   = {rate / JAVA['decode']:.2f}x Java 4.9.8 (1.44 M/s)")
+    rate = n / t_disp
+    print(f"dispatch (one core): {rate:,.0f} msg/s   = {rate / JAVA['dispatch']:.2f}x Java (0.90 M/s); "
+          f"8 SQL92 filters x 3 topics + bloom bits")
+    print(f"SQL92 vectorized vs row evaluator on {n_sample:,} rows: {t_row / t_vec:.1f}x "
+          f"({n_sample / t_vec:,.0f} vs {n_sample / t_row:,.0f} rows/s)")
+    runs = [("noop", store, args.messages)]
+    if not args.no_tenth:
+        tenth = ensure_store(args.messages // 10, args.seed)
+        runs.append(("noop", tenth, args.messages // 10))
+    runs.append(("parquet", store, args.messages))
+    per_message = {}
+    for sink, path, size in runs:
+        out = os.path.join(ROOT, "build", "bench", f"out-{sink}-{size}")
+        wall, job, peak = run_job(path, subs, sink, out)
+        gu = group_units if size == args.messages else group_units * size // args.messages
+        per_core = gu / job / CORES
+        per_message[size] = job / size
+        line = (f"end to end -> {sink:7s} {size:>10,} msgs: job {job:6.1f} s, wall {wall:6.1f} s (with Spark start-up); "
+                f"{per_core:,.0f} group-units/s per core = {per_core / JAVA['read_path_group_units']:.2f}x Java read path")
+        if sink == "parquet":
+            written = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(out) for f in fs)
+            line += f"; {written / job / 1e6:,.1f} MB/s written"
+        print(line)
+        print(f"    peak RSS: driver JVM {peak['driver_jvm'] / 2**20:,.0f} MiB, driver Python "
+              f"{peak['driver_python'] / 2**20:,.0f} MiB, Python worker {peak['python_worker'] / 2**20:,.0f} MiB")
+    if len(per_message) > 1:
+        sizes = sorted(per_message)
+        print(f"cost per message, full size / tenth: {per_message[sizes[-1]] / per_message[sizes[0]]:.2f} "
+              f"(1.00 = flat)")
+
+
+if __name__ == "__main__":
+    main()
