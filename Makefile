@@ -43,3 +43,10 @@ lint: $(STAMP) ## flake8 and isort checks
 
 clean: ## remove generated stores and outputs (keeps .venv)
 	rm -rf build
+
+.PHONY: package cluster-test
+package: $(STAMP) ## build/package: code zip (--py-files), venv-pack'ed environment (spark.archives), conf
+	bash tools/package.sh
+
+cluster-test: $(STAMP) package ## run the package on a local standalone cluster (127.0.0.1) against local mode
+	bash tools/cluster_test.sh

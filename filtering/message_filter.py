@@ -53,11 +53,9 @@ class Outcome:
 
 def sql_outcomes(expression, properties):
     """(matched, errors) of an SQL92 expression over a properties column."""
-    try:
-        from filtering.sql92 import vectorized
-        matched, errors = vectorized.outcomes_batch(expression, properties)
-    except (ImportError, AttributeError):  # TEMPORARY until the vectorized evaluator lands
-        return row_outcomes(expression, properties)
+    from filtering.sql92 import vectorized
+
+    matched, errors = vectorized.outcomes_batch(expression, properties)
     return np.asarray(matched, dtype=bool), np.asarray(errors, dtype=bool)
 
 

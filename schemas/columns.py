@@ -26,24 +26,32 @@ def gather_bytes(buf, pos, width):
 
 
 def slices_to_binary(buf, starts, lengths, type_=pa.binary()):
-    """Arrow binary (or string) array of buf[starts[i]:starts[i]+lengths[i]]: one mask, no per-row Python.
+    """Arrow binary (or string) array of buf[starts[i]:starts[i]+lengths[i]], with no per-row Python.
 
-    The slices must not overlap and must be in increasing order (true for fields of consecutive records).
-    """
+    The slices (non-overlapping) and the gaps between them become one zero-copy Arrow array over the
+    buffer; `take` of every other element then copies just the slices, in C++."""
     n = len(starts)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    if offsets[-1] >= 2**31 - 1:
-        raise ValueError("slices exceed 2 GiB: use a smaller split")
-    if n == 0 or offsets[-1] == 0:
-        data = np.zeros(0, np.uint8)
-    else:
-        diff = np.zeros(len(buf) + 1, dtype=np.int8)
-        diff[starts] += 1
-        diff[starts + lengths] -= 1  # ends are unique (slices do not overlap); an end may be a start
-        mask = np.cumsum(diff[:-1], dtype=np.int8).view(np.bool_)
-        data = buf[mask]
-    return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
+    if n == 0:
+        return pa.array([], type_)
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    order = None
+    if n > 1 and (np.diff(starts) < 0).any():
+        order = np.argsort(starts, kind="stable")
+        starts, lengths = starts[order], lengths[order]
+    ends = starts + lengths
+    base = int(starts[0])
+    if int(ends[-1]) - base >= 2**31 - 1:
+        raise ValueError("slices span 2 GiB or more: use a smaller split")
+    offsets = np.empty(2 * n, dtype=np.int32)
+    offsets[0::2] = starts - base
+    offsets[1::2] = ends - base
+    data = pa.py_buffer(np.ascontiguousarray(buf[base:int(ends[-1])]))
+    interleaved = pa.Array.from_buffers(type_, 2 * n - 1, [None, pa.py_buffer(offsets), data])
+    out = interleaved.take(pa.array(np.arange(0, 2 * n - 1, 2)))
+    if order is not None:
+        out = out.take(pa.array(np.argsort(order)))
+    return out
 
 
 _HEX = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), dtype=np.uint16)

@@ -7,7 +7,20 @@ because MQFilterException wraps them all as compile errors.
 """
 from . import java
 from .errors import FilterEvaluationError, FilterSyntaxError
-from .nodes import NULL, And, BooleanCast, Compare, Constant, Equal, In, Negate, Not, Or, Property, StringMatch
+from .nodes import (
+    NULL,
+    And,
+    BooleanCast,
+    Compare,
+    Constant,
+    Equal,
+    In,
+    Negate,
+    Not,
+    Or,
+    Property,
+    StringMatch,
+)
 
 TRUE = Constant(True)
 FALSE = Constant(False)

@@ -119,7 +119,8 @@ def _compile_in(node):
 def _compile_string_match(node):
     if not node.search:
         return lambda props: False  # checked before the operand is even evaluated
-    operand, search, negated, test = compile_node(node.operand), node.search, node.negated, _STRING_TESTS[node.op]
+    operand, search, negated = compile_node(node.operand), node.search, node.negated
+    test = _STRING_TESTS[node.op]
 
     def evaluate(props):
         value = operand(props)

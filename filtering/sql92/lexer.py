@@ -13,7 +13,8 @@ from .errors import FilterSyntaxError
 KEYWORDS_4 = ("NOT", "AND", "OR", "BETWEEN", "IN", "TRUE", "FALSE", "NULL", "IS")
 KEYWORDS_5 = KEYWORDS_4 + ("CONTAINS", "STARTSWITH", "ENDSWITH")
 
-_EXPONENT = r"[eE][+-]?[0-9]+"
+_EXPONENT = r"(?:[eE][+-]?[0-9]+)"
+_FLOAT = r"(?:[0-9]+\.[0-9]*" + _EXPONENT + r"?|\.[0-9]+" + _EXPONENT + r"?|[0-9]+" + _EXPONENT + ")"
 
 
 class SelectorLexer:
@@ -62,7 +63,7 @@ class SelectorLexer:
     def t_BLOCK_COMMENT(self, t):
         return None
 
-    @TOKEN(r"(?:[0-9]+\.[0-9]*(?:" + _EXPONENT + r")?|\.[0-9]+(?:" + _EXPONENT + r")?|[0-9]+" + _EXPONENT + ")")
+    @TOKEN(_FLOAT)
     def t_FLOATING_POINT_LITERAL(self, t):
         return t
 

@@ -70,11 +70,16 @@ class SelectorParser:
     def __init__(self):
         self.parser = None
 
-    def build(self, errorlog=None):
-        """Build the tables in memory: no parsetab.py, no parser.out, nothing written anywhere."""
+    def build(self, errorlog=None, debuglog=None):
+        """Build the tables in memory: no parsetab.py, no parser.out, nothing written anywhere.
+
+        PLY reports grammar conflicts only in debug mode, so a `debuglog` (kept in memory, never a
+        parser.out file) turns debug mode on; tests use it to check the grammar has no conflicts.
+        """
         self.parser = yacc.yacc(
-            module=self, start=self.start, debug=False, write_tables=False, optimize=False,
-            tabmodule="_sql92_tables_are_never_written", errorlog=errorlog or yacc.NullLogger())
+            module=self, start=self.start, debug=debuglog is not None, debuglog=debuglog,
+            write_tables=False, optimize=False, tabmodule="_sql92_tables_are_never_written",
+            errorlog=errorlog or yacc.NullLogger())
         return self
 
     def parse(self, tokens):

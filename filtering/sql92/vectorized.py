@@ -2,10 +2,11 @@
 
 Every node yields a column carried as (value, is_null, is_error) masks, so Java's three-valued logic,
 its exceptions and its short-circuits (an error right of `FALSE AND` or `TRUE OR` does not count) stay
-exact. Each property is looked up once with map_lookup; Integer/Long/Double.valueOf run as regex
-validation plus an Arrow cast, and only strings outside the simple ASCII forms (Unicode digits, hex
-floats, " 5", "5d", 19-digit longs) go through java.py, once per distinct value. Subtrees that read
-no property are evaluated once by the row evaluator and broadcast.
+exact. Each property is extracted once (map_lookup "first" semantics); Integer/Long/Double.valueOf
+run as regex validation plus an Arrow cast, and only strings outside the simple ASCII forms (Unicode
+digits, hex floats, " 5", "5d", "+5", 19-digit longs) go through java.py, once per distinct value.
+Subtrees that read no property are evaluated once by the row evaluator and broadcast; properties are
+always Strings here, so numbers only ever come from literals.
 """
 from dataclasses import dataclass
 
@@ -16,7 +17,20 @@ import pyarrow.compute as pc
 from . import java
 from .errors import FilterEvaluationError
 from .evaluate import compile_node, recursion_room
-from .nodes import And, BooleanCast, Compare, Constant, Equal, In, Negate, Not, Or, Property, StringMatch, walk
+from .nodes import (
+    And,
+    BooleanCast,
+    Compare,
+    Constant,
+    Equal,
+    In,
+    Negate,
+    Not,
+    Or,
+    Property,
+    StringMatch,
+    walk,
+)
 
 _NUMBER_KINDS = {int: "int", java.Long: "long", float: "double"}
 _ORDER_TESTS = {">": np.greater, ">=": np.greater_equal, "<": np.less, "<=": np.less_equal}
@@ -120,7 +134,7 @@ def _parse_column(strings, null, number_kind):
     """Integer/Long/Double.valueOf of each string: (values, ok); ok is False for null or invalid."""
     parse = _PARSERS[number_kind]
     dtype = np.float64 if number_kind == "double" else np.int64
-    if isinstance(strings, str):  # a string literal compared with a property-derived number
+    if isinstance(strings, str):  # a string literal operand
         try:
             return np.full(len(null), parse(strings), dtype=dtype), ~null
         except java.NumberFormatError:
@@ -180,8 +194,10 @@ def _java_compare(batch, left, right, ordering):
             lv, lok = batch.parsed(left, "double")
             rv, rok = batch.parsed(right, "double")
             return _double_compare(lv, rv), ~(lok & rok)
-        eq = _mask(pc.equal(left.value, right.value)) if not isinstance(left.value, str) or \
-            not isinstance(right.value, str) else np.full(n, left.value == right.value)
+        if isinstance(left.value, str) and isinstance(right.value, str):
+            eq = np.full(n, left.value == right.value)
+        else:  # String.equals
+            eq = _mask(pc.equal(left.value, right.value))
         return np.where(eq, 0, 1).astype(np.int8), batch.no
     if lk == "str" and rk == "num":
         return _numbers_vs_string(batch, right.value, left, number_on_left=False)
@@ -339,25 +355,33 @@ def _constant_ids(tree):
     return {key for key, read in reads.items() if not read}
 
 
-def _matches_array(expression, maps):
+def _outcomes_array(expression, maps):
     if len(maps) == 0:
-        return np.zeros(0, dtype=bool)
+        return np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
     batch = _Batch(maps, _constant_ids(expression.tree))
     with recursion_room(expression.depth):
         result = evaluate_column(expression.tree, batch)
+    errors = np.asarray(result.err, dtype=bool) & np.ones(batch.n, dtype=bool)
     if result.kind != "bool":
-        return np.zeros(batch.n, dtype=bool)
-    return np.asarray(result.value, dtype=bool) & ~result.null & ~result.err
+        return np.zeros(batch.n, dtype=bool), errors
+    return np.asarray(result.value, dtype=bool) & ~result.null & ~result.err, errors
 
 
-def matches_batch(expression, properties):
-    """Broker decision per row (True only where evaluate() returns exactly TRUE) as a numpy bool array.
+def outcomes_batch(expression, properties):
+    """(matched, errors) per row: the broker decision, and where evaluate() throws.
 
     `properties` is a pyarrow MapArray or ChunkedArray of map<string, string>, one message per row.
     """
     if isinstance(properties, pa.ChunkedArray):
-        parts = [_matches_array(expression, chunk) for chunk in properties.chunks]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
+        parts = [_outcomes_array(expression, chunk) for chunk in properties.chunks]
+        if not parts:
+            return np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
     if not isinstance(properties, pa.MapArray):
         raise TypeError(f"expected a pyarrow map<string, string> array, got {type(properties).__name__}")
-    return _matches_array(expression, properties)
+    return _outcomes_array(expression, properties)
+
+
+def matches_batch(expression, properties):
+    """Broker decision per row (True only where evaluate() returns exactly TRUE) as a numpy bool array."""
+    return outcomes_batch(expression, properties)[0]

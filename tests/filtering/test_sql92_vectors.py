@@ -1,7 +1,7 @@
-"""Every SQL92 reference vector, in both dialects: parse error, result and type, evaluation error, decision."""
+"""Every SQL92 reference vector in both dialects: parse error, result and type, evaluation error, decision."""
 import pytest
 
-from filtering import sql92
+from filtering.sql92 import java
 from tests.filtering.sql92_oracle import DIALECTS, VECTORS, mismatch, string_typed
 
 STRING_VECTORS = [v for v in VECTORS if string_typed(v)]
@@ -23,9 +23,10 @@ def test_string_property_vectors_agree_with_rocketmq(dialect):
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
-@pytest.mark.parametrize("family", ["edge:literal_only", "edge:syntax_and_lexical", "edge:numeric_string_prop",
-                                    "edge:string_equality", "edge:three_valued_logic",
-                                    "edge:contains_startswith_endswith", "ExpressionTest", "ParserTest"])
+@pytest.mark.parametrize("family", [
+    "edge:literal_only", "edge:syntax_and_lexical", "edge:numeric_string_prop", "edge:string_equality",
+    "edge:three_valued_logic", "edge:contains_startswith_endswith", "ExpressionTest", "ParserTest", "random",
+])
 def test_every_vector_family_is_covered(family, dialect):
     """The aggregate above, split by family so a regression names the area it is in."""
     cases = [v for v in STRING_VECTORS if v["source"].startswith(family)]
@@ -39,7 +40,7 @@ def _java_typed(v):
     convert = {
         "String": str,
         "Integer": int,
-        "Long": lambda s: sql92.java.Long(int(s)),
+        "Long": lambda s: java.Long(int(s)),
         "Double": float,
         "Boolean": lambda s: s == "true",
         "Object": lambda s: object(),

@@ -1,0 +1,166 @@
+"""The vectorized evaluator must give the row evaluator's broker decision on every row."""
+import collections
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from filtering import sql92
+from filtering.sql92 import java
+from filtering.sql92.vectorized import _parse_column, matches_batch
+from tests.filtering.sql92_oracle import VECTORS, broker_match, string_typed
+
+MAP_TYPE = pa.map_(pa.string(), pa.string())
+
+
+def maps(rows):
+    return pa.array([list(r.items()) for r in rows], type=MAP_TYPE)
+
+
+@pytest.mark.parametrize("dialect", ["5", "4"])
+def test_vectorized_agrees_with_row_evaluator_on_vectors(dialect):
+    """One batch per distinct selector holding the props of all its vectors; RocketMQ's decision too."""
+    groups = collections.defaultdict(list)
+    for v in VECTORS:
+        if string_typed(v):
+            groups[v["expr"]].append(v)
+    failures, rows = [], 0
+    for text, cases in groups.items():
+        try:
+            e = sql92.parse(text, dialect=dialect)
+        except sql92.FilterSyntaxError:
+            continue
+        got = e.matches_batch(maps([v["props"] for v in cases]))
+        assert got.dtype == np.bool_ and got.shape == (len(cases),)
+        rows += len(cases)
+        for v, decision in zip(cases, got.tolist()):
+            if decision is not e.matches(v["props"]) or decision is not broker_match(v, dialect):
+                failures.append(f"{v['id']} {text[:60]!r} {v['props']!r:.60} vectorized={decision}")
+    assert rows > 7500
+    assert not failures, "\n".join(failures[:40])
+
+
+def test_chunked_arrays_sliced_maps_and_null_maps():
+    e = sql92.parse("a between 10 and 40 or TAGS = 'x'")
+    rows = [{"a": "15"}, {"a": "50", "TAGS": "x"}, {}, {"a": "abc"}, {"a": "10", "a2": "0"}]
+    array = pa.array([list(r.items()) for r in rows] + [None], type=MAP_TYPE)
+    want = [True, True, False, False, True, False]
+    assert matches_batch(e, array).tolist() == want
+    assert e.matches_batch(pa.chunked_array([array[:2], array[2:]])).tolist() == want
+    assert e.matches_batch(array[1:4]).tolist() == want[1:4]
+    assert e.matches_batch(pa.chunked_array([], type=MAP_TYPE)).tolist() == []
+    with pytest.raises(TypeError):
+        e.matches_batch([{"a": "15"}])
+
+
+# ---- random selectors from the grammar and random property maps --------------------------------------
+
+NAMES = ["a", "b", "TAGS"]
+STRING_LITERALS = ["'x'", "'5'", "''", "'TagA'", "'true'", "'1e3'", "'it''s'", "'杭州'", "' 5'"]
+NUMBERS = ["0", "5", "-5", "7L", "2147483648", "9223372036854775807", "2.5", "-1.5", "1E3", ".5", "5."]
+VALUES = ["0", "-0", "5", "+5", " 5", "5 ", "05", "5.0", "5.", ".5", "-.5e-3", "1e3", "1E3", "1e400", "NaN",
+          "-NaN", "Infinity", "-Infinity", "5d", "5f", "0x1p3", "0X1.8P1", "0x10", "1_000", "١٢", "٣.5",
+          "2147483647", "2147483648", "-2147483649", "9223372036854775807", "9223372036854775808",
+          "00000000000000000000012", "4.9E-324", "\t7\n", "true", "TRUE", "false", "x", "", "TagA", "杭州",
+          "it's", "abc", "7L", "1e", "+", "-", "."]
+
+names = st.sampled_from(NAMES)
+numbers = st.sampled_from(NUMBERS)
+operands = st.one_of(names, numbers, st.sampled_from(STRING_LITERALS), names.map(lambda n: "-" + n))
+order_operands = st.one_of(names, numbers, names.map(lambda n: "-" + n))
+
+
+def _comparisons():
+    return st.one_of(
+        st.tuples(operands, st.sampled_from(["=", "<>"]), operands).map(" ".join),
+        st.tuples(order_operands, st.sampled_from([">", ">=", "<", "<="]), order_operands).map(" ".join),
+        st.tuples(names, st.sampled_from(["between", "not between"]), numbers, numbers).map(
+            lambda t: f"{t[0]} {t[1]} {t[2]} and {t[3]}"),
+        st.tuples(names, st.sampled_from(["in", "not in"]),
+                  st.lists(st.sampled_from(STRING_LITERALS), min_size=1, max_size=6)).map(
+            lambda t: f"{t[0]} {t[1]} ({', '.join(t[2])})"),
+        st.tuples(operands, st.sampled_from(["contains", "not contains", "startswith", "not startswith",
+                                             "endswith", "not endswith"]),
+                  st.sampled_from(STRING_LITERALS)).map(" ".join),
+        st.tuples(operands, st.sampled_from(["is null", "is not null"])).map(" ".join),
+        names,
+        st.sampled_from(["TRUE", "FALSE", "NULL"]),
+    )
+
+
+selectors = st.recursive(
+    _comparisons(),
+    lambda inner: st.one_of(
+        inner.map(lambda e: f"({e})"),
+        inner.map(lambda e: f"NOT ({e})"),
+        st.tuples(inner, st.sampled_from(["AND", "OR"]), inner).map(" ".join),
+        st.tuples(inner.map(lambda e: f"({e})"), st.sampled_from(["=", "<>"]), st.one_of(
+            inner.map(lambda e: f"({e})"), operands)).map(" ".join),
+    ),
+    max_leaves=8,
+)
+values = st.one_of(st.sampled_from(VALUES), st.text(max_size=6),
+                   st.from_regex(r"\A[ +-]?[0-9]{0,20}(\.[0-9]{0,20})?([eE][+-]?[0-9]{1,4})?[dDfF]?\Z"))
+property_maps = st.dictionaries(st.sampled_from(NAMES + ["zz"]), values, max_size=4)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=selectors, rows=st.lists(property_maps, min_size=1, max_size=25),
+       dialect=st.sampled_from(["5", "4"]))
+def test_vectorized_agrees_on_random_batches(text, rows, dialect):
+    try:
+        e = sql92.parse(text, dialect=dialect)
+    except sql92.FilterSyntaxError:
+        return
+    rows = [{k: v.replace("\x00", "") for k, v in r.items()} for r in rows]
+    want = [e.matches(r) for r in rows]
+    assert e.matches_batch(maps(rows)).tolist() == want, text
+
+
+numeric_strings = st.one_of(
+    st.sampled_from(VALUES),
+    st.from_regex(r"\A[+-]?[0-9]{0,30}(\.[0-9]{0,30})?([eE][+-]?[0-9]{1,5})?\Z"),
+    st.from_regex(r"\A[+-]?0[xX][0-9a-fA-F]{0,20}(\.[0-9a-fA-F]{0,6})?[pP][+-]?[0-9]{1,4}[dDfF]?\Z"),
+    st.from_regex(r"\A[+-]?[0-9٠-٩०-९]{1,22}\Z"),
+    st.text(max_size=8),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(strings=st.lists(numeric_strings, min_size=1, max_size=40),
+       kind=st.sampled_from(["int", "long", "double"]))
+def test_vectorized_number_parsing_matches_the_java_helpers(strings, kind):
+    """The Arrow fast path (regex + cast) must read each string exactly as Integer/Long/Double.valueOf."""
+    strings = [s.replace("\x00", "") for s in strings]
+    parse = {"int": java.integer_value_of, "long": java.long_value_of, "double": java.double_value_of}[kind]
+    array = pa.array(strings + [None], pa.string())
+    values, ok = _parse_column(array, np.array([False] * len(strings) + [True]), kind)
+    for s, value, valid in zip(strings, values.tolist(), ok.tolist()):
+        try:
+            want = parse(s)
+        except java.NumberFormatError:
+            assert not valid, s
+            continue
+        assert valid, s
+        assert value == want or (want != want and value != value), (s, value, want)
+        if kind == "double":
+            assert java.double_compare(value, want) == 0, (s, value, want)
+    assert not ok[-1]
+
+
+def test_vectorized_errors_agree_with_row_evaluation_errors():
+    """outcomes_batch's error mask is where evaluate() throws (the summary's evaluation_errors)."""
+    import pyarrow as pa
+
+    from filtering import sql92
+    from filtering.message_filter import row_outcomes, sql_outcomes
+    from schemas.properties import PROPERTIES_TYPE
+
+    rows = [[("a", "5")], [("a", "x")], [], [("a", "12.5")], [("a", " 7")], [("b", "1")]]
+    props = pa.array(rows, PROPERTIES_TYPE)
+    for text in ("a > 3", "a > 3 OR b = '1'", "FALSE AND a > 3", "a = 'x' OR a > 3", "a between 1 and 9"):
+        expr = sql92.parse(text)
+        got, want = sql_outcomes(expr, props), row_outcomes(expr, props)
+        assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist(), text
