@@ -16,7 +16,8 @@ from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, RESULT_SCHEMA, STAT_FIE
 def work_units(spark, layout):
     """One row per consume-queue segment (queue index, segment index): the input of read_units."""
     rows = [(qi, si) for qi, q in enumerate(layout.queues) for si in range(len(q.cq))]
-    return spark.createDataFrame(rows, "queue int, segment int").repartition(max(1, min(len(rows), 64)))
+    slots = 2 * spark.sparkContext.defaultParallelism  # a few tasks per core: each costs ~0.1 s to start
+    return spark.createDataFrame(rows, "queue int, segment int").repartition(max(1, min(len(rows), slots)))
 
 
 def read_units(work: DataFrame, planned) -> DataFrame:

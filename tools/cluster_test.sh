@@ -51,7 +51,8 @@ JAVA_HOME=$(bash tools/java_home.sh "$vpy")
 export PATH="$JAVA_HOME/bin:$PATH"
 export SPARK_LOCAL_IP=127.0.0.1 SPARK_LOCAL_HOSTNAME=127.0.0.1
 export SPARK_CONF_DIR=$work/conf SPARK_LOG_DIR=$work/logs SPARK_WORKER_DIR=$work/workers \
-  SPARK_LOCAL_DIRS=$work/local SPARK_PID_DIR=$work/pids SPARK_DAEMON_MEMORY=512m
+  SPARK_LOCAL_DIRS=$work/local SPARK_PID_DIR=$work/pids SPARK_DAEMON_MEMORY=512m \
+  SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false"
 cp "$pkg/conf/log4j2.properties" "$SPARK_CONF_DIR/"
 unset PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON PYSPARK_SUBMIT_ARGS SPARK_MASTER_HOST
 
@@ -118,9 +119,10 @@ wait_until() {  # wait_until SECONDS WHAT COMMAND...: until COMMAND succeeds
 }
 listening() { ss -Hltn "sport = :$1" | grep -q .; }
 alive_workers() {  # the master's JSON status (its web UI, on 127.0.0.1) counts $1 ALIVE workers
-  curl -sf --noproxy '*' --max-time 2 "http://127.0.0.1:$master_ui/json/" \
-    | "$vpy" -c 'import json, sys; sys.exit(json.load(sys.stdin).get("aliveworkers", 0) < int(sys.argv[1]))' "$1"
+  master_json | "$vpy" -c 'import json, sys; sys.exit(json.load(sys.stdin)["aliveworkers"] < int(sys.argv[1]))' "$1" \
+    2>/dev/null
 }
+master_json() { curl -sf --noproxy '*' --max-time 5 "http://127.0.0.1:$master_ui/json/"; }
 
 run() {  # run NAME COMMAND...: in its own process group (stopped on exit too), output to logs/NAME.out
   local name=$1 rc=0
@@ -152,6 +154,7 @@ if grep -vE '^\S+\s+\S+\s+\S+\s+(127\.0\.0\.1|\[::ffff:127\.0\.0\.1\]):' <<<"$li
   echo "$listening" >&2
   exit 1
 fi
+ports+=($(awk '{n = split($4, a, ":"); print a[n]}' <<<"$listening"))  # every port they opened
 phase "cluster up; listening: $(awk '{print $4}' <<<"$listening" | sort | tr '\n' ' ')"
 
 # --- the driver's Python: the package's environment, unpacked (no dev venv, no editable install)
@@ -178,6 +181,18 @@ grep '^probe:' "$SPARK_LOG_DIR/probe.out"
 phase "the packaged job on the cluster: $store"
 run job-cluster "${submit[@]}" "$pkg/replay.py" \
   --store "$store" --out "$work/out-cluster" --subscriptions "$subscriptions"
+# it ran on the cluster (an app registered with the master, executors on both workers), not in local mode
+app=$(master_json | "$vpy" -c '
+import json, sys
+status = json.load(sys.stdin)
+apps = [a["id"] for a in status["completedapps"] + status["activeapps"] if a["name"] == "mqreplay"]
+print(*apps)')
+[[ -n $app ]] || { echo "error: the job did not register with the master (did it run in local mode?)" >&2; exit 1; }
+for w in 1 2; do
+  [[ -x $(echo "$SPARK_WORKER_DIR/worker$w/$app"/*/environment/bin/python) ]] || {
+    echo "error: no executor of $app with the unpacked environment on worker $w" >&2; exit 1; }
+done
+phase "app $app ran with executors on both workers"
 
 # --- 4. the same job in local mode (dev venv)
 phase "the same job in local mode"

@@ -100,16 +100,30 @@ cat > "$pkg/replay.py" <<'ENTRY'
 """spark-submit entry point of the packaged job (written by tools/package.sh).
 
 The code comes from mqreplay.zip (--py-files); the options are jobs/replay.py's. Without --conf, the
-job settings are conf/replay.json beside this file when it is there (client mode), else the defaults."""
+job settings are conf/replay.json beside this file when it is there (client mode), else the defaults.
+Under spark-submit, its master is handed to the job as --master: jobs/replay.py's spark_session()
+otherwise sets local[*] when SPARK_SUBMIT_OPTS is unset, which spark-submit does not set."""
 import os
 import sys
 
 from jobs.replay import main
 
+
+def given(args, option):
+    return any(a == option or a.startswith(option + "=") for a in args)
+
+
 args = sys.argv[1:]
 settings = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf", "replay.json")
-if os.path.exists(settings) and not any(a == "--conf" or a.startswith("--conf=") for a in args):
+if os.path.exists(settings) and not given(args, "--conf"):
     args = ["--conf", settings] + args
+if os.environ.get("PYSPARK_GATEWAY_PORT") and not given(args, "--master"):  # run by spark-submit
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connect to spark-submit's JVM, whose conf has its --master
+    master = SparkConf().get("spark.master", None)
+    if master:
+        args = ["--master", master] + args
 sys.exit(main(args))
 ENTRY
 rm -rf "$pkg/conf" && mkdir -p "$pkg/conf" && cp conf/* "$pkg/conf/"
