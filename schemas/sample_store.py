@@ -16,7 +16,6 @@ import sys
 import pyarrow as pa
 
 from schemas import layout as L
-from schemas.properties import PROPERTIES_TYPE
 from schemas.writer import Message, StoreWriter
 
 DEFAULT_SUBSCRIPTIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf",
@@ -108,6 +107,13 @@ def writer_topics(writer):
     return out
 
 
+def dispatched_properties(messages):
+    """The properties as the dispatcher sees them: decoded from the stored bytes (empty values dropped)."""
+    from schemas.properties import parse_properties, properties_to_blob
+
+    return parse_properties(pa.array([properties_to_blob(m.properties) for m in messages], pa.string()))
+
+
 def _dispatch(batch, registrations, bloom, dispatcher, sql_outcomes):
     """Bitmaps as CommitLogDispatcherCalcBitMap computes them when each message arrives."""
     by_topic = {}
@@ -117,7 +123,7 @@ def _dispatch(batch, registrations, bloom, dispatcher, sql_outcomes):
         regs = [c for c in registrations if c.sub.topic == topic]
         if not regs:
             continue
-        props = pa.array([list(batch[i].properties.items()) for i in rows], PROPERTIES_TYPE)
+        props = dispatched_properties([batch[i] for i in rows])
         match = dispatcher.registration_matches(regs, props, sql_outcomes)
         times = [batch[i].store_timestamp for i in rows]
         for r, c in enumerate(regs):  # registered later: absent from earlier messages' bitmaps

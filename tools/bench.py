@@ -48,7 +48,7 @@ def generate(store, n, seed):
     from filtering.bloom import BloomFilter
     from filtering.message_filter import sql_outcomes
     from filtering.subscriptions import Subscription, compile_subscription
-    from schemas.properties import PROPERTIES_TYPE
+    from schemas.sample_store import dispatched_properties
     from schemas.writer import Message, StoreWriter
 
     rng = random.Random(seed)
@@ -79,7 +79,7 @@ def generate(store, n, seed):
             for t in TOPICS:
                 rows = [k for k, m in enumerate(batch) if m.topic == t]
                 mine = [c for c in regs if c.sub.topic == t]
-                props = pa.array([list(batch[k].properties.items()) for k in rows], PROPERTIES_TYPE)
+                props = dispatched_properties([batch[k] for k in rows])
                 bitmaps, _ = dispatcher.recompute_bitmaps(mine, dispatcher.registration_matches(
                     mine, props, sql_outcomes), bloom.m)
                 for j, k in enumerate(rows):
