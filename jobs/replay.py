@@ -81,6 +81,15 @@ def spark_session(settings, master=None):
     return builder.getOrCreate()
 
 
+def store_error_of(exc):
+    """The message of a CorruptStoreError / UnsupportedStoreError raised in a Spark task, if that is the cause."""
+    for line in str(exc).splitlines():
+        for name in ("CorruptStoreError: ", "UnsupportedStoreError: ", "ConfigError: "):
+            if name in line:
+                return line.split(name, 1)[1].strip()
+    return None
+
+
 def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -100,6 +109,12 @@ def main(argv=None):
         summary = outputs.run_and_publish(spark, planned, args.out, options, settings, sink=args.sink)
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except Exception as exc:  # noqa: BLE001 - a task's error arrives wrapped by Spark
+        reason = store_error_of(exc)
+        if reason is None:
+            raise
+        print(f"error: {reason}", file=sys.stderr)
         return EXIT_INPUT
     finally:
         spark.stop()

@@ -89,7 +89,7 @@ cleanup() {
       rc=1
     fi
   done
-  ((${#groups[@]})) && echo "stopped process groups ${groups[*]}; none of ports ${ports[*]} is listening"
+  ((${#groups[@]})) && echo "stopped process groups ${groups[*]}; none of ports $(printf '%s\n' "${ports[@]}" | sort -un | tr '\n' ' ')is listening"
   echo "cluster-test took $((SECONDS - t0)) s: $([[ $rc == 0 ]] && echo passed || echo "FAILED (exit $rc)")"
   exit "$rc"
 }

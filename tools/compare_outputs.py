@@ -3,8 +3,8 @@
     python tools/compare_outputs.py OUT_A OUT_B
 
 Parquet parts are read with pyarrow.dataset (hive partitioning), sorted on every non-nested column and
-compared as tables (file layout and row order may differ); summary.json is compared whole, except the
-`store` path when the two runs spelt it differently. Exit 0 when identical."""
+compared as tables (file layout and row order may differ); summary.json is compared whole, except
+timings (`*_seconds`) and the `store` path when the two runs spelt it differently. Exit 0 when identical."""
 import json
 import os
 import sys
@@ -31,8 +31,10 @@ def compare_part(a, b, part):
     if ta.num_rows != tb.num_rows:
         return [f"{part}: {ta.num_rows} rows against {tb.num_rows}"]
     if not ta.equals(tb.cast(ta.schema)):
-        first = next(i for i, (x, y) in enumerate(zip(ta.to_pylist(), tb.to_pylist())) if x != y)
-        return [f"{part}: row {first} differs:\n{ta.slice(first, 1).to_pylist()}\n{tb.slice(first, 1).to_pylist()}"]
+        ra, rb = ta.to_pylist(), tb.to_pylist()
+        first = next((i for i, (x, y) in enumerate(zip(ra, rb)) if x != y), None)
+        where = "" if first is None else f", first at row {first}:\n{ra[first]}\n{rb[first]}"
+        return [f"{part}: the rows differ{where}"]
     print(f"  {part}: {ta.num_rows} rows, identical")
     return []
 
@@ -44,6 +46,9 @@ def load_summary(out):
 
 def compare_summaries(a, b):
     sa, sb = (load_summary(d) for d in (a, b))
+    for summary in (sa, sb):
+        for key in [k for k in summary if k.endswith("_seconds")]:
+            del summary[key]  # how long a run took is no result
     if sa.get("store") != sb.get("store"):
         print(f"  summary.json: store {sa.get('store')} / {sb.get('store')} (paths: not compared)")
         for summary in (sa, sb):

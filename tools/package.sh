@@ -70,6 +70,7 @@ if [[ ! -f $pkg/environment.tar.gz || $penv/.requirements -nt $pkg/environment.t
   .venv/bin/venv-pack --prefix "$penv" --output "$pkg/environment.tar.gz" --force --quiet \
     --exclude '.requirements' ${PACKAGE_PYTHON_PREFIX:+--python-prefix "$PACKAGE_PYTHON_PREFIX"}
   printf '%s' "${PACKAGE_PYTHON_PREFIX:-}" > "$pkg/.python_prefix"
+  chmod 644 "$pkg/environment.tar.gz"
 fi
 
 # 4. The project's code: the three packages, without tests, caches or PLY tables.

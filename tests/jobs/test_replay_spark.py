@@ -110,3 +110,40 @@ def test_stats_sum_counters_over_tasks(spark):
     got = T.stats(df)
     want = spark.createDataFrame([("G", "T", *[6] * len(STAT_FIELDS))], got.schema)
     assert_df_equality(got, want, ignore_nullable=True)
+
+
+def _sorted_table(path):
+    table = ds.dataset(path, format="parquet", partitioning="hive").to_table()
+    keys = [c for c in ("group", "topic", "queue_id", "queue_offset", "commitlog_offset") if c in table.column_names]
+    return table.sort_by([(k, "ascending") for k in keys])
+
+
+def test_rerun_gives_identical_output(job_out, store_a, tmp_path):
+    out, _ = job_out
+    again = tmp_path / "again"
+    proc = _submit("--store", store_a / "store", "--out", again, "--subscriptions", store_a / "registrations.json")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    for part in ("matched", "audit/collisions", "audit/bitmaps"):
+        assert _sorted_table(again / part).equals(_sorted_table(out / part)), part
+    first, second = (json.loads((d / "summary.json").read_text()) for d in (out, again))
+    for s in (first, second):
+        s.pop("job_seconds")
+    assert first == second
+
+
+def test_failed_run_leaves_no_output(store_a, tmp_path):
+    import shutil
+
+    store = tmp_path / "store"
+    shutil.copytree(store_a / "store", store)
+    bad = store / "commitlog" / "00000000000000000000"
+    bad.chmod(0o644)
+    with open(bad, "r+b") as f:
+        f.seek(4)
+        f.write(b"\x00\x00\x00\x01")  # the first record's magic code
+    out = tmp_path / "out"
+    proc = _submit("--store", store, "--out", out, "--subscriptions", store_a / "registrations.json")
+    assert proc.returncode == 1
+    text = proc.stdout + proc.stderr
+    assert "error: " in text and "00000000000000000000 at offset 0: " in text and "magic" in text
+    assert list(tmp_path.iterdir()) == [store]
