@@ -168,3 +168,44 @@ def test_rocksdb_consume_queue_is_refused_with_a_clear_message(damaged, store_a)
     (damaged / "consumequeue" / "CURRENT").write_text("MANIFEST-000001\n")
     with pytest.raises(UnsupportedStoreError, match="RocksDB"):
         _plan(damaged, store_a, "fail")
+
+
+def test_body_crc_mismatch_is_found_only_with_verify_crc(damaged, store_a, store_a_expected):
+    msg = next(m for m in schemas.read_messages(damaged).to_pylist()
+               if m["topic"] == "TopicTest" and not m["sys_flag"] & 1 and m["commitlog_offset"] < 1 << 20)
+    assert len(msg["body"]) > 200  # the body starts within the first 100 bytes of the record
+    with open(damaged / "commitlog" / CLOG, "r+b") as f:  # flip one byte inside the body
+        f.seek(msg["commitlog_offset"] + 200)
+        byte = f.read(1)
+        f.seek(msg["commitlog_offset"] + 200)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    planned, result = _replay(damaged, store_a)  # not verified: the damage goes unnoticed
+    assert not kind(result, "corrupt").num_rows
+    planned = build_plan(JobOptions(store=str(damaged), on_corrupt="skip", verify_crc=True,
+                                    subscription_files=(str(store_a / "registrations.json"),)))
+    result = replay_local(planned)
+    audit = kind(result, "corrupt").to_pylist()
+    assert [(r["commitlog_offset"], r["reason"]) for r in audit] == [(msg["commitlog_offset"], "body CRC mismatch")]
+    assert _matched(result) == _expected_without(store_a_expected, {msg["commitlog_offset"]}, store_a)
+
+
+def test_missing_consume_queue_segment_is_reported(damaged, store_a):
+    queue = damaged / "consumequeue" / "TopicTest" / "0"
+    files = sorted(queue.iterdir())
+    extra = queue / f"{int(files[-1].name) + 2 * 6000:020d}"
+    shutil.copy(files[-1], extra)  # a hole: the file in between is missing
+    with pytest.raises(CorruptStoreError, match="missing consume-queue file"):
+        _plan(damaged, store_a, "fail")
+
+
+def test_unit_pointing_at_another_queues_record_is_audited(damaged, store_a):
+    units = schemas.read_consume_queues(damaged).to_pylist()
+    a, b = [u for u in units if u["topic"] == "TopicTest" and u["queue_id"] == 0][:2]
+    path = sorted((damaged / "consumequeue" / "TopicTest" / "0").iterdir())[0]
+    with open(path, "r+b") as f:  # unit a now points at b's record (size too)
+        f.seek(a["queue_offset"] * 20)
+        f.write(b["commitlog_offset"].to_bytes(8, "big") + b["size"].to_bytes(4, "big"))
+    planned, result = _replay(damaged, store_a)
+    audit = kind(result, "corrupt").to_pylist()
+    assert [(r["queue_id"], r["queue_offset"]) for r in audit] == [(0, a["queue_offset"])]
+    assert "differ from the unit" in audit[0]["reason"]
