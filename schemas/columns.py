@@ -3,26 +3,25 @@ import numpy as np
 import pyarrow as pa
 
 
+def gather_bytes(buf, pos, width):
+    """A (len(pos), width) uint8 matrix of the bytes at each position (rows of a zero-copy window view)."""
+    if len(pos) == 0 or len(buf) < width:
+        return np.zeros((len(pos), width), np.uint8) if len(pos) == 0 else buf[np.asarray(pos)[:, None] + np.arange(width)]
+    return np.lib.stride_tricks.sliding_window_view(buf, width)[pos]
+
+
 def gather(buf, pos, dtype):
     """Values of a big-endian `dtype` at byte positions `pos` of `buf`, in native byte order."""
     dt = np.dtype(dtype)
-    if len(pos) == 0:
-        return np.zeros(0, dtype=dt.newbyteorder("="))
-    rows = buf[pos[:, None] + np.arange(dt.itemsize)]
-    return rows.view(dt).reshape(-1).astype(dt.newbyteorder("="))
+    rows = gather_bytes(buf, pos, dt.itemsize)
+    return np.ascontiguousarray(rows).view(dt).reshape(-1).astype(dt.newbyteorder("="))
 
 
 def gather_struct(buf, pos, dtype):
     """A structured big-endian record at each position: {field: native numpy array}."""
     dt = np.dtype(dtype)
-    rows = buf[pos[:, None] + np.arange(dt.itemsize)] if len(pos) else np.zeros((0, dt.itemsize), np.uint8)
-    recs = rows.view(dt).reshape(-1)
+    recs = np.ascontiguousarray(gather_bytes(buf, pos, dt.itemsize)).view(dt).reshape(-1)
     return {name: recs[name].astype(recs.dtype[name].newbyteorder("=")) for name in dt.names}
-
-
-def gather_bytes(buf, pos, width):
-    """A (len(pos), width) uint8 matrix of the bytes at each position."""
-    return buf[pos[:, None] + np.arange(width)] if len(pos) else np.zeros((0, width), np.uint8)
 
 
 def slices_to_binary(buf, starts, lengths, type_=pa.binary()):
