@@ -92,9 +92,9 @@ def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True,
                   "properties length (record does not end where totalSize says)")
 
     properties_raw = to_utf8(slices_to_binary(buf, props_at, props_len))
-    properties = parse_properties(properties_raw)
+    properties, named = parse_properties(properties_raw, extract=("TAGS", "KEYS"))
     stored_body = slices_to_binary(buf, body_at, body_len) if (with_body or raw) else None
-    tags = pc.map_lookup(properties, "TAGS", "first")
+    tags = named["TAGS"]
     store_port = gather(buf, store_at + np.where(store_v6, 16, 4), ">i4")
     born_port = gather(buf, born_at + np.where(born_v6, 16, 4), ">i4")
     columns = {
@@ -118,7 +118,7 @@ def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True,
         "tags_code": tags_code_array(tags),
         "properties": properties,
         "tags": tags,
-        "keys": pc.map_lookup(properties, "KEYS", "first"),
+        "keys": named["KEYS"],
     }
     schema = MESSAGE_SCHEMA
     if raw:

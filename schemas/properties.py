@@ -11,25 +11,45 @@ import pyarrow.compute as pc
 PROPERTIES_TYPE = pa.map_(pa.string(), pa.string())
 
 
-def parse_properties(blobs):
-    """map<string, string> per row from a string array of raw property blobs (order of first appearance)."""
+def parse_properties(blobs, extract=()):
+    """map<string, string> per row from a string array of raw property blobs (order of appearance).
+
+    Works on the bytes of the whole column at once: \x01 and \x02 never occur inside a multi-byte
+    UTF-8 sequence, so separator positions found with numpy are character boundaries. With `extract`
+    (names such as "TAGS"), also returns {name: string column of that property's value per row}."""
+    from schemas.columns import slices_to_binary
+
     n = len(blobs)
-    pieces = pc.split_pattern(blobs, "\x02")
-    parents = pc.list_parent_indices(pieces).to_numpy()
-    kv = pc.split_pattern(pc.list_flatten(pieces), "\x01", max_splits=1)
-    two = pc.equal(pc.list_value_length(kv), 2)
-    kv = kv.filter(two)
-    parents = parents[two.to_numpy(zero_copy_only=False)]
-    keys = pc.list_element(kv, 0)
-    values = pc.list_element(kv, 1)
-    keep = pc.and_(pc.greater(pc.binary_length(keys), 0), pc.greater(pc.binary_length(values), 0))
-    keep_np = keep.to_numpy(zero_copy_only=False)
-    keys, values, parents = keys.filter(keep), values.filter(keep), parents[keep_np]
+    offsets = np.frombuffer(blobs.buffers()[1], dtype=np.int32)[blobs.offset: blobs.offset + n + 1].astype(np.int64)
+    data = np.frombuffer(blobs.buffers()[2], dtype=np.uint8) if n and blobs.buffers()[2] is not None \
+        else np.zeros(0, np.uint8)
+    lo, hi = (int(offsets[0]), int(offsets[-1])) if n else (0, 0)
+    region = data[lo:hi]
+    seps = np.flatnonzero(region == 2) + lo
+    starts = np.sort(np.concatenate([offsets[:-1], seps + 1]))  # pieces: blob start or after a \x02 ...
+    ends = np.sort(np.concatenate([seps, offsets[1:]]))  # ... up to the next \x02 or the blob's end
+    ones = np.flatnonzero(region == 1) + lo
+    at = np.searchsorted(ones, starts)
+    kv = np.where(at < len(ones), ones[np.minimum(at, max(len(ones) - 1, 0))] if len(ones) else 0, hi + 1)
+    valid = (kv > starts) & (kv < ends - 1)  # a name, a \x01, and a value: else RocketMQ drops the piece
+    starts, ends, kv = starts[valid], ends[valid], kv[valid]
+    parents = np.searchsorted(offsets, starts, side="right") - 1
+    keys = slices_to_binary(data, starts, kv - starts, pa.string())
+    values = slices_to_binary(data, kv + 1, ends - kv - 1, pa.string())
     keys, values, parents = _last_value_wins(keys, values, parents)
     counts = np.bincount(parents, minlength=n) if len(parents) else np.zeros(n, np.int64)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    return pa.MapArray.from_arrays(pa.array(offsets), keys, values)
+    map_offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(counts, out=map_offsets[1:])
+    props = pa.MapArray.from_arrays(pa.array(map_offsets), keys, values)
+    if not extract:
+        return props
+    columns = {}
+    for name in extract:
+        hit = pc.equal(keys, name).to_numpy(zero_copy_only=False)
+        index = np.full(n, -1, dtype=np.int64)
+        index[parents[hit]] = np.flatnonzero(hit)
+        columns[name] = values.take(pa.array(index, mask=index < 0))
+    return props, columns
 
 
 def _last_value_wins(keys, values, parents):
@@ -53,3 +73,19 @@ def _last_value_wins(keys, values, parents):
 def properties_to_blob(props):
     """Encode a dict the way 4.9.x's messageProperties2String does (no separator after the last pair)."""
     return "\x02".join(f"{k}\x01{v}" for k, v in props.items() if v is not None)
+
+
+def properties_reference(blob):
+    """Row-at-a-time reference: 4.9.x `string2messageProperties`, as plainly as it reads in Java."""
+    out = {}
+    index, length = 0, len(blob)
+    while index < length:
+        new_index = blob.find("\x02", index)
+        if new_index < 0:
+            new_index = length
+        if new_index - index >= 3:
+            kv = blob.find("\x01", index)
+            if index < kv < new_index - 1:
+                out[blob[index:kv]] = blob[kv + 1:new_index]
+        index = new_index + 1
+    return out

@@ -1,0 +1,31 @@
+"""The vectorized properties parser agrees with the plain reference on any blob."""
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from schemas.properties import parse_properties, properties_reference
+
+pieces = st.lists(st.sampled_from(["a", "TAGS", "KEYS", "é", "杭州", "\x01", "\x02", "", "x\x01y", "b\x01"]),
+                  max_size=12).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(pieces, max_size=20), st.integers(0, 3))
+def test_vectorized_parse_equals_reference(blobs, cut):
+    array = pa.array(blobs, pa.string()).slice(min(cut, len(blobs)))
+    props, named = parse_properties(array, extract=("TAGS", "KEYS"))
+    for blob, got, tags, keys in zip(array.to_pylist(), props.to_pylist(), named["TAGS"].to_pylist(),
+                                     named["KEYS"].to_pylist()):
+        want = properties_reference(blob)
+        assert dict(got) == want and len(got) == len(want)
+        assert tags == want.get("TAGS") and keys == want.get("KEYS")
+
+
+def test_empty_values_and_nameless_pieces_are_dropped():
+    props = parse_properties(pa.array(["a\x011\x02region\x01\x02\x01x\x02TAGS\x01T"]))
+    assert dict(props.to_pylist()[0]) == {"a": "1", "TAGS": "T"}
+
+
+def test_repeated_name_keeps_the_last_value_like_a_hashmap():
+    props = parse_properties(pa.array(["k\x01first\x02o\x01x\x02k\x01last"]))
+    assert dict(props.to_pylist()[0]) == {"k": "last", "o": "x"}
