@@ -22,4 +22,11 @@ def replay_local(planned):
 
 
 def kind(table, name):
-    return table.filter(pc.equal(table.column("kind"), name))
+    """Rows of one kind; "matched" and "collision" are fanned out per group as the outputs are."""
+    if name not in ("matched", "collision"):
+        return table.filter(pc.equal(table.column("kind"), name))
+    messages = table.filter(pc.equal(table.column("kind"), "message"))
+    lists = messages.column("delivered" if name == "matched" else "collided").combine_chunks()
+    parents = pc.list_parent_indices(lists)
+    out = messages.take(parents).drop_columns(["group", "delivered", "collided"])
+    return out.append_column("group", pc.list_flatten(lists))

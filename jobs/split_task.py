@@ -290,19 +290,17 @@ def _replay_topic(plan, topic, units, messages, out):
     message_dicts = _lazy_messages(messages)
     queue_ids = units.column("queue_id").to_numpy()
     queue_offsets = units.column("queue_offset").to_numpy()
-    for csub in subs:
+    delivered = np.zeros((n, len(subs)), dtype=bool)
+    collided = np.zeros((n, len(subs)), dtype=bool)
+    for k, csub in enumerate(subs):
         o = apply_subscription(csub, batch, bloom, recomputed, retry_sql.get(csub.sub.group), message_dicts,
                                plan.support_retry)
         scope = _in_scope(plan, csub.sub, queue_ids, queue_offsets)
         if scope is not None:
             for name in ("stage1", "bloom_checked", "broker", "client", "errors"):
                 setattr(o, name, getattr(o, name) & scope)
-        for kind, sel in (("matched", o.client), ("collision", o.broker & ~o.client)):
-            rows = np.flatnonzero(sel)
-            if len(rows):
-                cols = _message_columns(messages, units, rows)
-                cols.update(group=csub.sub.group, topic=topic)
-                out.add(kind, cols, len(rows))
+        delivered[:, k] = o.client
+        collided[:, k] = o.broker & ~o.client
         stats = dict(units=n if scope is None else int(scope.sum()), skipped=0, stage1_passed=int(o.stage1.sum()), broker_delivered=int(o.broker.sum()),
                      client_delivered=int(o.client.sum()), collisions=int((o.broker & ~o.client).sum()),
                      bloom_false_positives=int((o.bloom_checked & ~o.broker).sum()),
@@ -310,7 +308,29 @@ def _replay_topic(plan, topic, units, messages, out):
                      ext_unreadable=int((batch.code_missing & (scope if scope is not None else True)).sum()),
                      bitmap_mismatches=int((mismatch & ~explained).sum()),
                      bitmap_mismatches_explained=int((mismatch & explained).sum()))
-        out.add("stats", {"group": csub.sub.group, "topic": topic, **{k: pa.array([stats[k]]) for k in STAT_FIELDS}}, 1)
+        out.add("stats", {"group": csub.sub.group, "topic": topic, **{f: pa.array([stats[f]]) for f in STAT_FIELDS}}, 1)
+    _message_rows(out, topic, messages, units, delivered, collided, [c.sub.group for c in subs])
+
+
+def _message_rows(out, topic, messages, units, delivered, collided, groups):
+    """One row per message that some group receives (or that collides), with the lists of those groups:
+    the payload crosses to the JVM once, and Spark fans it out per group (explode) when writing."""
+    rows = np.flatnonzero(delivered.any(axis=1) | collided.any(axis=1))
+    if not len(rows):
+        return
+    names = np.array(groups, dtype=object)
+    cols = _message_columns(messages, units, rows)
+    cols.update(topic=topic, delivered=_group_lists(delivered[rows], names),
+                collided=_group_lists(collided[rows], names))
+    out.add("message", cols, len(rows))
+
+
+def _group_lists(mask, names):
+    """list<string> per row: the names of the columns set in that row of a bool matrix."""
+    offsets = np.zeros(mask.shape[0] + 1, dtype=np.int32)
+    np.cumsum(mask.sum(axis=1), out=offsets[1:])
+    _, cols = np.nonzero(mask)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(names[cols].tolist(), pa.string()))
 
 
 def _in_scope(plan, sub, queue_ids, queue_offsets):

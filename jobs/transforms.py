@@ -4,6 +4,8 @@ Data flow: the driver lists files; `read_units` decodes consume-queue segments (
 on executors through mapInArrow; `replay` groups units by commit-log split and runs one task per split
 (applyInArrow), which reads that byte range of the commit log, decodes each message once and applies
 every group's subscription; the outputs are selections of the one result DataFrame."""
+from typing import Iterator
+
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -35,16 +37,19 @@ def read_units(work: DataFrame, planned) -> DataFrame:
 
 def replay(units: DataFrame, plan) -> DataFrame:
     """All groups in one pass: one task per commit-log split, returning RESULT_SCHEMA rows."""
-    def task(table):
-        return process_split(plan, table)
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        table = pa.Table.from_batches(list(batches))
+        yield from process_split(plan, table).to_batches(max_chunksize=20000)
 
     return units.groupBy("split").applyInArrow(task, spark_schema(RESULT_SCHEMA))
 
 
 def message_rows(result: DataFrame, kind: str, with_body=True) -> DataFrame:
-    """matched / collision rows: group, topic and the message columns, in queue order."""
-    cols = ["group", "topic"] + [name for name, _ in OUTPUT_MESSAGE_FIELDS if with_body or name != "body"]
-    return result.filter(F.col("kind") == kind).select(*cols)
+    """matched / collision rows: one per (group, message), the message columns fanned out per group."""
+    lists = "delivered" if kind == "matched" else "collided"
+    cols = [name for name, _ in OUTPUT_MESSAGE_FIELDS if with_body or name != "body"]
+    return (result.filter((F.col("kind") == "message") & (F.size(lists) > 0))
+            .select(F.explode(lists).alias("group"), "topic", *cols))
 
 
 def bitmap_rows(result: DataFrame) -> DataFrame:

@@ -79,7 +79,7 @@ def test_missing_store_exits_1(tmp_path):
     assert main(["--store", str(tmp_path / "nope"), "--out", str(tmp_path / "out")]) == 1
 
 
-def test_message_rows_select_one_kind_with_its_columns(spark):
+def test_message_rows_fan_a_message_out_to_each_receiving_group(spark):
     from chispa import assert_df_equality
 
     from jobs import transforms as T
@@ -87,14 +87,17 @@ def test_message_rows_select_one_kind_with_its_columns(spark):
 
     schema = spark_schema(RESULT_SCHEMA)
     base = {f.name: None for f in schema}
-    rows = [dict(base, kind="matched", group="G", topic="T", queue_id=1, queue_offset=5, body=b"x"),
-            dict(base, kind="collision", group="G", topic="T", queue_id=1, queue_offset=6),
-            dict(base, kind="stats", group="G", topic="T", units=2)]
+    rows = [dict(base, kind="message", topic="T", queue_id=1, queue_offset=5, body=b"x",
+                 delivered=["G1", "G2"], collided=[]),
+            dict(base, kind="message", topic="T", queue_id=1, queue_offset=6, delivered=[], collided=["G3"]),
+            dict(base, kind="stats", group="G1", topic="T", units=2)]
     df = spark.createDataFrame([tuple(r[f.name] for f in schema) for r in rows], schema)
-    got = T.message_rows(df, "matched", with_body=False)
-    assert "body" not in got.columns
-    want = spark.createDataFrame([tuple(rows[0][c] for c in got.columns)], got.schema)
-    assert_df_equality(got, want)  # one row; sorting by a map column is not possible
+    got = T.message_rows(df, "matched", with_body=False).select("group", "topic", "queue_id", "queue_offset")
+    want = spark.createDataFrame([("G1", "T", 1, 5), ("G2", "T", 1, 5)], got.schema)
+    assert_df_equality(got, want, ignore_row_order=True)
+    assert "body" not in T.message_rows(df, "matched", with_body=False).columns
+    got = T.message_rows(df, "collision").select("group", "queue_offset")
+    assert_df_equality(got, spark.createDataFrame([("G3", 6)], got.schema))
 
 
 def test_stats_sum_counters_over_tasks(spark):
