@@ -1,23 +1,17 @@
 """The whole replay in one process, without Spark: the reference the Spark job is tested against, and a
 quick way to replay a small store."""
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.plan import queue_units
+from jobs.plan import commitlog_splits, split_units
 from jobs.split_task import process_split
 from schemas.arrow_schemas import RESULT_SCHEMA
 
 
 def replay_local(planned):
-    """RESULT_SCHEMA table for a planned job."""
+    """RESULT_SCHEMA table for a planned job: the Spark job's tasks, one after another."""
     plan = planned.plan
-    units = [queue_units(plan, q) for q in planned.layout.queues]
-    if not units:
-        return RESULT_SCHEMA.empty_table()
-    table = pa.Table.from_batches(units)
-    splits = table.column("split").to_numpy()
-    parts = [process_split(plan, table.filter(pa.array(splits == s))) for s in np.unique(splits)]
+    parts = [process_split(plan, split_units(plan, planned.layout, a, b)) for a, b in commitlog_splits(plan)]
     return pa.concat_tables(parts) if parts else RESULT_SCHEMA.empty_table()
 
 

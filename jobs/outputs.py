@@ -45,16 +45,16 @@ def run_and_publish(spark, planned, out, options, settings, sink="parquet"):
 def _run(spark, planned, out, options, settings, sink="parquet"):
     from pyspark import StorageLevel
 
-    units = T.read_units(T.work_units(spark, planned.layout), planned)
+    split_rows = T.splits(spark, planned.plan)
     if sink == "noop":  # one pass, nothing written but the summary: what a benchmark measures
-        result = T.replay(units, planned.plan)
+        result = T.replay(split_rows, planned)
         result.write.format("noop").mode("overwrite").save()
         fs, path = storefs.resolve(out)
         fs.create_dir(path)
         summary = build_summary(planned, {}, options)
         summary["sink"] = "noop: nothing written, counters not collected"
         return summary
-    result = T.replay(units, planned.plan).persist(StorageLevel.DISK_ONLY)
+    result = T.replay(split_rows, planned).persist(StorageLevel.DISK_ONLY)
     try:
         T.write_partitioned(T.message_rows(result, "matched", options.with_body), f"{out}/matched")
         T.write_partitioned(T.message_rows(result, "collision", options.with_body), f"{out}/audit/collisions")

@@ -148,6 +148,41 @@ def _without(root, bad_path):
     return tmp
 
 
+def commitlog_splits(plan):
+    """(start, end) byte ranges a task each: every commit-log file cut at split_size, plus the ranges no
+    file covers (below the first file: deleted by retention; holes; beyond the last), so that units
+    pointing there are still audited."""
+    splits, covered = [], 0
+    for start, _, length in plan.commitlog_files:
+        if start > covered:
+            splits.append((covered, start))
+        size = max(length, plan.commitlog_file_size)  # a truncated file keeps its nominal range
+        splits += [(start + k, start + min(k + plan.split_size, size)) for k in range(0, size, plan.split_size)]
+        covered = start + plan.commitlog_file_size
+    splits.append((covered, 1 << 62))
+    return splits
+
+
+def split_units(plan, layout, start, end):
+    """UNIT_SCHEMA batch of every queue's units pointing into [start, end) (run by a task)."""
+    from schemas.consume_queue import ExtReader, cq_table
+    from schemas.cq_ranges import segment_units_in_range
+    from schemas.local_api import _window_loader
+
+    fs = storefs.resolve(plan.store_uri)[0]
+    batches = []
+    for queue in layout.queues:
+        parts = [p for p in (segment_units_in_range(fs, s, start, end) for s in queue.cq) if p is not None]
+        if not parts:
+            continue
+        cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        ext = ExtReader({s.start: _window_loader(fs, s) for s in queue.ext}, queue.ext_file_size)
+        batch = cq_table(queue.topic, queue.queue_id, cols, *ext.resolve(cols["tags_code_raw"]))
+        split = np.full(batch.num_rows, start, dtype=np.int64)
+        batches.append(pa.RecordBatch.from_arrays(list(batch.columns) + [pa.array(split)], schema=UNIT_SCHEMA))
+    return pa.Table.from_batches(batches, schema=UNIT_SCHEMA)
+
+
 def queue_units(plan, queue, segments=None):
     """UNIT_SCHEMA batch of one queue's segments, each unit tagged with its commit-log split (run by a task)."""
     batch = queue_batch(storefs.resolve(plan.store_uri)[0], queue, segments)

@@ -1,47 +1,41 @@
 """The replay as Spark DataFrame transforms: units in, result rows out, outputs split by kind.
 
-Data flow: the driver lists files; `read_units` decodes consume-queue segments (with their ext units)
-on executors through mapInArrow; `replay` groups units by commit-log split and runs one task per split
-(applyInArrow), which reads that byte range of the commit log, decodes each message once and applies
-every group's subscription; the outputs are selections of the one result DataFrame."""
+Data flow: the driver lists files and cuts the commit log into splits; `replay` runs one mapInArrow
+task per split, which finds its units in the consume queues, reads its byte range of the commit log,
+decodes each message once and applies every group's subscription; the outputs are selections of the one
+result DataFrame, fanned out per group by Spark when written."""
 from typing import Iterator
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.plan import queue_units
+from jobs.plan import commitlog_splits, split_units
 from jobs.split_task import process_split
-from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, RESULT_SCHEMA, STAT_FIELDS, UNIT_SCHEMA, spark_schema
+from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, RESULT_SCHEMA, STAT_FIELDS, spark_schema
 
 
-def work_units(spark, layout):
-    """One row per consume-queue segment (queue index, segment index): the input of read_units."""
-    rows = [(qi, si) for qi, q in enumerate(layout.queues) for si in range(len(q.cq))]
-    slots = 2 * spark.sparkContext.defaultParallelism  # a few tasks per core: each costs ~0.1 s to start
-    return spark.createDataFrame(rows, "queue int, segment int").repartition(max(1, min(len(rows), slots)))
+def splits(spark, plan) -> DataFrame:
+    """One row per commit-log split (start, end): the driver's only input, metadata alone."""
+    rows = commitlog_splits(plan)
+    return spark.createDataFrame(rows, "start long, end long").repartition(max(1, len(rows)))
 
 
-def read_units(work: DataFrame, planned) -> DataFrame:
-    """Decode the consume-queue segments named by `work` into units (UNIT_SCHEMA), on executors."""
-    plan, queues = planned.plan, planned.layout.queues
+def replay(split_rows: DataFrame, planned) -> DataFrame:
+    """All groups in one pass, one task per commit-log split, returning RESULT_SCHEMA rows.
 
-    def decode(batches):
-        for batch in batches:
-            for qi, si in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                q = queues[qi]
-                yield queue_units(plan, q, [q.cq[si]])
+    A task finds the units pointing into its split by binary search in every consume queue (units are
+    in commit-log order), reads that byte range of the commit log, decodes each message once and applies
+    every subscription of its topic: no shuffle, and memory bounded by the split."""
+    plan, layout = planned.plan, planned.layout
 
-    return work.mapInArrow(decode, spark_schema(UNIT_SCHEMA))
-
-
-def replay(units: DataFrame, plan) -> DataFrame:
-    """All groups in one pass: one task per commit-log split, returning RESULT_SCHEMA rows."""
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = pa.Table.from_batches(list(batches))
-        yield from process_split(plan, table).to_batches(max_chunksize=20000)
+        for batch in batches:
+            for start, end in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                units = split_units(plan, layout, start, end)
+                yield from process_split(plan, units).to_batches(max_chunksize=20000)
 
-    return units.groupBy("split").applyInArrow(task, spark_schema(RESULT_SCHEMA))
+    return split_rows.mapInArrow(task, spark_schema(RESULT_SCHEMA))
 
 
 def message_rows(result: DataFrame, kind: str, with_body=True) -> DataFrame:

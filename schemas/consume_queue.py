@@ -31,21 +31,18 @@ def decode_cq_segment(raw, start_offset, path="consumequeue"):
     }
 
 
-class ExtReader:
-    """Resolve decorated ext addresses against one queue's ConsumeQueueExt files (read lazily, once each).
+EXT_READ_SLACK = L.EXT_HEAD_SIZE + 32767  # the largest unit that can start at the last address read
 
-    `files` maps a file's start offset in the ext address space to a callable returning its bytes."""
+
+class ExtReader:
+    """Resolve decorated ext addresses against one queue's ConsumeQueueExt files.
+
+    `files` maps a file's start offset in the ext address space to `loader(lo, hi)`, which returns the
+    file's bytes [lo, hi) (fewer at the end of the file). Only the window the addresses need is read."""
 
     def __init__(self, files, file_size):
         self.files = files
         self.file_size = file_size
-        self._cache = {}
-
-    def _bytes(self, start):
-        if start not in self._cache:
-            loader = self.files.get(start)
-            self._cache[start] = None if loader is None else np.asarray(loader(), dtype=np.uint8)
-        return self._cache[start]
 
     def resolve(self, tags_code_raw):
         """(tags_code, msg_store_time, bitmaps, ok) for every unit; non-ext or unreadable -> ok False.
@@ -66,10 +63,12 @@ class ExtReader:
         within = pos % self.file_size
         for start in np.unique(file_start[is_ext]):
             rows = np.flatnonzero(is_ext & (file_start == start))
-            data = self._bytes(int(start))
-            if data is None:
+            loader = self.files.get(int(start))
+            if loader is None:
                 continue
-            at = within[rows]
+            window = int(within[rows].min())
+            data = np.asarray(loader(window, int(within[rows].max()) + EXT_READ_SLACK), dtype=np.uint8)
+            at = within[rows] - window
             fits = at + L.EXT_HEAD_SIZE <= len(data)
             rows, at = rows[fits], at[fits]
             head = gather_struct(data, at, L.EXT_HEAD_DTYPE)

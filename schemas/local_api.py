@@ -38,9 +38,16 @@ def queue_batch(fs, queue, segments=None):
     cols = {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, np.int64)
             for k in ("queue_offset", "commitlog_offset", "size", "tags_code_raw")}
     cols["size"] = cols["size"].astype(np.int32)
-    ext = ExtReader({s.start: (lambda p=s.path: storefs.read_range(fs, p)) for s in queue.ext},
-                    queue.ext_file_size)
+    ext = ExtReader({s.start: _window_loader(fs, s) for s in queue.ext}, queue.ext_file_size)
     return cq_table(queue.topic, queue.queue_id, cols, *ext.resolve(cols["tags_code_raw"]))
+
+
+def _window_loader(fs, segment):
+    """loader(lo, hi) of a segment's bytes, clipped to the file."""
+    def load(lo, hi):
+        hi = min(hi, segment.length)
+        return storefs.read_range(fs, segment.path, lo, max(0, hi - lo))
+    return load
 
 
 def read_consume_queues(store_dir):

@@ -55,7 +55,7 @@ def test_random_consume_queue_bytes_decode_or_fail_cleanly(data, start):
 @FUZZ
 @given(st.binary(max_size=300), st.lists(st.integers(-(1 << 63), (1 << 63) - 1), max_size=20))
 def test_random_ext_files_and_addresses_resolve_or_count_as_missing(data, addresses):
-    reader = ExtReader({0: lambda: np.frombuffer(data, dtype=np.uint8)}, max(len(data), 1))
+    reader = ExtReader({0: lambda lo, hi: np.frombuffer(data, dtype=np.uint8)[lo:hi]}, max(len(data), 1))
     tags_code, store_time, bitmaps, ok = reader.resolve(np.array(addresses, dtype=np.int64))
     assert len(tags_code) == len(bitmaps) == len(ok) == len(addresses)
     list(iter_ext_units(np.frombuffer(data, dtype=np.uint8), 0))
