@@ -14,9 +14,9 @@ from schemas import storefs
 from schemas.arrow_schemas import UNIT_SCHEMA
 from schemas.config import ConfigError, Registration, load_registrations, load_store_config
 from schemas.errors import CorruptStoreError
-from schemas.store_checks import layout_problems
 from schemas.local_api import queue_batch
 from schemas.store import open_store
+from schemas.store_checks import layout_problems
 
 log = logging.getLogger("mqreplay")
 

@@ -8,7 +8,6 @@ Exit codes (for schedulers): 0 success; 1 failed input (unreadable or corrupt st
 2 bad arguments; 3 finished, but some subscriptions did not parse (SUBSCRIPTION_PARSE_FAILED).
 """
 import argparse
-import json
 import logging
 import os
 import sys
@@ -74,8 +73,10 @@ def spark_session(settings, master=None):
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName("mqreplay")
-    if master or not os.environ.get("SPARK_SUBMIT_OPTS") and "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
-        builder = builder.master(master or "local[*]")
+    if master:
+        builder = builder.master(master)
+    elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # plain `python jobs/replay.py`: not under spark-submit
+        builder = builder.master("local[*]")
     for key, value in settings.get("spark", {}).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

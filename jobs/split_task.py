@@ -121,7 +121,8 @@ def _check_ext(plan, units, out):
     queues = units.column("queue_id").to_numpy()
     for topic, queue in sorted({(topics[i], int(queues[i])) for i in np.flatnonzero(missing)}):
         rows = np.flatnonzero(missing & (topics == topic) & (queues == queue))
-        _corrupt(plan, out, units, rows, EXT_UNREADABLE + ": its tag code counts as missing (matches), as the broker does",
+        _corrupt(plan, out, units, rows,
+                 EXT_UNREADABLE + ": its tag code counts as missing (matches), as the broker does",
                  f"consumequeue_ext/{topic}/{queue}", offsets=positions)
 
 
@@ -301,7 +302,8 @@ def _replay_topic(plan, topic, units, messages, out):
                 setattr(o, name, getattr(o, name) & scope)
         delivered[:, k] = o.client
         collided[:, k] = o.broker & ~o.client
-        stats = dict(units=n if scope is None else int(scope.sum()), skipped=0, stage1_passed=int(o.stage1.sum()), broker_delivered=int(o.broker.sum()),
+        stats = dict(units=n if scope is None else int(scope.sum()), skipped=0, stage1_passed=int(o.stage1.sum()),
+                     broker_delivered=int(o.broker.sum()),
                      client_delivered=int(o.client.sum()), collisions=int((o.broker & ~o.client).sum()),
                      bloom_false_positives=int((o.bloom_checked & ~o.broker).sum()),
                      evaluation_errors=int(o.errors.sum()),

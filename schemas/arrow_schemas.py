@@ -46,6 +46,7 @@ def spark_schema(arrow_schema):
 
     return from_arrow_schema(arrow_schema)
 
+
 # Columns every delivered (or audited) message row carries in the job's output.
 OUTPUT_MESSAGE_FIELDS = [
     ("queue_id", pa.int32()), ("queue_offset", pa.int64()), ("commitlog_offset", pa.int64()),

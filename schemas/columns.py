@@ -6,7 +6,9 @@ import pyarrow as pa
 def gather_bytes(buf, pos, width):
     """A (len(pos), width) uint8 matrix of the bytes at each position (rows of a zero-copy window view)."""
     if len(pos) == 0 or len(buf) < width:
-        return np.zeros((len(pos), width), np.uint8) if len(pos) == 0 else buf[np.asarray(pos)[:, None] + np.arange(width)]
+        if len(pos) == 0:
+            return np.zeros((0, width), np.uint8)
+        return buf[np.asarray(pos)[:, None] + np.arange(width)]  # raises IndexError: past the buffer
     return np.lib.stride_tricks.sliding_window_view(buf, width)[pos]
 
 

@@ -61,8 +61,8 @@ def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True,
 
     raw=True adds what decoding loses, for byte-exact re-encoding: `stored_body` (as on disk) and
     `properties_raw` (the blob, with the pieces RocketMQ drops, such as empty values)."""
-    from schemas.arrow_schemas import MESSAGE_SCHEMA
     from filtering.tags import tags_code_array
+    from schemas.arrow_schemas import MESSAGE_SCHEMA
 
     buf = np.asarray(buf, dtype=np.uint8)
     starts = np.asarray(starts, dtype=np.int64)

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-
 CONSUMER_FILTER_FILE = "consumerFilter.json"
 CONSUMER_OFFSET_FILE = "consumerOffset.json"
 TOPICS_FILE = "topics.json"

@@ -16,7 +16,8 @@ def _segment_problems(segments, file_size, what, topic=None, queue_id=None):
         if file_size and b.start - a.start > file_size:
             missing = [L.file_name(s) for s in range(a.start + file_size, b.start, file_size)]
             out.append(dict(file=b.path, offset=a.start + file_size, topic=topic, queue_id=queue_id,
-                            reason=f"missing {what} file(s) {', '.join(missing[:3])}{'...' if len(missing) > 3 else ''}"))
+                            reason=f"missing {what} file(s) {', '.join(missing[:3])}"
+                                   + ("..." if len(missing) > 3 else "")))
     return out
 
 

@@ -238,8 +238,9 @@ def main(argv=None):
         gu = group_units if size == args.messages else group_units * size // args.messages
         per_core = gu / job / CORES
         per_message[size] = job / size
-        line = (f"end to end -> {sink:7s} {size:>10,} msgs: job {job:6.1f} s, wall {wall:6.1f} s (with Spark start-up); "
-                f"{per_core:,.0f} group-units/s per core = {per_core / JAVA['read_path_group_units']:.2f}x Java read path")
+        ratio = per_core / JAVA["read_path_group_units"]
+        line = (f"end to end -> {sink:7s} {size:>10,} msgs: job {job:6.1f} s, wall {wall:6.1f} s "
+                f"(with Spark start-up); {per_core:,.0f} group-units/s per core = {ratio:.2f}x Java read path")
         if sink == "parquet":
             written = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(out) for f in fs)
             line += f"; {written / job / 1e6:,.1f} MB/s written"

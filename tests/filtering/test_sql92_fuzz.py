@@ -8,8 +8,8 @@ from filtering import sql92
 FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SEEDS = ["a between 10 and 40", "TAGS is not null and TAGS in ('TagA', 'TagC')", "nosuch = 'x' OR (price > 900.5)",
          "NOT (a <> 'b') AND c STARTSWITH 'x'", "a >= 1.5e3 or b = TRUE -- c", "(((a)))", "x IS NOT NULL /* c */"]
-ALPHABET = st.sampled_from(list("ab()'=<>!-+.*/,eE019 \t\n") + ["AND", "OR", "NOT", "IN", "IS", "NULL",
-                                                                 "BETWEEN", "TRUE", "CONTAINS", "'", "--", "/*"])
+WORDS = ["AND", "OR", "NOT", "IN", "IS", "NULL", "BETWEEN", "TRUE", "CONTAINS", "'", "--", "/*"]
+ALPHABET = st.sampled_from(list("ab()'=<>!-+.*/,eE019 \t\n") + WORDS)
 
 
 def _parse_and_evaluate(text, dialect):

@@ -147,8 +147,8 @@ def test_corrupt_ext_unit_fails_or_counts_the_tag_code_as_missing(damaged, store
     assert [(r["topic"], r["queue_id"], r["queue_offset"]) for r in audit] == [("TopicTest", 0, 3)]
     assert _matched(result) == _expected_without(store_a_expected, set(), store_a)
     stats = [r for r in kind(result, "stats").to_pylist() if r["topic"] == "TopicTest"]
-    assert {r["group"] for r in stats if r["ext_unreadable"]} == {c.sub.group for c in planned.subscriptions
-                                                                   if c.sub.topic == "TopicTest"}
+    topic_groups = {c.sub.group for c in planned.subscriptions if c.sub.topic == "TopicTest"}
+    assert {r["group"] for r in stats if r["ext_unreadable"]} == topic_groups
     _assert_every_unit_accounted(planned, result, damaged)
 
 
