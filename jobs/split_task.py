@@ -57,16 +57,17 @@ def process_split(plan, units):
     """Result rows (RESULT_SCHEMA) for the units of one split (a pyarrow Table of UNIT_SCHEMA)."""
     if units.num_rows == 0:
         return RESULT_SCHEMA.empty_table()
-    units = units.sort_by([("commitlog_offset", "ascending")])
+    # topic by topic, each in log order: every topic is then a zero-copy slice of the decoded columns
+    units = units.sort_by([("topic", "ascending"), ("commitlog_offset", "ascending")])
     out = _Rows()
     _check_ext(plan, units, out)
     messages, units = _decode_messages(plan, units, out)
     _skipped_stats(plan, out)
     if units.num_rows:
-        by_topic = pc.dictionary_encode(units.column("topic")).combine_chunks()
-        for t, topic in enumerate(by_topic.dictionary.to_pylist()):
-            rows = pa.array(np.flatnonzero(by_topic.indices.to_numpy(zero_copy_only=False) == t))
-            _replay_topic(plan, topic, units.take(rows), messages.take(rows), out)
+        topics = units.column("topic").to_numpy(zero_copy_only=False)
+        bounds = np.flatnonzero(topics[1:] != topics[:-1]) + 1
+        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(topics)]):
+            _replay_topic(plan, topics[lo], units.slice(lo, hi - lo), messages.slice(lo, hi - lo), out)
     return out.table()
 
 
@@ -179,14 +180,17 @@ def _decode_messages(plan, units, out):
                  "unit size differs from the record's totalSize", path)
     idx = np.flatnonzero(head_ok)
     uniq, inverse = np.unique(starts[idx], return_inverse=True)
+    if len(uniq) == len(idx):  # one unit per record (always, in a sound store): decode in unit order
+        uniq, inverse = starts[idx], None
     try:
         decoded = pa.Table.from_batches([decode_records(buf, uniq, file_start + lo, path, with_body=plan.with_body,
                                                         raw=plan.verify_crc)])
     except CorruptStoreError:
         if plan.on_corrupt != "skip":
             raise
-        decoded, idx, inverse = _decode_one_by_one(plan, buf, uniq, starts, idx, file_start + lo, path, units, out)
-    messages = decoded.take(pa.array(inverse.reshape(-1)))
+        decoded, idx, inverse = _decode_one_by_one(plan, buf, np.unique(starts[idx]), starts, idx, file_start + lo,
+                                                   path, units, out)
+    messages = decoded if inverse is None else decoded.take(pa.array(inverse.reshape(-1)))
     sel = units.take(pa.array(idx))
     if plan.verify_crc and "stored_body" in messages.column_names:
         crc_ok = _crc_ok(messages)
@@ -197,6 +201,8 @@ def _decode_messages(plan, units, out):
              & (messages.column("queue_id").to_numpy() == sel.column("queue_id").to_numpy())
              & (messages.column("queue_offset").to_numpy() == sel.column("queue_offset").to_numpy()))
     _corrupt(plan, out, sel, np.flatnonzero(~agree), "record's topic, queue or queue offset differ from the unit", path)
+    if agree.all():
+        return messages, sel
     keep_rows = pa.array(np.flatnonzero(agree))
     return messages.take(keep_rows), sel.take(keep_rows)
 
@@ -347,6 +353,9 @@ def _in_scope(plan, sub, queue_ids, queue_offsets):
 
 
 def _message_columns(messages, units, rows):
+    if len(rows) == units.num_rows:  # every row: no copy
+        return {name: (units if name in ("queue_id", "queue_offset", "commitlog_offset") else messages).column(name)
+                for name, _ in OUTPUT_MESSAGE_FIELDS}
     take = pa.array(rows)
     cols = {}
     for name, _ in OUTPUT_MESSAGE_FIELDS:

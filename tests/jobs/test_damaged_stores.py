@@ -209,3 +209,18 @@ def test_unit_pointing_at_another_queues_record_is_audited(damaged, store_a):
     audit = kind(result, "corrupt").to_pylist()
     assert [(r["queue_id"], r["queue_offset"]) for r in audit] == [(0, a["queue_offset"])]
     assert "differ from the unit" in audit[0]["reason"]
+
+
+def test_record_with_a_bad_body_length_is_isolated_in_skip_mode(damaged, store_a, store_a_expected):
+    msg = next(m for m in schemas.read_messages(damaged).to_pylist()
+               if m["topic"] == "TopicTest" and not m["sys_flag"] & 0x30 and 0 < m["commitlog_offset"] < 1 << 20)
+    body_length_at = msg["commitlog_offset"] + 48 + 8 + 8 + 8 + 4 + 8  # IPv4 hosts
+    with open(damaged / "commitlog" / CLOG, "r+b") as f:
+        f.seek(body_length_at)
+        f.write((10 ** 6).to_bytes(4, "big"))
+    with pytest.raises(CorruptStoreError, match="body length"):
+        replay_local(_plan(damaged, store_a, "fail"))
+    planned, result = _replay(damaged, store_a)
+    audit = kind(result, "corrupt").to_pylist()
+    assert [(r["commitlog_offset"], "body length" in r["reason"]) for r in audit] == [(msg["commitlog_offset"], True)]
+    assert _matched(result) == _expected_without(store_a_expected, {msg["commitlog_offset"]}, store_a)
