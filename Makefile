@@ -21,6 +21,7 @@ $(STAMP): setup.cfg pyproject.toml
 	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
 	$(VPY) -m pip install --quiet -e '.[test]'
+	bash tools/configure_spark_env.sh $(VPY)
 	@touch $(STAMP)
 
 test: $(STAMP) ## run the test suite

@@ -21,9 +21,9 @@ def refuse_existing(out, overwrite):
 def run_and_publish(spark, planned, out, options, settings, sink="parquet"):
     """Run the job, write every output under OUT.tmp-*, then publish it as OUT; returns the summary."""
     fs, final = storefs.resolve(out)
-    scheme = out[: out.index("://") + 3] if "://" in out else ""
-    tmp_path = f"{final}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp_uri = scheme + tmp_path if scheme else tmp_path
+    suffix = f".tmp-{uuid.uuid4().hex[:8]}"
+    tmp_path = final + suffix  # for pyarrow (no scheme, no host)
+    tmp_uri = str(out).rstrip("/") + suffix  # for Spark's writers: keeps scheme and host (hdfs://nn:8020/...)
     import time
 
     started = time.time()

@@ -77,9 +77,21 @@ def spark_session(settings, master=None):
         builder = builder.master(master)
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # plain `python jobs/replay.py`: not under spark-submit
         builder = builder.master("local[*]")
+    given = _submitted_conf()
     for key, value in settings.get("spark", {}).items():
-        builder = builder.config(key, value)
+        if key not in given:  # spark-submit's --conf and --properties-file win over conf/replay.json
+            builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _submitted_conf():
+    """Keys spark-submit already set (its JVM holds them as system properties); empty outside spark-submit."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return set()
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    return {key for key, _ in SparkConf().getAll()}
 
 
 def store_error_of(exc):

@@ -10,12 +10,14 @@ from pyspark.sql import SparkSession
 def where(_):
     import os
     import socket
+    import time
 
     import pyarrow
     import pyspark
 
     import jobs
 
+    time.sleep(0.5)  # long enough for every executor to get tasks
     yield {"host": socket.gethostname(), "pid": os.getpid(), "cwd": os.getcwd(), "executable": sys.executable,
            "prefix": sys.prefix, "version": sys.version.split()[0], "pyspark": pyspark.__file__,
            "pyarrow": pyarrow.__file__, "jobs": jobs.__file__}
@@ -40,7 +42,7 @@ def problems(report):
 def main():
     spark = SparkSession.builder.appName("mqreplay-cluster-probe").getOrCreate()
     sc = spark.sparkContext
-    n = 2 * sc.defaultParallelism
+    n = 4 * sc.defaultParallelism
     reports = sc.parallelize(range(n), n).mapPartitions(where).collect()
     spark.stop()
     workers = {(r["cwd"], r["executable"]) for r in reports}

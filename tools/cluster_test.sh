@@ -13,7 +13,7 @@
 #   5. matched/, audit/* and summary.json of the two compared (tools/compare_outputs.py), and
 #      ../shared/tools/replay_check.py on the cluster output.
 # The master and workers are stopped by their process groups on exit, failed or not, and the script
-# fails if any of their ports is still listening. Work dirs and logs: build/cluster/.
+# fails if any of their ports is still listening. Work dirs, logs and outputs: build/cluster/.
 #
 # STORE_FIXTURE: a fixture folder with store/ and registrations.json (default ../shared's store_a, else
 # the copy in tests/data). No address but 127.0.0.1 is ever used.
@@ -43,7 +43,8 @@ fixture=$(cd "$fixture" && pwd)
 store=$fixture/store
 subscriptions=$fixture/registrations.json
 
-# --- Spark and Java from the dev venv; loopback only; this run's own conf dir (no spark-env.sh)
+# --- Spark and Java from the dev venv; loopback only; this run's own conf dir (no spark-env.sh);
+# SPARK_LOCAL_DIRS is spark.local.dir for the driver and, on standalone, for the executors (it wins there)
 export SPARK_HOME
 SPARK_HOME=$("$vpy" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')
 export JAVA_HOME
@@ -71,6 +72,7 @@ groups=()  # process group ids (= pids of the setsid'ed leaders) of everything s
 cleanup() {
   local rc=$? pgid left=() i
   trap - EXIT INT TERM
+  phase "stopping process groups ${groups[*]}"
   for pgid in "${groups[@]}"; do kill -TERM -- "-$pgid" 2>/dev/null || true; done
   for ((i = 0; i < 60; i++)); do
     left=()
@@ -78,18 +80,25 @@ cleanup() {
     ((${#left[@]})) || break
     sleep 0.5
   done
+  phase "process groups stopped: ${left[*]:-all}"
   for pgid in "${left[@]}"; do
     echo "process group $pgid did not stop on SIGTERM: SIGKILL" >&2
     kill -KILL -- "-$pgid" 2>/dev/null || true
   done
   sleep 0.5
-  for port in "${ports[@]}"; do
-    if ss -Hltn "sport = :$port" | grep -q .; then
-      echo "error: port $port is still listening after the cluster was stopped" >&2
-      rc=1
-    fi
+  local lingering=()
+  for port in $(printf '%s\n' "${ports[@]}" | sort -un); do
+    ss -Hltn "sport = :$port" | grep -q . && lingering+=("$port")
   done
-  ((${#groups[@]})) && echo "stopped process groups ${groups[*]}; none of ports $(printf '%s\n' "${ports[@]}" | sort -un | tr '\n' ' ')is listening"
+  if ((${#lingering[@]})); then
+    echo "error: ports ${lingering[*]} still listening after the cluster was stopped:" >&2
+    ss -Hltnp | grep -E ":($(IFS='|'; echo "${lingering[*]}"))\b" >&2 || true
+    rc=1
+  elif ((${#groups[@]})); then
+    echo "stopped process groups ${groups[*]}; none of ports $(printf '%s\n' "${ports[@]}" | sort -un | xargs) listens"
+  fi
+  # the unpacked environments (~400 MB each) and scratch space go; logs, executor stderr and outputs stay
+  rm -rf "$work/driver-env" "$work/local" "$SPARK_WORKER_DIR"/*/app-*/*/environment
   echo "cluster-test took $((SECONDS - t0)) s: $([[ $rc == 0 ]] && echo passed || echo "FAILED (exit $rc)")"
   exit "$rc"
 }
@@ -168,8 +177,10 @@ submit=(
   --py-files "$pkg/mqreplay.zip"
   --conf spark.executor.memory=1g --conf spark.executor.cores=1 --conf spark.cores.max=2
   --conf spark.driver.memory=1g
-  --conf spark.driver.host=127.0.0.1 --conf spark.driver.bindAddress=127.0.0.1
-  --conf "spark.local.dir=$work/local" --conf spark.ui.enabled=false
+  --conf spark.driver.host=127.0.0.1 --conf spark.driver.bindAddress=127.0.0.1 --conf spark.ui.enabled=false
+  # no task before both executors registered: each must run some (and so unpack the archive)
+  --conf spark.scheduler.minRegisteredResourcesRatio=1.0
+  --conf spark.scheduler.maxRegisteredResourcesWaitingTime=120s
 )
 
 # --- 2. where the executors' Python and pyspark come from
@@ -198,7 +209,7 @@ phase "app $app ran with executors on both workers"
 phase "the same job in local mode"
 run job-local env PYSPARK_PYTHON="$vpy" PYSPARK_DRIVER_PYTHON="$vpy" "$root/.venv/bin/spark-submit" \
   --master "local[2]" --conf spark.driver.host=127.0.0.1 --conf spark.driver.bindAddress=127.0.0.1 \
-  --conf "spark.local.dir=$work/local" --conf spark.ui.enabled=false \
+  --conf spark.ui.enabled=false \
   jobs/replay.py --store "$store" --out "$work/out-local" --subscriptions "$subscriptions"
 
 # --- 5. the two outputs, and the acceptance check on the cluster's

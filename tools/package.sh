@@ -45,7 +45,7 @@ with open(f"{pkg}/requirements.txt", "w") as f:
 with open(f"{pkg}/constraints.txt", "w") as f:
     f.write("# the versions .venv has (where the tests ran)\n" + "\n".join(pins) + "\n")
 PY
-want="$("$package_python" -c 'import sys; print(sys.version)')
+want="$package_python $("$package_python" -c 'import sys; print(sys.version)')
 $(cat "$pkg/requirements.txt" "$pkg/constraints.txt")"
 
 # 2. The clean venv (no editable install, no pyspark), rebuilt when the requirements changed.
@@ -67,8 +67,19 @@ if grep -qi '^pyspark' "$pkg/requirements.lock"; then echo "error: pyspark is in
 if [[ ! -f $pkg/environment.tar.gz || $penv/.requirements -nt $pkg/environment.tar.gz
       || ${PACKAGE_PYTHON_PREFIX:-} != "$(cat "$pkg/.python_prefix" 2>/dev/null)" ]]; then
   echo "packing $penv into $pkg/environment.tar.gz"
+  if [[ -n ${PACKAGE_PYTHON_PREFIX:-} ]]; then
+    # venv-pack 0.2.0 relinks by replacing the text ORIG/bin/python in link targets with
+    # PREFIX/bin/pythonX.Y, which turns bin/pythonX.Y -> ORIG/bin/pythonX.Y into PREFIX/bin/pythonX.YX.Y:
+    # point that link at ORIG/bin/python while packing, and restore it.
+    link=$(cd "$penv/bin" && ls python3.* | head -1)
+    target=$(readlink "$penv/bin/$link")
+    orig=$(dirname "$(sed -n 's/^home *= *//p' "$penv/pyvenv.cfg")")
+    ln -sfn "$orig/bin/python" "$penv/bin/$link"
+    trap 'ln -sfn "$target" "$penv/bin/$link"' EXIT
+  fi
   .venv/bin/venv-pack --prefix "$penv" --output "$pkg/environment.tar.gz" --force --quiet \
     --exclude '.requirements' ${PACKAGE_PYTHON_PREFIX:+--python-prefix "$PACKAGE_PYTHON_PREFIX"}
+  if [[ -n ${PACKAGE_PYTHON_PREFIX:-} ]]; then ln -sfn "$target" "$penv/bin/$link" && trap - EXIT; fi
   printf '%s' "${PACKAGE_PYTHON_PREFIX:-}" > "$pkg/.python_prefix"
   chmod 644 "$pkg/environment.tar.gz"
 fi
