@@ -12,10 +12,20 @@ from filtering import bloom as bloom_mod
 REASON_BORN_AFTER = "registration born after the message"
 
 
-def registration_matches(registrations, properties, outcomes):
-    """(N, R) bool matrix: which registration's SQL92 returns TRUE per message (`outcomes` as sql_outcomes)."""
+def registration_matches(registrations, properties, outcomes=None):
+    """(N, R) bool matrix: which registration's SQL92 returns TRUE per message.
+
+    All registrations share one extraction of the property columns (`outcomes_many`); `outcomes`, when
+    given, is a per-expression evaluator such as the row reference, for tests."""
     n = len(properties)
     match = np.zeros((n, len(registrations)), dtype=bool)
+    if outcomes is None:
+        from filtering.sql92.vectorized import outcomes_many
+
+        results = outcomes_many([c.sql for c in registrations], properties) if registrations and n else []
+        for r, (matched, _) in enumerate(results):
+            match[:, r] = matched
+        return match
     for r, csub in enumerate(registrations):
         match[:, r] = outcomes(csub.sql, properties)[0]
     return match

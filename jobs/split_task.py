@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from filtering import bloom as bloom_mod
 from filtering import dispatcher
-from filtering.message_filter import UnitBatch, apply_subscription, sql_outcomes
+from filtering.message_filter import UnitBatch, apply_subscription
 from schemas import layout as L
 from schemas import storefs
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, RESULT_SCHEMA, STAT_FIELDS
@@ -271,7 +271,7 @@ def _replay_topic(plan, topic, units, messages, out):
     registered = [c for c in plan.subscriptions
                   if c.sub.topic == topic and c.sql is not None and c.sub.stored and c.sub.bloom_bits]
     adhoc = [c for c in subs if c.sql is not None and not c.sub.stored and c.sub.bloom_bits]
-    match = dispatcher.registration_matches(registered + adhoc, batch.properties, sql_outcomes)
+    match = dispatcher.registration_matches(registered + adhoc, batch.properties)
     recomputed = dispatcher.recompute_bitmaps(registered + adhoc, match, bloom.m)
     mismatch = np.zeros(n, dtype=bool)
     explained = np.zeros(n, dtype=bool)

@@ -68,7 +68,6 @@ def generate_store(root, messages=3000, seed=11, subscriptions=DEFAULT_SUBSCRIPT
     """Write a store of `messages` messages under root; returns the registrations it persisted."""
     from filtering import dispatcher
     from filtering.bloom import BloomFilter
-    from filtering.message_filter import sql_outcomes
     from filtering.subscriptions import Subscription, compile_subscription
 
     rng = random.Random(seed)
@@ -89,7 +88,7 @@ def generate_store(root, messages=3000, seed=11, subscriptions=DEFAULT_SUBSCRIPT
         for start in range(0, messages, batch_size):
             batch = [_message(rng, i, topics, now, "127.0.0.1:10911", retry_groups)
                      for i in range(start, min(messages, start + batch_size))]
-            _dispatch(batch, sql, bloom, dispatcher, sql_outcomes)
+            _dispatch(batch, sql, bloom, dispatcher)
             for m in batch:
                 writer.append(m)
         writer.write_config("consumerFilter.json", _consumer_filter_json(sql, bloom))
@@ -114,7 +113,7 @@ def dispatched_properties(messages):
     return parse_properties(pa.array([properties_to_blob(m.properties) for m in messages], pa.string()))
 
 
-def _dispatch(batch, registrations, bloom, dispatcher, sql_outcomes):
+def _dispatch(batch, registrations, bloom, dispatcher):
     """Bitmaps as CommitLogDispatcherCalcBitMap computes them when each message arrives."""
     by_topic = {}
     for i, m in enumerate(batch):
@@ -124,7 +123,7 @@ def _dispatch(batch, registrations, bloom, dispatcher, sql_outcomes):
         if not regs:
             continue
         props = dispatched_properties([batch[i] for i in rows])
-        match = dispatcher.registration_matches(regs, props, sql_outcomes)
+        match = dispatcher.registration_matches(regs, props)
         times = [batch[i].store_timestamp for i in rows]
         for r, c in enumerate(regs):  # registered later: absent from earlier messages' bitmaps
             match[:, r] &= [t >= c.sub.born_time for t in times]

@@ -46,7 +46,6 @@ def generate(store, n, seed):
     """The bench store, with bitmaps from the SQL92 registrations (consumerFilter.json)."""
     from filtering import dispatcher
     from filtering.bloom import BloomFilter
-    from filtering.message_filter import sql_outcomes
     from filtering.subscriptions import Subscription, compile_subscription
     from schemas.sample_store import dispatched_properties
     from schemas.writer import Message, StoreWriter
@@ -80,8 +79,7 @@ def generate(store, n, seed):
                 rows = [k for k, m in enumerate(batch) if m.topic == t]
                 mine = [c for c in regs if c.sub.topic == t]
                 props = dispatched_properties([batch[k] for k in rows])
-                bitmaps, _ = dispatcher.recompute_bitmaps(mine, dispatcher.registration_matches(
-                    mine, props, sql_outcomes), bloom.m)
+                bitmaps, _ = dispatcher.recompute_bitmaps(mine, dispatcher.registration_matches(mine, props), bloom.m)
                 for j, k in enumerate(rows):
                     batch[k].filter_bitmap = bitmaps[j].tobytes()
             for m in batch:
@@ -190,8 +188,7 @@ def in_process(store, sample_rows=100000):
                 rows = np.flatnonzero(topics == topic)
                 props = batch.column("properties").take(pa.array(rows))
                 mine_regs = [c for c in regs if c.sub.topic == topic]
-                dispatcher.recompute_bitmaps(mine_regs, dispatcher.registration_matches(
-                    mine_regs, props, sql_outcomes), bloom.m)
+                dispatcher.recompute_bitmaps(mine_regs, dispatcher.registration_matches(mine_regs, props), bloom.m)
             t_dispatch += time.perf_counter() - t
             if sample is None:
                 sample = batch.column("properties").slice(0, sample_rows)

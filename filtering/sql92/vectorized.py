@@ -355,16 +355,29 @@ def _constant_ids(tree):
     return {key for key, read in reads.items() if not read}
 
 
-def _outcomes_array(expression, maps):
+def _outcomes_array(expression, maps, batch=None):
     if len(maps) == 0:
         return np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
-    batch = _Batch(maps, _constant_ids(expression.tree))
+    if batch is None:
+        batch = _Batch(maps, None)
+    batch.constant_ids = _constant_ids(expression.tree)
     with recursion_room(expression.depth):
         result = evaluate_column(expression.tree, batch)
     errors = np.asarray(result.err, dtype=bool) & np.ones(batch.n, dtype=bool)
     if result.kind != "bool":
         return np.zeros(batch.n, dtype=bool), errors
     return np.asarray(result.value, dtype=bool) & ~result.null & ~result.err, errors
+
+
+def outcomes_many(expressions, properties):
+    """[(matched, errors)] of several expressions over one map array: each property column (and its
+    number parses) is extracted once and shared, as the dispatcher evaluates every registration."""
+    if isinstance(properties, pa.ChunkedArray):
+        properties = properties.combine_chunks() if properties.num_chunks else pa.array([], properties.type)
+    if not isinstance(properties, pa.MapArray):
+        raise TypeError(f"expected a pyarrow map<string, string> array, got {type(properties).__name__}")
+    batch = _Batch(properties, None)
+    return [_outcomes_array(e, properties, batch) for e in expressions]
 
 
 def outcomes_batch(expression, properties):

@@ -164,3 +164,19 @@ def test_vectorized_errors_agree_with_row_evaluation_errors():
         expr = sql92.parse(text)
         got, want = sql_outcomes(expr, props), row_outcomes(expr, props)
         assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist(), text
+
+
+def test_shared_extraction_of_many_expressions_equals_one_at_a_time():
+    import pyarrow as pa
+
+    from filtering import sql92
+    from filtering.sql92.vectorized import outcomes_batch, outcomes_many
+    from schemas.properties import PROPERTIES_TYPE
+
+    rows = [[("a", "5"), ("r", "hz")], [("a", "x")], [], [("a", "12.5"), ("r", "sh")], [("a", " 7")]]
+    props = pa.array(rows, PROPERTIES_TYPE)
+    texts = ["a > 3", "a between 1 and 9", "r IN ('hz')", "a = 5.0 OR r = 'sh'", "a IS NULL"]
+    exprs = [sql92.parse(t) for t in texts]
+    for (m, e), expr in zip(outcomes_many(exprs, props), exprs):
+        want = outcomes_batch(expr, props)
+        assert m.tolist() == want[0].tolist() and e.tolist() == want[1].tolist(), expr
