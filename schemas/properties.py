@@ -26,8 +26,10 @@ def parse_properties(blobs, extract=()):
     lo, hi = (int(offsets[0]), int(offsets[-1])) if n else (0, 0)
     region = data[lo:hi]
     seps = np.flatnonzero(region == 2) + lo
-    starts = np.sort(np.concatenate([offsets[:-1], seps + 1]))  # pieces: blob start or after a \x02 ...
-    ends = np.sort(np.concatenate([seps, offsets[1:]]))  # ... up to the next \x02 or the blob's end
+    # pieces: from a blob's start or after a \x02, up to the next \x02 or the blob's end (two sorted runs:
+    # the stable sort merges them in linear time)
+    starts = np.sort(np.concatenate([offsets[:-1], seps + 1]), kind="stable")
+    ends = np.sort(np.concatenate([seps, offsets[1:]]), kind="stable")
     ones = np.flatnonzero(region == 1) + lo
     at = np.searchsorted(ones, starts)
     kv = np.where(at < len(ones), ones[np.minimum(at, max(len(ones) - 1, 0))] if len(ones) else 0, hi + 1)
@@ -52,15 +54,24 @@ def parse_properties(blobs, extract=()):
     return props, columns
 
 
+def _has_repeated_name(codes, parents):
+    """Whether a message repeats a name: compare each entry with the few before it in the same message
+    (messages hold a handful of properties, so this is a few vector compares, no sort or hash)."""
+    longest = int(np.bincount(parents).max()) if len(parents) else 0
+    for d in range(1, longest):
+        if ((parents[d:] == parents[:-d]) & (codes[d:] == codes[:-d])).any():
+            return True
+    return False
+
+
 def _last_value_wins(keys, values, parents):
     """Drop all but the last occurrence of a name within a message (rare: a producer sends a map)."""
     if len(keys) < 2:
         return keys, values, parents
     codes = pc.dictionary_encode(keys).indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    composite = parents.astype(np.int64) * (int(codes.max()) + 1) + codes
-    ordered = np.sort(composite)  # a sort is ~10x faster than np.unique's hashing here
-    if not (ordered[1:] == ordered[:-1]).any():
+    if not _has_repeated_name(codes, parents):
         return keys, values, parents
+    composite = parents.astype(np.int64) * (int(codes.max()) + 1) + codes
     # the last occurrence of each (message, name), in place of the first one, keeping the first's position
     rev_first = len(composite) - 1 - np.unique(composite[::-1], return_index=True)[1]
     first_pos = np.unique(composite, return_index=True)[1]
