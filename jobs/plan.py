@@ -81,8 +81,17 @@ def build_plan(options):
         support_retry=options.support_retry, on_corrupt=options.on_corrupt, verify_crc=options.verify_crc,
         split_size=min(options.split_size, layout.commitlog_file_size or options.split_size),
         start_offsets=_start_offsets(options, compiled, config.consumer_offsets),
+        data_end=_data_end(layout),
     )
     return Planned(plan, layout, compiled, config.consumer_offsets, problems)
+
+
+def _data_end(layout):
+    """Where the queues' data ends in the commit log (a binary search per queue): splits past it are empty."""
+    from schemas.cq_ranges import queue_data_end
+
+    fs = layout.filesystem()
+    return max([queue_data_end(fs, q.cq) for q in layout.queues] + [0])
 
 
 def _start_offsets(options, compiled, committed):
@@ -160,6 +169,9 @@ def commitlog_splits(plan):
         splits += [(start + k, start + min(k + plan.split_size, size)) for k in range(0, size, plan.split_size)]
         covered = start + plan.commitlog_file_size
     splits.append((covered, 1 << 62))
+    if plan.data_end is not None:  # splits past the last unit hold nothing: one catch-all instead
+        kept = [s for s in splits[:-1] if s[0] < plan.data_end]
+        splits = kept + [(kept[-1][1] if kept else 0, 1 << 62)]
     return splits
 
 

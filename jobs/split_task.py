@@ -40,6 +40,7 @@ class ReplayPlan:
     verify_crc: bool = False
     split_size: int = 128 << 20
     start_offsets: tuple = ()  # ((group, topic, queue_id, first queue offset), ...) for --from committed
+    data_end: int = None  # end of the last record any consume queue points at: no split starts beyond it
     files_by_start: dict = field(default=None, compare=False)
 
     def file_of(self, start):

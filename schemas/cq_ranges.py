@@ -36,6 +36,19 @@ def _first_at_or_after(f, n_units, target):
     return lo
 
 
+def queue_data_end(fs, segments):
+    """End (offset + size) in the commit log of a queue's last unit; 0 for a queue without units."""
+    for segment in reversed(segments):
+        n_units = segment.length // L.CQ_UNIT_SIZE
+        with fs.open_input_file(segment.path) as f:
+            tail = _first_at_or_after(f, n_units, _TAIL_KEY)
+            if tail:
+                offset, size, _ = _UNIT.unpack(f.read_at(L.CQ_UNIT_SIZE, (tail - 1) * L.CQ_UNIT_SIZE))
+                if offset >= 0 and size > 0 and size != L.PRE_BLANK_SIZE:
+                    return offset + size
+    return 0
+
+
 def segment_units_in_range(fs, segment, start, end):
     """decode_cq_segment columns of the units of one segment with start <= commitlog_offset < end."""
     n_units = segment.length // L.CQ_UNIT_SIZE
