@@ -276,10 +276,13 @@ def _replay_topic(plan, topic, units, messages, out):
     recomputed = dispatcher.recompute_bitmaps(registered + adhoc, match, bloom.m)
     mismatch = np.zeros(n, dtype=bool)
     explained = np.zeros(n, dtype=bool)
-    if registered or raw_valid.any():
+    # Only units with a readable ext unit carry a bitmap to compare; a batch where none holds a bitmap is
+    # a broker without enableCalcFilterBitMap (or without the ext), not a mismatch.
+    if raw_valid.any():
         store_times = np.where(ext_ok, batch.msg_store_time, messages.column("store_timestamp").to_numpy())
         mismatch, explained, missing = dispatcher.compare_stored(
             registered, match[:, : len(registered)], bloom.m, stored_bitmaps, raw_valid, store_times)
+        mismatch &= ext_ok
         rows = np.flatnonzero(mismatch)
         if len(rows):
             own, _ = dispatcher.recompute_bitmaps(registered, match[:, : len(registered)], bloom.m)

@@ -65,3 +65,35 @@ def test_writer_refuses_a_record_larger_than_a_file(tmp_path):
     with StoreWriter(tmp_path, commitlog_file_size=1024, cq_file_size=200, ext_file_size=1024) as w:
         with pytest.raises(ValueError, match="does not fit"):
             w.append(Message("T", 0, b"x" * 2000))
+
+
+@pytest.mark.parametrize("ctype", [1, 2])
+def test_lz4_and_zstd_frames_of_4_9_4_decode(tmp_path, ctype):
+    """sysFlag compression type 1 (LZ4 frame, lz4-java) and 2 (ZSTD frame, zstd-jni)."""
+    import lz4.frame
+    import zstandard
+
+    body = ("消息体 lz4/zstd " * 500).encode()
+    stored = lz4.frame.compress(body) if ctype == 1 else zstandard.ZstdCompressor().compress(body)
+    with StoreWriter(tmp_path, commitlog_file_size=1 << 16, cq_file_size=200, ext_file_size=1024) as w:
+        w.append(Message("T", 0, body, {"TAGS": "a"}, sys_flag=1 | (ctype << 8), stored_body=stored))
+    (row,) = schemas.read_messages(tmp_path).to_pylist()
+    assert row["body"] == body and row["sys_flag"] == 1 | (ctype << 8)
+
+
+def test_store_without_ext_units_decodes_and_replays_without_bitmap_audit(tmp_path):
+    from jobs.local_replay import kind, replay_local
+    from jobs.plan import JobOptions, build_plan
+
+    with StoreWriter(tmp_path, commitlog_file_size=1 << 16, cq_file_size=200, ext_file_size=1024,
+                     enable_ext=False) as w:
+        for i in range(5):
+            w.append(Message("T", 0, b"x", {"TAGS": "TagA" if i % 2 else "TagB", "a": str(i)}))
+    units = schemas.read_consume_queues(tmp_path).to_pylist()
+    assert [u["is_ext_addr"] for u in units] == [False] * 5 and units[0]["tags_code"] != 0
+    ad_hoc = (("G", "T", "SQL92", "a > 2"), ("H", "T", "TAG", "TagA"))
+    planned = build_plan(JobOptions(store=str(tmp_path), ad_hoc=ad_hoc))
+    result = replay_local(planned)
+    got = {(r["group"], r["queue_offset"]) for r in kind(result, "matched").to_pylist()}
+    assert got == {("G", 3), ("G", 4), ("H", 1), ("H", 3)}
+    assert kind(result, "bitmap").num_rows == 0
