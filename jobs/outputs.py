@@ -1,8 +1,6 @@
 """Run the replay and publish OUT atomically: everything is written under a temporary sibling of OUT,
 which is renamed to OUT only when every part succeeded; a failed run leaves no OUT behind."""
 import json
-import os
-import shutil
 import uuid
 
 import pyarrow.fs as pafs
@@ -107,8 +105,3 @@ def summary_table(summary):
         if r.get("error"):
             out.append(f"{r['group']}/{r['topic']}: {r['error']}")
     return "\n".join(out)
-
-
-def remove_local(path):
-    if os.path.isdir(path):
-        shutil.rmtree(path)

@@ -63,9 +63,4 @@ def open_store(uri):
                        tuple(queues), tuple(ignored))
 
 
-def check_supported_store(uri):
-    """Raise UnsupportedStoreError for layouts not read yet; return the layout otherwise."""
-    return open_store(uri)
-
-
 __all__ = ["QueueFiles", "StoreLayout", "open_store", "UnsupportedStoreError"]
