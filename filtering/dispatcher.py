@@ -12,23 +12,29 @@ from filtering import bloom as bloom_mod
 REASON_BORN_AFTER = "registration born after the message"
 
 
-def registration_matches(registrations, properties, outcomes=None):
-    """(N, R) bool matrix: which registration's SQL92 returns TRUE per message.
+def registration_outcomes(registrations, properties, outcomes=None):
+    """(match, errors): (N, R) bool matrices of where each registration's SQL92 returns TRUE, and where
+    it throws, per message.
 
     All registrations share one extraction of the property columns (`outcomes_many`); `outcomes`, when
     given, is a per-expression evaluator such as the row reference, for tests."""
     n = len(properties)
     match = np.zeros((n, len(registrations)), dtype=bool)
+    errors = np.zeros((n, len(registrations)), dtype=bool)
     if outcomes is None:
         from filtering.sql92.vectorized import outcomes_many
 
         results = outcomes_many([c.sql for c in registrations], properties) if registrations and n else []
-        for r, (matched, _) in enumerate(results):
-            match[:, r] = matched
-        return match
-    for r, csub in enumerate(registrations):
-        match[:, r] = outcomes(csub.sql, properties)[0]
-    return match
+    else:
+        results = [outcomes(c.sql, properties) for c in registrations]
+    for r, (matched, failed) in enumerate(results):
+        match[:, r], errors[:, r] = matched, failed
+    return match, errors
+
+
+def registration_matches(registrations, properties, outcomes=None):
+    """(N, R) bool matrix: which registration's SQL92 returns TRUE per message."""
+    return registration_outcomes(registrations, properties, outcomes)[0]
 
 
 def recompute_bitmaps(registrations, match, m):

@@ -89,8 +89,12 @@ def stage1_sql(sub, batch, bloom, bitmaps, bitmaps_valid):
     return ~checked | hit, checked & hit
 
 
-def apply_subscription(csub, batch, bloom, recomputed=None, retry_sql=None, messages=None, support_retry=False):
+def apply_subscription(csub, batch, bloom, recomputed=None, retry_sql=None, messages=None, support_retry=False,
+                       evaluated=None):
     """Outcome of one compiled subscription over a batch of its topic.
+
+    evaluated: (matched, errors) of this SQL92 expression over every row of the batch, when the
+    dispatcher already computed it (a row's result does not depend on the other rows).
 
     recomputed: (bitmaps, valid) from the dispatcher, used for ad hoc SQL92 subscriptions.
     retry_sql: {original topic: compiled SQL92 of this group}, for ExpressionForRetryMessageFilter.
@@ -125,7 +129,10 @@ def apply_subscription(csub, batch, bloom, recomputed=None, retry_sql=None, mess
         else:
             stage1, checked = stage1_sql(sub, batch, bloom, *recomputed)
         broker = np.zeros(n, dtype=bool)
-        if stage1.any():
+        if evaluated is not None:
+            broker = stage1 & evaluated[0]
+            errors = stage1 & evaluated[1]
+        elif stage1.any():
             props = batch.properties if stage1.all() else batch.properties.filter(pa.array(stage1))
             m, e = sql_outcomes(csub.sql, props)
             broker[stage1] = m

@@ -272,7 +272,8 @@ def _replay_topic(plan, topic, units, messages, out):
     registered = [c for c in plan.subscriptions
                   if c.sub.topic == topic and c.sql is not None and c.sub.stored and c.sub.bloom_bits]
     adhoc = [c for c in subs if c.sql is not None and not c.sub.stored and c.sub.bloom_bits]
-    match = dispatcher.registration_matches(registered + adhoc, batch.properties)
+    match, match_errors = dispatcher.registration_outcomes(registered + adhoc, batch.properties)
+    evaluated = {id(c): (match[:, r], match_errors[:, r]) for r, c in enumerate(registered + adhoc)}
     recomputed = dispatcher.recompute_bitmaps(registered + adhoc, match, bloom.m)
     mismatch = np.zeros(n, dtype=bool)
     explained = np.zeros(n, dtype=bool)
@@ -305,7 +306,7 @@ def _replay_topic(plan, topic, units, messages, out):
     collided = np.zeros((n, len(subs)), dtype=bool)
     for k, csub in enumerate(subs):
         o = apply_subscription(csub, batch, bloom, recomputed, retry_sql.get(csub.sub.group), message_dicts,
-                               plan.support_retry)
+                               plan.support_retry, evaluated.get(id(csub)))
         scope = _in_scope(plan, csub.sub, queue_ids, queue_offsets)
         if scope is not None:
             for name in ("stage1", "bloom_checked", "broker", "client", "errors"):
