@@ -4,17 +4,15 @@ Only metadata is handled here (file names, sizes, config JSON); store bytes are 
 import logging
 from dataclasses import dataclass
 
-import numpy as np
 import pyarrow as pa
 
 from filtering.bloom import BloomFilter
 from filtering.subscriptions import compile_subscription, merge_subscriptions
 from jobs.split_task import ReplayPlan
 from schemas import storefs
-from schemas.arrow_schemas import UNIT_SCHEMA
+from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA
 from schemas.config import ConfigError, Registration, load_registrations, load_store_config
 from schemas.errors import CorruptStoreError
-from schemas.local_api import queue_batch
 from schemas.store import open_store
 from schemas.store_checks import layout_problems
 
@@ -176,27 +174,14 @@ def commitlog_splits(plan):
 
 
 def split_units(plan, layout, start, end):
-    """UNIT_SCHEMA batch of every queue's units pointing into [start, end) (run by a task)."""
-    from schemas.consume_queue import ExtReader, cq_table
+    """CONSUME_QUEUE_SCHEMA table of every queue's units pointing into [start, end) (run by a task)."""
     from schemas.cq_ranges import segment_units_in_range
-    from schemas.local_api import _window_loader
+    from schemas.local_api import resolve_units
 
     fs = storefs.resolve(plan.store_uri)[0]
     batches = []
     for queue in layout.queues:
         parts = [p for p in (segment_units_in_range(fs, s, start, end) for s in queue.cq) if p is not None]
-        if not parts:
-            continue
-        cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        ext = ExtReader({s.start: _window_loader(fs, s) for s in queue.ext}, queue.ext_file_size)
-        batch = cq_table(queue.topic, queue.queue_id, cols, *ext.resolve(cols["tags_code_raw"]))
-        split = np.full(batch.num_rows, start, dtype=np.int64)
-        batches.append(pa.RecordBatch.from_arrays(list(batch.columns) + [pa.array(split)], schema=UNIT_SCHEMA))
-    return pa.Table.from_batches(batches, schema=UNIT_SCHEMA)
-
-
-def queue_units(plan, queue, segments=None):
-    """UNIT_SCHEMA batch of one queue's segments, each unit tagged with its commit-log split (run by a task)."""
-    batch = queue_batch(storefs.resolve(plan.store_uri)[0], queue, segments)
-    split = plan.split_of(batch.column("commitlog_offset").to_numpy()) if batch.num_rows else np.zeros(0, np.int64)
-    return pa.RecordBatch.from_arrays(list(batch.columns) + [pa.array(split, pa.int64())], schema=UNIT_SCHEMA)
+        if parts:
+            batches.append(resolve_units(fs, queue, parts))
+    return pa.Table.from_batches(batches, schema=CONSUME_QUEUE_SCHEMA)

@@ -48,14 +48,9 @@ class ReplayPlan:
             object.__setattr__(self, "files_by_start", {s: (p, n) for s, p, n in self.commitlog_files})
         return self.files_by_start.get(start)
 
-    def split_of(self, commitlog_offset):
-        """Split key of each offset: splits never cross a commit-log file."""
-        file_start = (commitlog_offset // self.commitlog_file_size) * self.commitlog_file_size
-        return file_start + ((commitlog_offset - file_start) // self.split_size) * self.split_size
-
 
 def process_split(plan, units):
-    """Result rows (RESULT_SCHEMA) for the units of one split (a pyarrow Table of UNIT_SCHEMA)."""
+    """Result rows (RESULT_SCHEMA) for the units of one split (a pyarrow Table of CONSUME_QUEUE_SCHEMA)."""
     if units.num_rows == 0:
         return RESULT_SCHEMA.empty_table()
     # topic by topic, each in log order: every topic is then a zero-copy slice of the decoded columns

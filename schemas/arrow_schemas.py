@@ -72,6 +72,3 @@ RESULT_SCHEMA = pa.schema(
        ("detail", pa.string()), ("file", pa.string()), ("offset", pa.int64())]
     + [(name, pa.int64()) for name in STAT_FIELDS]
 )
-
-# A consume-queue unit on its way to a replay task, tagged with the commit-log split it points into.
-UNIT_SCHEMA = CONSUME_QUEUE_SCHEMA.append(pa.field("split", pa.int64()))

@@ -29,12 +29,17 @@ def read_messages(store_dir, with_body=True, raw=False):
     return pa.Table.from_batches(batches) if batches else MESSAGE_SCHEMA.empty_table()
 
 
-def queue_batch(fs, queue, segments=None):
-    """Units of one consume queue (or of some of its segments) with ext units resolved (CONSUME_QUEUE_SCHEMA)."""
+def queue_batch(fs, queue):
+    """Every unit of one consume queue with its ext unit resolved (CONSUME_QUEUE_SCHEMA)."""
+    return resolve_units(fs, queue, [decode_cq_segment(storefs.read_range(fs, s.path), s.start, s.path)
+                                     for s in queue.cq])
+
+
+def resolve_units(fs, queue, parts):
+    """CONSUME_QUEUE_SCHEMA batch of decoded unit columns (decode_cq_segment dicts) of one queue, with
+    their ext units read (only the windows the addresses need)."""
     import numpy as np
 
-    parts = [decode_cq_segment(storefs.read_range(fs, s.path), s.start, s.path)
-             for s in (queue.cq if segments is None else segments)]
     cols = {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, np.int64)
             for k in ("queue_offset", "commitlog_offset", "size", "tags_code_raw")}
     cols["size"] = cols["size"].astype(np.int32)

@@ -155,16 +155,17 @@ def run_job(store, subs, sink, out):
 
 def in_process(store, sample_rows=100000):
     """decode and dispatch rates, one core, the job's own code; row vs vectorized SQL92."""
+    import schemas
     from filtering import dispatcher, sql92
     from filtering.bloom import BloomFilter
     from filtering.message_filter import row_outcomes, sql_outcomes
-    from jobs.plan import JobOptions, build_plan, queue_units
+    from jobs.plan import JobOptions, build_plan
     from schemas import storefs
     from schemas.commitlog import decode_records
 
     planned = build_plan(JobOptions(store=store, retry=False))
     plan = planned.plan
-    units = pa.Table.from_batches([queue_units(plan, q) for q in planned.layout.queues])
+    units = schemas.read_consume_queues(store)
     offsets = np.sort(units.column("commitlog_offset").to_numpy())
     fs = storefs.resolve(store)[0]
     decoded, t_decode, t_dispatch = 0, 0.0, 0.0
