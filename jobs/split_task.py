@@ -81,7 +81,7 @@ class _Rows:
             if value is None:
                 arrays.append(pa.nulls(n, f.type))
             elif isinstance(value, (str, int)):
-                arrays.append(pa.array([value] * n, f.type))
+                arrays.append(pa.repeat(pa.scalar(value, f.type), n))
             else:
                 arrays.append(pa.array(value, f.type) if isinstance(value, (np.ndarray, list)) else value.cast(f.type))
         self.pieces.append(pa.Table.from_arrays(arrays, schema=RESULT_SCHEMA))
@@ -326,7 +326,7 @@ def _message_rows(out, topic, messages, units, delivered, collided, groups):
     rows = np.flatnonzero(delivered.any(axis=1) | collided.any(axis=1))
     if not len(rows):
         return
-    names = np.array(groups, dtype=object)
+    names = pa.array(groups, pa.string())
     cols = _message_columns(messages, units, rows)
     cols.update(topic=topic, delivered=_group_lists(delivered[rows], names),
                 collided=_group_lists(collided[rows], names))
@@ -338,7 +338,7 @@ def _group_lists(mask, names):
     offsets = np.zeros(mask.shape[0] + 1, dtype=np.int32)
     np.cumsum(mask.sum(axis=1), out=offsets[1:])
     _, cols = np.nonzero(mask)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(names[cols].tolist(), pa.string()))
+    return pa.ListArray.from_arrays(pa.array(offsets), names.take(pa.array(cols)))  # a take, not a Python list
 
 
 def _in_scope(plan, sub, queue_ids, queue_offsets):
