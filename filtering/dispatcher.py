@@ -46,7 +46,7 @@ def recompute_bitmaps(registrations, match, m):
 
 
 def compare_stored(registrations, match, m, stored, stored_valid, msg_store_time):
-    """Rows whose stored bitmap differs from the recomputed one: (mismatch, explained, missing groups).
+    """Rows whose stored bitmap differs from the recomputed one: (mismatch, explained, {row: missing groups}).
 
     explained: the stored bitmap equals the one recomputed from only the registrations born at or before
     the message's store time (or strictly before: the same millisecond can go either way)."""
@@ -54,11 +54,11 @@ def compare_stored(registrations, match, m, stored, stored_valid, msg_store_time
     full, full_valid = recompute_bitmaps(registrations, match, m)
     width = stored.shape[1]
     if width != m // 8:
-        return stored_valid | full_valid, np.zeros(n, dtype=bool), [[] for _ in range(n)]
+        return stored_valid | full_valid, np.zeros(n, dtype=bool), {}
     same = (stored_valid == full_valid) & ((stored == full).all(axis=1) | ~full_valid)
     mismatch = ~same
     explained = np.zeros(n, dtype=bool)
-    missing = [[] for _ in range(n)]
+    missing = {}  # row -> groups whose bits the stored bitmap lacks (mismatch rows only)
     if mismatch.any() and registrations:
         born = np.array([c.sub.born_time if c.sub.born_time is not None else -1 for c in registrations])
         for strict in (False, True):

@@ -287,7 +287,7 @@ def _replay_topic(plan, topic, units, messages, out):
             cols.update(topic=topic, stored_bitmap=stored_col,
                         recomputed_bitmap=[own[i].tobytes() if registered else None for i in rows],
                         reason=[dispatcher.REASON_BORN_AFTER if explained[i] else None for i in rows],
-                        detail=[",".join(missing[i]) or None for i in rows])
+                        detail=[",".join(missing.get(i, ())) or None for i in rows])
             out.add("bitmap", cols, len(rows))
     retry_sql = {}
     if plan.support_retry:
