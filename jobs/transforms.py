@@ -16,9 +16,10 @@ from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, RESULT_SCHEMA, STAT_FIE
 
 
 def splits(spark, plan) -> DataFrame:
-    """One row per commit-log split (start, end): the driver's only input, metadata alone."""
-    rows = commitlog_splits(plan)
-    return spark.createDataFrame(rows, "start long, end long").repartition(max(1, len(rows)))
+    """One row per commit-log split, its index, in a partition of its own: `spark.range` makes them in the
+    JVM (no Python source, no shuffle); a task looks its byte range up in `commitlog_splits(plan)`."""
+    n = len(commitlog_splits(plan))
+    return spark.range(0, n, 1, numPartitions=n)
 
 
 def replay(split_rows: DataFrame, planned) -> DataFrame:
@@ -29,9 +30,12 @@ def replay(split_rows: DataFrame, planned) -> DataFrame:
     every subscription of its topic: no shuffle, and memory bounded by the split."""
     plan, layout = planned.plan, planned.layout
 
+    ranges = commitlog_splits(plan)
+
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for start, end in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+            for index in batch.column(0).to_pylist():
+                start, end = ranges[index]
                 units = split_units(plan, layout, start, end)
                 yield from process_split(plan, units).to_batches(max_chunksize=20000)
 

@@ -8,10 +8,10 @@ import zlib
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from schemas import kernels as K
 from schemas import layout as L
-from schemas.columns import gather, gather_bytes, gather_struct, hex_upper, slices_to_binary, to_utf8
+from schemas.columns import gather_bytes, slices_to_binary, to_utf8
 from schemas.errors import CorruptStoreError, UnsupportedStoreError
 from schemas.hosts import format_hosts
 from schemas.properties import parse_properties
@@ -59,60 +59,39 @@ def walk_records(buf, base_offset=0, path="commitlog", limit=None):
 def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True, raw=False):
     """An Arrow RecordBatch (MESSAGE_SCHEMA) of the records starting at `starts` (relative to buf).
 
-    raw=True adds what decoding loses, for byte-exact re-encoding: `stored_body` (as on disk) and
-    `properties_raw` (the blob, with the pieces RocketMQ drops, such as empty values)."""
+    One compiled pass finds every field of every record (`kernels.record_fields`); variable fields are then
+    copied once into Arrow buffers. raw=True adds what decoding loses, for byte-exact re-encoding:
+    `stored_body` (as on disk) and `properties_raw` (the blob, with the pieces RocketMQ drops)."""
     from filtering.tags import tags_code_array
     from schemas.arrow_schemas import MESSAGE_SCHEMA
 
     buf = np.asarray(buf, dtype=np.uint8)
     starts = np.asarray(starts, dtype=np.int64)
-    head = gather_struct(buf, starts, L.HEAD_DTYPE)
-    _check_heads(head, starts, base_offset, path, len(buf))
-    sys_flag = head["sys_flag"]
+    f = K.record_fields(buf, starts)
+    _raise_first_error(f, starts, base_offset, path)
+    sys_flag = f["sys_flag"]
     born_v6 = (sys_flag & L.BORNHOST_V6) != 0
     store_v6 = (sys_flag & L.STOREHOST_V6) != 0
-    born_at = starts + L.HEAD_SIZE
-    store_ts_at = born_at + np.where(born_v6, L.HOST_V6_SIZE, L.HOST_V4_SIZE)
-    store_at = store_ts_at + 8
-    mid_at = store_at + np.where(store_v6, L.HOST_V6_SIZE, L.HOST_V4_SIZE)
-    mid = gather_struct(buf, mid_at, L.MID_DTYPE)
-    body_len = mid["body_length"].astype(np.int64)
-    body_at = mid_at + L.MID_DTYPE.itemsize
-    ends = starts + head["total_size"]
-    _check_within(body_len >= 0, body_at + body_len + 1 <= ends, starts, base_offset, path, "body length")
-    topic_len_at = body_at + body_len
-    v2 = head["magic"] == L.MAGIC_V2
-    topic_len = np.where(v2, _u16(buf, topic_len_at, v2), gather(buf, topic_len_at, ">i1").astype(np.int64))
-    topic_at = topic_len_at + np.where(v2, 2, 1)
-    _check_within(topic_len >= 0, topic_at + topic_len + 2 <= ends, starts, base_offset, path, "topic length")
-    props_len_at = topic_at + topic_len
-    props_len = gather(buf, props_len_at, ">i2").astype(np.int64)
-    props_at = props_len_at + 2
-    _check_within(props_len >= 0, props_at + props_len == ends, starts, base_offset, path,
-                  "properties length (record does not end where totalSize says)")
-
-    properties_raw = to_utf8(slices_to_binary(buf, props_at, props_len))
+    properties_raw = to_utf8(slices_to_binary(buf, f["properties_at"], f["properties_length"]))
     properties, named = parse_properties(properties_raw, extract=("TAGS", "KEYS"))
-    stored_body = slices_to_binary(buf, body_at, body_len) if (with_body or raw) else None
+    stored_body = slices_to_binary(buf, f["body_at"], f["body_length"]) if (with_body or raw) else None
     tags = named["TAGS"]
-    store_port = gather(buf, store_at + np.where(store_v6, 16, 4), ">i4")
-    born_port = gather(buf, born_at + np.where(born_v6, 16, 4), ">i4")
     columns = {
-        "topic": to_utf8(slices_to_binary(buf, topic_at, topic_len)),
-        "queue_id": head["queue_id"],
-        "queue_offset": head["queue_offset"],
+        "topic": to_utf8(slices_to_binary(buf, f["topic_at"], f["topic_length"])),
+        "queue_id": f["queue_id"],
+        "queue_offset": f["queue_offset"],
         "commitlog_offset": base_offset + starts,
-        "store_size": head["total_size"],
+        "store_size": f["total_size"],
         "sys_flag": sys_flag,
-        "flag": head["flag"],
-        "born_timestamp": head["born_timestamp"],
-        "born_host": format_hosts(_ip_rows(buf, born_at, born_v6), born_v6, born_port),
-        "store_timestamp": gather(buf, store_ts_at, ">i8"),
-        "store_host": format_hosts(_ip_rows(buf, store_at, store_v6), store_v6, store_port),
-        "msg_id": _msg_ids(buf, store_at, store_v6, head["physical_offset"]),
-        "reconsume_times": mid["reconsume_times"],
-        "prepared_transaction_offset": mid["prepared_transaction_offset"],
-        "body_crc": head["body_crc"],
+        "flag": f["flag"],
+        "born_timestamp": f["born_timestamp"],
+        "born_host": _hosts(buf, f["born_at"], born_v6, f["born_port"], f["born_v4_key"]),
+        "store_timestamp": f["store_timestamp"],
+        "store_host": _hosts(buf, f["store_at"], store_v6, f["store_port"], f["store_v4_key"]),
+        "msg_id": K.msg_ids(buf, f, store_v6, starts + L.PHYSICAL_OFFSET_AT),
+        "reconsume_times": f["reconsume_times"],
+        "prepared_transaction_offset": f["prepared_transaction_offset"],
+        "body_crc": f["body_crc"],
         "body": (_bodies(stored_body, sys_flag, base_offset + starts, path)
                  if with_body else pa.nulls(len(starts), pa.binary())),
         "tags_code": tags_code_array(tags),
@@ -128,51 +107,35 @@ def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True,
                                        else columns[f.name].cast(f.type) for f in schema], schema=schema)
 
 
-def _u16(buf, pos, where):
-    out = np.zeros(len(pos), dtype=np.int64)
-    if where.any():
-        out[where] = gather(buf, pos[where], ">u2")
-    return out
+_ERRORS = (
+    (K.BAD_MAGIC, lambda f, i: f"bad magic code {int(f['magic'][i]):#010x}"),
+    (K.BAD_SIZE, lambda f, i: f"record size {int(f['total_size'][i])} runs past its range"),
+    (K.BAD_BODY, lambda f, i: "bad body length"),
+    (K.BAD_TOPIC, lambda f, i: "bad topic length"),
+    (K.BAD_PROPERTIES, lambda f, i: "bad properties length (record does not end where totalSize says)"),
+)
 
 
-def _check_heads(head, starts, base_offset, path, buf_len):
-    bad = ~np.isin(head["magic"], L.MESSAGE_MAGICS)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise CorruptStoreError(path, base_offset + int(starts[i]), f"bad magic code {int(head['magic'][i]):#010x}")
-    over = (head["total_size"] < L.MIN_RECORD_SIZE) | (starts + head["total_size"] > buf_len)
-    if over.any():
-        i = int(np.argmax(over))
-        raise CorruptStoreError(path, base_offset + int(starts[i]),
-                                f"record size {int(head['total_size'][i])} runs past its range")
+def _raise_first_error(fields, starts, base_offset, path):
+    """CorruptStoreError for the first record failing the earliest check (checks apply in record order)."""
+    err = fields["error"]
+    if not err.any():
+        return
+    for code, reason in _ERRORS:
+        bad = err == code
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise CorruptStoreError(path, base_offset + int(starts[i]), reason(fields, i))
 
 
-def _check_within(ok_sign, ok_bound, starts, base_offset, path, what):
-    bad = ~(ok_sign & ok_bound)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise CorruptStoreError(path, base_offset + int(starts[i]), f"bad {what}")
-
-
-def _ip_rows(buf, at, v6):
-    """(N, 16) address bytes: IPv6 rows whole, IPv4 rows in the first 4 bytes."""
-    rows = np.zeros((len(at), 16), dtype=np.uint8)
-    if (~v6).any():
-        rows[~v6, :4] = gather_bytes(buf, at[~v6], 4)
-    if v6.any():
-        rows[v6] = gather_bytes(buf, at[v6], 16)
-    return rows
-
-
-def _msg_ids(buf, store_at, store_v6, physical_offset):
-    """offsetMsgId: uppercase hex of store host ip + port (as stored) + physical offset."""
-    n = len(store_at)
-    off_bytes = physical_offset.astype(">i8").view(np.uint8).reshape(n, 8)
-    out = pa.array(hex_upper(np.concatenate([gather_bytes(buf, store_at, 8), off_bytes], axis=1)), pa.binary())
-    if store_v6.any():
-        v6 = np.concatenate([gather_bytes(buf, store_at, 20), off_bytes], axis=1)
-        out = pc.if_else(pa.array(store_v6), pa.array(hex_upper(v6), pa.binary()), out)
-    return out.cast(pa.string())
+def _hosts(buf, at, v6, ports, v4_keys):
+    """'ip:port' texts: IPv4 by a compiled loop over the keys; IPv6 (rare) as Java prints it, per distinct address."""
+    texts = K.ipv4_hosts(v4_keys)
+    if not v6.any():
+        return texts
+    rows = np.flatnonzero(v6)
+    return K.merge_rows(texts, rows, format_hosts(gather_bytes(buf, at[rows], 16), np.ones(len(rows), bool),
+                                                  ports[rows]))
 
 
 def _bodies(stored, sys_flag, offsets, path):

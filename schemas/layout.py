@@ -52,6 +52,7 @@ HEAD_DTYPE = np.dtype([
     ("queue_offset", ">i8"), ("physical_offset", ">i8"), ("sys_flag", ">i4"), ("born_timestamp", ">i8"),
 ])
 HEAD_SIZE = HEAD_DTYPE.itemsize  # 48: bornHost starts here
+PHYSICAL_OFFSET_AT = HEAD_DTYPE.fields["physical_offset"][1]  # 28
 HOST_V4_SIZE = 8
 HOST_V6_SIZE = 20
 # After storeHost: reconsumeTimes, preparedTransactionOffset, bodyLength.

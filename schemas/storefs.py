@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from schemas.errors import UnsupportedStoreError
@@ -72,7 +73,16 @@ def list_queues(fs, root, folder="consumequeue"):
 
 
 def read_range(fs, path, start=0, length=None):
-    """Bytes [start, start+length) of a file as a read-only uint8 array (length None: to the end)."""
+    """Bytes [start, start+length) of a file as a read-only uint8 array (length None: to the end).
+
+    A local file is memory-mapped (no copy: the pages come from the page cache as they are read, and
+    count against the task only while it holds them); other filesystems read the range into memory."""
+    if isinstance(fs, pafs.LocalFileSystem):
+        with pa.memory_map(path, "r") as f:
+            size = f.size()
+            length = size - start if length is None else min(length, max(size - start, 0))
+            f.seek(start)
+            return np.frombuffer(f.read_buffer(length), dtype=np.uint8)
     with fs.open_input_file(path) as f:
         if length is None:
             length = f.size() - start

@@ -1,0 +1,381 @@
+"""Compiled byte loops (numba) for the three scans no numpy or Arrow kernel does in one pass.
+
+A commit-log record is a chain of variable-length fields, so finding where each field starts is
+sequential within a record; properties are pieces split on two separators with RocketMQ's drop rules;
+hex message ids and host texts are formatted per byte. Done as chains of numpy passes these cost a dozen
+temporaries the size of the split; one compiled loop per job reads each byte once and writes Arrow's
+offset and data buffers directly. Everything else stays numpy and Arrow. Compiled once per machine
+(`cache=True`); loops release the GIL.
+"""
+import os
+
+import numba
+import numpy as np
+import pyarrow as pa
+
+from schemas import layout as L
+
+# cached machine code needs a real source file; from a --py-files zip each worker process compiles once
+_JIT = dict(cache=os.path.isfile(__file__), nogil=True, boundscheck=False)
+
+# record_fields error codes, in the order the checks apply (the first failing check names the error)
+OK, BAD_MAGIC, BAD_SIZE, BAD_BODY, BAD_TOPIC, BAD_PROPERTIES = 0, 1, 2, 3, 4, 5
+
+
+@numba.njit(**_JIT)
+def _u32(buf, p):
+    return (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+
+
+@numba.njit(**_JIT)
+def _i32(buf, p):
+    v = _u32(buf, p)
+    return v - (1 << 32) if v >= (1 << 31) else v
+
+
+@numba.njit(**_JIT)
+def _i64(buf, p):
+    hi = _u32(buf, p)
+    lo = _u32(buf, p + 4)
+    return np.int64(np.uint64(hi) << np.uint64(32) | np.uint64(lo))
+
+
+@numba.njit(**_JIT)
+def _record_fields(buf, starts, v1, v2, min_size, born_v6_bit, store_v6_bit):
+    n = len(starts)
+    size = len(buf)
+    i32 = np.zeros((8, n), np.int32)  # total, magic, crc, queue_id, flag, sys_flag, reconsume, ports...
+    i64 = np.zeros((16, n), np.int64)
+    err = np.zeros(n, np.int8)
+    for i in range(n):
+        s = starts[i]
+        if s < 0 or s + 8 > size:
+            err[i] = BAD_SIZE
+            continue
+        total = _i32(buf, s)
+        magic = _i32(buf, s + 4)
+        i32[0, i] = total
+        i32[1, i] = magic
+        if magic != v1 and magic != v2:
+            err[i] = BAD_MAGIC
+            continue
+        end = s + total
+        if total < min_size or end > size:
+            err[i] = BAD_SIZE
+            continue
+        i32[2, i] = _i32(buf, s + 8)
+        i32[3, i] = _i32(buf, s + 12)
+        i32[4, i] = _i32(buf, s + 16)
+        i64[0, i] = _i64(buf, s + 20)
+        i64[1, i] = _i64(buf, s + 28)
+        flag = _i32(buf, s + 36)
+        i32[5, i] = flag
+        i64[2, i] = _i64(buf, s + 40)
+        born_at = s + 48
+        born_ip = 16 if (flag & born_v6_bit) != 0 else 4
+        store_ts_at = born_at + born_ip + 4
+        store_at = store_ts_at + 8
+        store_ip = 16 if (flag & store_v6_bit) != 0 else 4
+        mid_at = store_at + store_ip + 4
+        body_at = mid_at + 16
+        if body_at > end:
+            err[i] = BAD_BODY
+            continue
+        i64[3, i] = born_at
+        i32[6, i] = _i32(buf, born_at + born_ip)
+        i64[4, i] = _i64(buf, store_ts_at)
+        i64[5, i] = store_at
+        i32[7, i] = _i32(buf, store_at + store_ip)
+        if born_ip == 4:
+            i64[14, i] = _i64(buf, born_at)  # IPv4 + port as one number: formatted later without buf
+        if store_ip == 4:
+            i64[15, i] = _i64(buf, store_at)
+        i64[6, i] = _i32(buf, mid_at)
+        i64[7, i] = _i64(buf, mid_at + 4)
+        body_len = _i32(buf, mid_at + 12)
+        i64[8, i] = body_at
+        i64[9, i] = body_len
+        if body_len < 0 or body_at + body_len + 1 > end:
+            err[i] = BAD_BODY
+            continue
+        tl_at = body_at + body_len
+        if magic == v2:
+            if tl_at + 2 > end:
+                err[i] = BAD_TOPIC
+                continue
+            topic_len = (np.int64(buf[tl_at]) << 8) | np.int64(buf[tl_at + 1])
+            topic_at = tl_at + 2
+        else:
+            topic_len = np.int64(buf[tl_at])
+            if topic_len >= 128:
+                topic_len -= 256
+            topic_at = tl_at + 1
+        i64[10, i] = topic_at
+        i64[11, i] = topic_len
+        if topic_len < 0 or topic_at + topic_len + 2 > end:
+            err[i] = BAD_TOPIC
+            continue
+        pl_at = topic_at + topic_len
+        props_len = (np.int64(buf[pl_at]) << 8) | np.int64(buf[pl_at + 1])
+        if props_len >= 32768:
+            props_len -= 65536
+        i64[12, i] = pl_at + 2
+        i64[13, i] = props_len
+        if props_len < 0 or pl_at + 2 + props_len != end:
+            err[i] = BAD_PROPERTIES
+    return i32, i64, err
+
+
+def record_fields(buf, starts):
+    """Every field of the records at `starts` (positions in the uint8 array `buf`), as {name: array}.
+
+    Positions (`*_at`) are relative to buf; `*_v4_key` are the 8 bytes of an IPv4 host (address, port) as
+    one big-endian number (0 for IPv6), so that texts are made without going back to buf. `error` is per
+    record: the first check it fails (BAD_*), or OK; the fields a failed record did not reach are 0."""
+    i32, i64, err = _record_fields(buf, np.asarray(starts, np.int64), L.MAGIC_V1, L.MAGIC_V2, L.MIN_RECORD_SIZE,
+                                   L.BORNHOST_V6, L.STOREHOST_V6)
+    names32 = ("total_size", "magic", "body_crc", "queue_id", "flag", "sys_flag", "born_port", "store_port")
+    names64 = ("queue_offset", "physical_offset", "born_timestamp", "born_at", "store_timestamp", "store_at",
+               "reconsume_times", "prepared_transaction_offset", "body_at", "body_length", "topic_at",
+               "topic_length", "properties_at", "properties_length", "born_v4_key", "store_v4_key")
+    out = {name: i32[k] for k, name in enumerate(names32)}
+    out.update({name: i64[k] for k, name in enumerate(names64)})
+    out["reconsume_times"] = out["reconsume_times"].astype(np.int32)
+    out["error"] = err
+    return out
+
+
+@numba.njit(**_JIT)
+def _copy_slices(buf, starts, lengths):
+    n = len(starts)
+    offsets = np.empty(n + 1, np.int64)
+    offsets[0] = 0
+    for i in range(n):
+        offsets[i + 1] = offsets[i] + lengths[i]
+    data = np.empty(offsets[n], np.uint8)
+    o = 0
+    for i in range(n):  # byte by byte: for slices of a few bytes this beats a memcpy call each
+        s = starts[i]
+        for b in range(lengths[i]):
+            data[o] = buf[s + b]
+            o += 1
+    return offsets, data
+
+
+def small_slices(buf, starts, lengths, type_=pa.binary()):
+    """Arrow binary (or, unvalidated, string) array of buf[starts[i]:starts[i] + lengths[i]], for slices of
+    a few bytes (property names and values); `columns.slices_to_binary` is faster for longer ones."""
+    n = len(starts)
+    offsets, data = _copy_slices(buf, np.asarray(starts, np.int64), np.asarray(lengths, np.int64))
+    if offsets[-1] >= 2**31:
+        raise ValueError("slices hold 2 GiB or more: use a smaller split")
+    return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
+
+
+@numba.njit(**_JIT)
+def _property_pieces(data, offsets, seps):
+    """RocketMQ 4.9.x string2messageProperties over every blob: pieces split on \\x02, a piece kept when
+    a non-empty name precedes its first \\x01 and a non-empty value follows; a repeated name keeps its
+    first position and its last value. `seps`: sorted positions of the bytes below 3 (separators)."""
+    n = len(offsets) - 1
+    cap = len(seps) + n + 1  # a kept piece has its own \\x01
+    k_at = np.empty(cap, np.int64)
+    k_len = np.empty(cap, np.int64)
+    v_at = np.empty(cap, np.int64)
+    v_len = np.empty(cap, np.int64)
+    map_offsets = np.zeros(n + 1, np.int32)
+    m = 0
+    p = 0
+    n_seps = len(seps)
+    for row in range(n):
+        first = m
+        pos = offsets[row]
+        end = offsets[row + 1]
+        while p < n_seps and seps[p] < pos:
+            p += 1
+        while pos < end:
+            kv = -1
+            stop = end
+            while p < n_seps and seps[p] < end:
+                c = data[seps[p]]
+                if c == 2:
+                    stop = seps[p]
+                    p += 1
+                    break
+                if c == 1 and kv < 0:
+                    kv = seps[p]
+                p += 1
+            if kv > pos and kv < stop - 1:
+                klen = kv - pos
+                dup = -1
+                for j in range(first, m):  # a handful of pieces per message: compare names directly
+                    if k_len[j] == klen:
+                        same = True
+                        a = k_at[j]
+                        for b in range(klen):
+                            if data[a + b] != data[pos + b]:
+                                same = False
+                                break
+                        if same:
+                            dup = j
+                            break
+                if dup >= 0:
+                    v_at[dup] = kv + 1
+                    v_len[dup] = stop - kv - 1
+                else:
+                    k_at[m] = pos
+                    k_len[m] = klen
+                    v_at[m] = kv + 1
+                    v_len[m] = stop - kv - 1
+                    m += 1
+            pos = stop + 1
+        map_offsets[row + 1] = m
+    return k_at[:m], k_len[:m], v_at[:m], v_len[:m], map_offsets
+
+
+def property_pieces(data, offsets):
+    """(key_at, key_len, value_at, value_len, map_offsets) of the kept pieces of each blob in `data`."""
+    offsets = np.asarray(offsets, np.int64)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    seps = np.flatnonzero(data[lo:hi] < 3) + lo  # one vectorized compare finds every separator
+    return _property_pieces(data, offsets, seps)
+
+
+@numba.njit(**_JIT)
+def _find_named(data, k_at, k_len, map_offsets, name):
+    n = len(map_offsets) - 1
+    out = np.full(n, -1, np.int64)
+    w = len(name)
+    for row in range(n):
+        for j in range(map_offsets[row], map_offsets[row + 1]):
+            if k_len[j] == w:
+                same = True
+                for b in range(w):
+                    if data[k_at[j] + b] != name[b]:
+                        same = False
+                        break
+                if same:
+                    out[row] = j
+                    break
+    return out
+
+
+def find_named(data, key_at, key_len, map_offsets, name):
+    """Per blob, the index of the piece named `name` (-1: absent)."""
+    return _find_named(data, key_at, key_len, map_offsets, np.frombuffer(name.encode(), np.uint8))
+
+
+_HEX_PAIRS = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), np.uint16)
+
+
+@numba.njit(**_JIT)
+def _msg_ids(store_key, physical_offset, pairs):
+    n = len(store_key)
+    out = np.empty(n * 16, np.uint16)  # two hex digits per byte: 8 bytes of host, 8 of offset
+    for i in range(n):
+        o = i * 16
+        k = np.uint64(store_key[i])
+        f = np.uint64(physical_offset[i])
+        for b in range(8):
+            shift = np.uint64(56 - 8 * b)
+            out[o + b] = pairs[(k >> shift) & np.uint64(255)]
+            out[o + 8 + b] = pairs[(f >> shift) & np.uint64(255)]
+    return out
+
+
+@numba.njit(**_JIT)
+def _msg_ids_v6(buf, store_at, offset_at, pairs):
+    n = len(store_at)
+    out = np.empty(n * 28, np.uint16)
+    for i in range(n):
+        for b in range(20):
+            out[i * 28 + b] = pairs[buf[store_at[i] + b]]
+        for b in range(8):
+            out[i * 28 + 20 + b] = pairs[buf[offset_at[i] + b]]
+    return out
+
+
+def msg_ids(buf, fields, store_v6, offset_at):
+    """offsetMsgId strings: uppercase hex of the store host as stored (ip + port), then of the record's
+    physicalOffset field (at `offset_at` in buf). IPv4 hosts from the fields alone, IPv6 from buf."""
+    v4 = _string_array(_msg_ids(fields["store_v4_key"], fields["physical_offset"], _HEX_PAIRS), 32)
+    if not store_v6.any():
+        return v4
+    rows = np.flatnonzero(store_v6)
+    v6 = _string_array(_msg_ids_v6(buf, fields["store_at"][rows], offset_at[rows], _HEX_PAIRS), 56)
+    return merge_rows(v4, rows, v6)
+
+
+def _string_array(data, width):
+    """A string array of fixed-width values laid end to end in `data`."""
+    n = data.nbytes // width
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(0, width * n + 1, width, np.int32)),
+                                                  pa.py_buffer(data)])
+
+
+def merge_rows(base, rows, values):
+    """`base` with its rows at `rows` replaced by `values` (one take over both)."""
+    where = np.arange(len(base))
+    where[rows] = len(base) + np.arange(len(rows))
+    return pa.concat_arrays([base, values.cast(base.type)]).take(pa.array(where))
+
+
+@numba.njit(**_JIT)
+def _put_decimal(out, o, v):
+    if v >= 100:
+        out[o] = 48 + v // 100
+        o += 1
+    if v >= 10:
+        out[o] = 48 + (v // 10) % 10
+        o += 1
+    out[o] = 48 + v % 10
+    return o + 1
+
+
+@numba.njit(**_JIT)
+def _ipv4_hosts(keys):
+    n = len(keys)
+    out = np.empty(n * 22, np.uint8)
+    offsets = np.empty(n + 1, np.int64)
+    offsets[0] = 0
+    o = 0
+    digits = np.empty(11, np.uint8)
+    for i in range(n):
+        if i and keys[i] == keys[i - 1]:  # hosts repeat: copy the text just written
+            w = offsets[i] - offsets[i - 1]
+            for b in range(w):
+                out[o + b] = out[o - w + b]
+            o += w
+            offsets[i + 1] = o
+            continue
+        key = np.uint64(keys[i])
+        for b in range(4):
+            o = _put_decimal(out, o, np.int64((key >> np.uint64(56 - 8 * b)) & np.uint64(255)))
+            out[o] = 46 if b < 3 else 58  # '.' or ':'
+            o += 1
+        p = np.int64(key & np.uint64(0xFFFFFFFF))
+        if p >= (1 << 31):
+            p -= 1 << 32
+        if p < 0:
+            out[o] = 45
+            o += 1
+            p = -p
+        k = 0
+        while True:
+            digits[k] = 48 + p % 10
+            k += 1
+            p //= 10
+            if p == 0:
+                break
+        for d in range(k - 1, -1, -1):
+            out[o] = digits[d]
+            o += 1
+        offsets[i + 1] = o
+    return offsets, out[:o]
+
+
+def ipv4_hosts(keys):
+    """'a.b.c.d:port' of IPv4 hosts given as `*_v4_key` numbers (Java's getHostAddress + ":" + port)."""
+    offsets, data = _ipv4_hosts(np.asarray(keys, np.int64))
+    return pa.Array.from_buffers(pa.string(), len(keys),
+                                 [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
