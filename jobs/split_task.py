@@ -188,7 +188,7 @@ def _decode_messages(plan, units, out):
         decoded = pa.Table.from_batches([
             decode_records(buf, part[k:k + BATCH_ROWS], file_start + lo, path, with_body=plan.with_body,
                            raw=plan.verify_crc)
-            for part in np.split(uniq, runs) for k in range(0, len(part), BATCH_ROWS)])
+            for part in np.split(uniq, runs) for k in range(0, max(len(part), 1), BATCH_ROWS)])
     except CorruptStoreError:
         if plan.on_corrupt != "skip":
             raise
