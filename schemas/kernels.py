@@ -265,6 +265,88 @@ def find_named(data, key_at, key_len, map_offsets, name):
     return _find_named(data, key_at, key_len, map_offsets, np.frombuffer(name.encode(), np.uint8))
 
 
+@numba.njit(**_JIT)
+def _split_properties(data, offsets, names, name_lens):
+    """Fast path of _property_pieces: the same pieces, copied into key and value buffers during the scan
+    (the bytes are hot), and the piece index of each name in `names` per blob. Gives up (ok False) at
+    the first repeated name of a blob; the caller then takes the general path."""
+    n = len(offsets) - 1
+    total = offsets[n] - offsets[0]
+    cap = total // 3 + 1
+    k_off = np.empty(cap + 1, np.int32)
+    v_off = np.empty(cap + 1, np.int32)
+    k_data = np.empty(total, np.uint8)
+    v_data = np.empty(total, np.uint8)
+    map_offsets = np.zeros(n + 1, np.int32)
+    named = np.full((len(name_lens), n), -1, np.int64)
+    k_off[0] = 0
+    v_off[0] = 0
+    m = 0
+    ko = 0
+    vo = 0
+    for row in range(n):
+        first = m
+        pos = offsets[row]
+        end = offsets[row + 1]
+        while pos < end:
+            stop = pos
+            while stop < end and data[stop] != 1 and data[stop] != 2:
+                stop += 1
+            kv = stop if stop < end and data[stop] == 1 else -1
+            while stop < end and data[stop] != 2:
+                stop += 1
+            if kv > pos and kv < stop - 1:
+                klen = kv - pos
+                for j in range(first, m):  # a handful of pieces per blob: compare names directly
+                    if k_off[j + 1] - k_off[j] == klen:
+                        same = True
+                        a = k_off[j]
+                        for b in range(klen):
+                            if k_data[a + b] != data[pos + b]:
+                                same = False
+                                break
+                        if same:
+                            return k_off, k_data, v_off, v_data, map_offsets, named, False
+                for b in range(klen):
+                    k_data[ko + b] = data[pos + b]
+                for t in range(len(name_lens)):
+                    if name_lens[t] == klen:
+                        same = True
+                        for b in range(klen):
+                            if names[t, b] != data[pos + b]:
+                                same = False
+                                break
+                        if same:
+                            named[t, row] = m
+                ko += klen
+                for b in range(kv + 1, stop):
+                    v_data[vo] = data[b]
+                    vo += 1
+                m += 1
+                k_off[m] = ko
+                v_off[m] = vo
+            pos = stop + 1
+        map_offsets[row + 1] = m
+    return k_off[:m + 1], k_data[:ko], v_off[:m + 1], v_data[:vo], map_offsets, named, True
+
+
+def split_properties(data, offsets, names=()):
+    """(keys, values, map_offsets, {name: piece index per blob, -1 if absent}) of the blobs in `data`
+    between `offsets`, as string arrays; None when some blob repeats a name (then use property_pieces)."""
+    widths = np.array([len(x.encode()) for x in names], np.int64)
+    table = np.zeros((len(names), max([1] + list(widths))), np.uint8)
+    for t, name in enumerate(names):
+        table[t, :widths[t]] = np.frombuffer(name.encode(), np.uint8)
+    k_off, k_data, v_off, v_data, map_offsets, named, ok = _split_properties(
+        data, np.asarray(offsets, np.int64), table, widths)
+    if not ok:
+        return None
+    m = len(k_off) - 1
+    keys = pa.Array.from_buffers(pa.string(), m, [None, pa.py_buffer(k_off), pa.py_buffer(k_data)])
+    values = pa.Array.from_buffers(pa.string(), m, [None, pa.py_buffer(v_off), pa.py_buffer(v_data)])
+    return keys, values, map_offsets, dict(zip(names, named))
+
+
 _HEX_PAIRS = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), np.uint16)
 
 

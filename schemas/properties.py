@@ -24,17 +24,18 @@ def parse_properties(blobs, extract=()):
         else np.zeros(0, np.uint8)
     if not n:
         offsets = np.zeros(1, np.int64)
-    key_at, key_len, value_at, value_len, map_offsets = K.property_pieces(data, offsets)
-    keys = K.small_slices(data, key_at, key_len, pa.string())
-    values = K.small_slices(data, value_at, value_len, pa.string())
+    fast = K.split_properties(data, offsets, extract)
+    if fast is not None:
+        keys, values, map_offsets, named = fast
+    else:  # some blob repeats a name: the general scan, last value wins
+        key_at, key_len, value_at, value_len, map_offsets = K.property_pieces(data, offsets)
+        keys = K.small_slices(data, key_at, key_len, pa.string())
+        values = K.small_slices(data, value_at, value_len, pa.string())
+        named = {name: K.find_named(data, key_at, key_len, map_offsets, name) for name in extract}
     props = pa.MapArray.from_arrays(pa.array(map_offsets), keys, values)
     if not extract:
         return props
-    columns = {}
-    for name in extract:
-        index = K.find_named(data, key_at, key_len, map_offsets, name)
-        columns[name] = values.take(pa.array(index, mask=index < 0))
-    return props, columns
+    return props, {name: values.take(pa.array(index, mask=index < 0)) for name, index in named.items()}
 
 
 def properties_to_blob(props):
