@@ -172,7 +172,16 @@ def or_bits(match, bit_positions, m: int) -> np.ndarray:
     match = np.asarray(match, dtype=bool)
     if match.ndim != 2 or match.shape[1] != len(bit_positions):
         raise ValueError(f"match has shape {match.shape}, expected (N, {len(bit_positions)})")
-    out = np.zeros((match.shape[0], m // 8), dtype=np.uint8)
+    n, regs = match.shape
+    if n > 256 and 0 < regs <= 16:  # rows share few match patterns: one bitmap per pattern, then a gather
+        codes = match.astype(np.int64) @ (np.int64(1) << np.arange(regs, dtype=np.int64))
+        patterns = np.flatnonzero(np.bincount(codes, minlength=1 << regs))
+        if len(patterns) * 4 < n:
+            index = np.zeros(1 << regs, dtype=np.int64)
+            index[patterns] = np.arange(len(patterns))
+            rows = ((patterns[:, None] >> np.arange(regs)) & 1).astype(bool)
+            return or_bits(rows, bit_positions, m)[index[codes]]
+    out = np.zeros((n, m // 8), dtype=np.uint8)
     for r, positions in enumerate(bit_positions):  # one numpy pass per registration, none per row
         out |= match[:, r, None].astype(np.uint8) * _position_mask(positions, m)
     return out

@@ -347,6 +347,32 @@ def split_properties(data, offsets, names=()):
     return keys, values, map_offsets, dict(zip(names, named))
 
 
+@numba.njit(**_JIT)
+def _first_entry_named(key_data, key_offsets, map_offsets, name):
+    n = len(map_offsets) - 1
+    out = np.full(n, -1, np.int64)
+    w = len(name)
+    for row in range(n):
+        for j in range(map_offsets[row], map_offsets[row + 1]):
+            a = key_offsets[j]
+            if key_offsets[j + 1] - a == w:
+                same = True
+                for b in range(w):
+                    if key_data[a + b] != name[b]:
+                        same = False
+                        break
+                if same:
+                    out[row] = j
+                    break
+    return out
+
+
+def first_entry_named(key_data, key_offsets, map_offsets, name):
+    """Per map of a map<string, _> column, the entry index of its first key equal to `name` (-1: none);
+    `key_offsets` are the keys array's offsets, `map_offsets` the map's (entry indexes into the keys)."""
+    return _first_entry_named(key_data, key_offsets, map_offsets, np.frombuffer(name.encode(), np.uint8))
+
+
 _HEX_PAIRS = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), np.uint16)
 
 
