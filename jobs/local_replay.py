@@ -5,7 +5,7 @@ import pyarrow.compute as pc
 
 from jobs.plan import commitlog_splits, split_units
 from jobs.split_task import process_split
-from schemas.arrow_schemas import RESULT_SCHEMA
+from schemas.arrow_schemas import RESULT_SCHEMA, STAT_FIELDS
 
 
 def replay_local(planned):
@@ -17,6 +17,13 @@ def replay_local(planned):
 
 def kind(table, name):
     """Rows of one kind; "matched" and "collision" are fanned out per group as the outputs are."""
+    if name == "stats":  # the counters list as named columns, as the summary reports them
+        rows = table.filter(pc.equal(table.column("kind"), name))
+        counters = pc.list_flatten(rows.column("stats")).to_numpy().reshape(-1, len(STAT_FIELDS))
+        rows = rows.drop_columns(["stats"])
+        for i, field in enumerate(STAT_FIELDS):
+            rows = rows.append_column(field, pa.array(counters[:, i], pa.int64()))
+        return rows
     if name not in ("matched", "collision"):
         return table.filter(pc.equal(table.column("kind"), name))
     messages = table.filter(pc.equal(table.column("kind"), "message"))

@@ -54,14 +54,22 @@ class ReplayPlan:
 
 def process_split(plan, units):
     """Result rows (RESULT_SCHEMA) for the units of one split (a pyarrow Table of CONSUME_QUEUE_SCHEMA)."""
+    pieces = list(iter_split(plan, units))
+    return pa.concat_tables(pieces) if pieces else RESULT_SCHEMA.empty_table()
+
+
+def iter_split(plan, units):
+    """process_split as a stream of tables, one per decoded batch: the Spark task sends each as soon as it
+    is ready, so the JVM converts one batch while Python computes the next."""
     if units.num_rows == 0:
-        return RESULT_SCHEMA.empty_table()
+        return
     # topic by topic, each in log order: every topic is then a zero-copy slice of the decoded columns
     units = units.sort_by([("topic", "ascending"), ("commitlog_offset", "ascending")])
     out = _Rows()
     _check_ext(plan, units, out)
     messages, units = _decode_messages(plan, units, out)
     _skipped_stats(plan, out)
+    yield from out.flush()
     if units.num_rows:
         # one batch per topic and decoded chunk: each is a zero-copy slice of one chunk
         topics = units.column("topic").to_numpy(zero_copy_only=False)
@@ -69,7 +77,7 @@ def process_split(plan, units):
         bounds = np.union1d(np.flatnonzero(topics[1:] != topics[:-1]) + 1, chunks)
         for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(topics)]):
             _replay_topic(plan, topics[lo], units.slice(lo, hi - lo), messages.slice(lo, hi - lo), out)
-    return out.table()
+            yield from out.flush()
 
 
 class _Rows:
@@ -91,8 +99,11 @@ class _Rows:
                 arrays.append(pa.array(value, f.type) if isinstance(value, (np.ndarray, list)) else value.cast(f.type))
         self.pieces.append(pa.Table.from_arrays(arrays, schema=RESULT_SCHEMA))
 
-    def table(self):
-        return pa.concat_tables(self.pieces) if self.pieces else RESULT_SCHEMA.empty_table()
+    def flush(self):
+        """The rows collected since the last flush, as one table (nothing when there are none)."""
+        if self.pieces:
+            table, self.pieces = pa.concat_tables(self.pieces), []
+            yield table
 
 
 def _corrupt(plan, out, units, rows, reason, path, offsets=None):
@@ -143,7 +154,7 @@ def _skipped_stats(plan, out):
         n = len(rows) if scope is None else int(scope.sum())
         if n:
             out.add("stats", {"group": csub.sub.group, "topic": csub.sub.topic,
-                              "units": pa.array([n]), "skipped": pa.array([n])}, 1)
+                              "stats": _stats_list({"units": n, "skipped": n})}, 1)
 
 
 def _decode_messages(plan, units, out):
@@ -324,7 +335,7 @@ def _replay_topic(plan, topic, units, messages, out):
                      ext_unreadable=int((batch.code_missing & (scope if scope is not None else True)).sum()),
                      bitmap_mismatches=int((mismatch & ~explained).sum()),
                      bitmap_mismatches_explained=int((mismatch & explained).sum()))
-        out.add("stats", {"group": csub.sub.group, "topic": topic, **{f: pa.array([stats[f]]) for f in STAT_FIELDS}}, 1)
+        out.add("stats", {"group": csub.sub.group, "topic": topic, "stats": _stats_list(stats)}, 1)
     _message_rows(out, topic, messages, units, delivered, collided, [c.sub.group for c in subs])
 
 
@@ -347,6 +358,11 @@ def _group_lists(mask, names):
     np.cumsum(mask.sum(axis=1), out=offsets[1:])
     _, cols = np.nonzero(mask)
     return pa.ListArray.from_arrays(pa.array(offsets), names.take(pa.array(cols)))  # a take, not a Python list
+
+
+def _stats_list(counters):
+    """The `stats` value of one stats row: every STAT_FIELDS counter, in order (absent ones 0)."""
+    return pa.array([[int(counters.get(name, 0)) for name in STAT_FIELDS]], pa.list_(pa.int64()))
 
 
 def _one_array(column):

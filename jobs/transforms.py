@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs.plan import commitlog_splits, split_units
-from jobs.split_task import process_split
+from jobs.split_task import iter_split
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, RESULT_SCHEMA, STAT_FIELDS, spark_schema
 
 
@@ -37,7 +37,8 @@ def replay(split_rows: DataFrame, planned) -> DataFrame:
             for index in batch.column(0).to_pylist():
                 start, end = ranges[index]
                 units = split_units(plan, layout, start, end)
-                yield from process_split(plan, units).to_batches(max_chunksize=20000)
+                for table in iter_split(plan, units):
+                    yield from table.to_batches(max_chunksize=20000)
 
     return split_rows.mapInArrow(task, spark_schema(RESULT_SCHEMA))
 
@@ -72,7 +73,7 @@ def problem_rows(spark, problems):
 def stats(result: DataFrame) -> DataFrame:
     """Counters per (group, topic), summed over tasks (a small aggregate, not a collect of rows)."""
     return result.filter(F.col("kind") == "stats").groupBy("group", "topic").agg(
-        *[F.sum(name).alias(name) for name in STAT_FIELDS])
+        *[F.sum(F.col("stats")[i]).alias(name) for i, name in enumerate(STAT_FIELDS)])
 
 
 def write_partitioned(df: DataFrame, path: str, partitions=("group", "topic")):

@@ -63,12 +63,12 @@ STAT_FIELDS = ["units", "skipped", "stage1_passed", "broker_delivered", "client_
 # What a replay task returns: one union of row kinds, so that one pass over the store yields them all.
 #   message: a message with the groups that receive it (delivered) and those whose client check drops
 #   it (collided); bitmap: a stored-vs-recomputed difference; corrupt: an item skipped with a reason;
-#   stats: counters of one (group, topic) in one task.
+#   stats: counters of one (group, topic) in one batch of a task (the `stats` list, in STAT_FIELDS order).
 RESULT_SCHEMA = pa.schema(
     [("kind", pa.string()), ("group", pa.string()), ("topic", pa.string())]
     + OUTPUT_MESSAGE_FIELDS
     + [("delivered", pa.list_(pa.string())), ("collided", pa.list_(pa.string()))]
     + [("stored_bitmap", pa.binary()), ("recomputed_bitmap", pa.binary()), ("reason", pa.string()),
        ("detail", pa.string()), ("file", pa.string()), ("offset", pa.int64())]
-    + [(name, pa.int64()) for name in STAT_FIELDS]
+    + [("stats", pa.list_(pa.int64()))]  # STAT_FIELDS in order: other rows carry one null, not 11 zeroed columns
 )

@@ -90,7 +90,7 @@ def test_message_rows_fan_a_message_out_to_each_receiving_group(spark):
     rows = [dict(base, kind="message", topic="T", queue_id=1, queue_offset=5, body=b"x",
                  delivered=["G1", "G2"], collided=[]),
             dict(base, kind="message", topic="T", queue_id=1, queue_offset=6, delivered=[], collided=["G3"]),
-            dict(base, kind="stats", group="G1", topic="T", units=2)]
+            dict(base, kind="stats", group="G1", topic="T", stats=[2] + [0] * 10)]
     df = spark.createDataFrame([tuple(r[f.name] for f in schema) for r in rows], schema)
     got = T.message_rows(df, "matched", with_body=False).select("group", "topic", "queue_id", "queue_offset")
     want = spark.createDataFrame([("G1", "T", 1, 5), ("G2", "T", 1, 5)], got.schema)
@@ -108,7 +108,7 @@ def test_stats_sum_counters_over_tasks(spark):
 
     schema = spark_schema(RESULT_SCHEMA)
     base = {f.name: None for f in schema}
-    rows = [dict(base, kind="stats", group="G", topic="T", **{k: i + 1 for k in STAT_FIELDS}) for i in range(3)]
+    rows = [dict(base, kind="stats", group="G", topic="T", stats=[i + 1] * len(STAT_FIELDS)) for i in range(3)]
     df = spark.createDataFrame([tuple(r[f.name] for f in schema) for r in rows], schema)
     got = T.stats(df)
     want = spark.createDataFrame([("G", "T", *[6] * len(STAT_FIELDS))], got.schema)
