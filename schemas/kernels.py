@@ -173,6 +173,15 @@ def small_slices(buf, starts, lengths, type_=pa.binary()):
 
 
 @numba.njit(**_JIT)
+def _same_bytes(a, a_at, b, b_at, width):
+    """a[a_at:a_at + width] == b[b_at:b_at + width], without slicing (slices cost more than short names)."""
+    for k in range(width):
+        if a[a_at + k] != b[b_at + k]:
+            return False
+    return True
+
+
+@numba.njit(**_JIT)
 def _property_pieces(data, offsets, seps):
     """RocketMQ 4.9.x string2messageProperties over every blob: pieces split on \\x02, a piece kept when
     a non-empty name precedes its first \\x01 and a non-empty value follows; a repeated name keeps its
@@ -209,16 +218,9 @@ def _property_pieces(data, offsets, seps):
                 klen = kv - pos
                 dup = -1
                 for j in range(first, m):  # a handful of pieces per message: compare names directly
-                    if k_len[j] == klen:
-                        same = True
-                        a = k_at[j]
-                        for b in range(klen):
-                            if data[a + b] != data[pos + b]:
-                                same = False
-                                break
-                        if same:
-                            dup = j
-                            break
+                    if k_len[j] == klen and _same_bytes(data, k_at[j], data, pos, klen):
+                        dup = j
+                        break
                 if dup >= 0:
                     v_at[dup] = kv + 1
                     v_len[dup] = stop - kv - 1
@@ -248,15 +250,9 @@ def _find_named(data, k_at, k_len, map_offsets, name):
     w = len(name)
     for row in range(n):
         for j in range(map_offsets[row], map_offsets[row + 1]):
-            if k_len[j] == w:
-                same = True
-                for b in range(w):
-                    if data[k_at[j] + b] != name[b]:
-                        same = False
-                        break
-                if same:
-                    out[row] = j
-                    break
+            if k_len[j] == w and _same_bytes(data, k_at[j], name, 0, w):
+                out[row] = j
+                break
     return out
 
 
@@ -298,26 +294,13 @@ def _split_properties(data, offsets, names, name_lens):
             if kv > pos and kv < stop - 1:
                 klen = kv - pos
                 for j in range(first, m):  # a handful of pieces per blob: compare names directly
-                    if k_off[j + 1] - k_off[j] == klen:
-                        same = True
-                        a = k_off[j]
-                        for b in range(klen):
-                            if k_data[a + b] != data[pos + b]:
-                                same = False
-                                break
-                        if same:
-                            return k_off, k_data, v_off, v_data, map_offsets, named, False
+                    if k_off[j + 1] - k_off[j] == klen and _same_bytes(k_data, k_off[j], data, pos, klen):
+                        return k_off, k_data, v_off, v_data, map_offsets, named, False
                 for b in range(klen):
                     k_data[ko + b] = data[pos + b]
                 for t in range(len(name_lens)):
-                    if name_lens[t] == klen:
-                        same = True
-                        for b in range(klen):
-                            if names[t, b] != data[pos + b]:
-                                same = False
-                                break
-                        if same:
-                            named[t, row] = m
+                    if name_lens[t] == klen and _same_bytes(names[t], 0, data, pos, klen):
+                        named[t, row] = m
                 ko += klen
                 for b in range(kv + 1, stop):
                     v_data[vo] = data[b]
@@ -355,15 +338,9 @@ def _first_entry_named(key_data, key_offsets, map_offsets, name):
     for row in range(n):
         for j in range(map_offsets[row], map_offsets[row + 1]):
             a = key_offsets[j]
-            if key_offsets[j + 1] - a == w:
-                same = True
-                for b in range(w):
-                    if key_data[a + b] != name[b]:
-                        same = False
-                        break
-                if same:
-                    out[row] = j
-                    break
+            if key_offsets[j + 1] - a == w and _same_bytes(key_data, a, name, 0, w):
+                out[row] = j
+                break
     return out
 
 
