@@ -56,15 +56,6 @@ def slices_to_binary(buf, starts, lengths, type_=pa.binary()):
     return interleaved.take(pa.array(2 * rank))  # straight into the caller's order: one copy
 
 
-_HEX = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), dtype=np.uint16)
-
-
-def hex_upper(matrix):
-    """Uppercase hex of each row of a uint8 matrix, as a numpy fixed-width bytes array."""
-    n, width = matrix.shape
-    return np.ascontiguousarray(_HEX[matrix]).view(f"S{2 * width}").reshape(n)
-
-
 def to_utf8(binary):
     """Cast a binary array to string; invalid UTF-8 is replaced as Java's `new String(bytes, UTF_8)` does."""
     try:

@@ -146,33 +146,6 @@ def record_fields(buf, starts):
 
 
 @numba.njit(**_JIT)
-def _copy_slices(buf, starts, lengths):
-    n = len(starts)
-    offsets = np.empty(n + 1, np.int64)
-    offsets[0] = 0
-    for i in range(n):
-        offsets[i + 1] = offsets[i] + lengths[i]
-    data = np.empty(offsets[n], np.uint8)
-    o = 0
-    for i in range(n):  # byte by byte: for slices of a few bytes this beats a memcpy call each
-        s = starts[i]
-        for b in range(lengths[i]):
-            data[o] = buf[s + b]
-            o += 1
-    return offsets, data
-
-
-def small_slices(buf, starts, lengths, type_=pa.binary()):
-    """Arrow binary (or, unvalidated, string) array of buf[starts[i]:starts[i] + lengths[i]], for slices of
-    a few bytes (property names and values); `columns.slices_to_binary` is faster for longer ones."""
-    n = len(starts)
-    offsets, data = _copy_slices(buf, np.asarray(starts, np.int64), np.asarray(lengths, np.int64))
-    if offsets[-1] >= 2**31:
-        raise ValueError("slices hold 2 GiB or more: use a smaller split")
-    return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
-
-
-@numba.njit(**_JIT)
 def _same_bytes(a, a_at, b, b_at, width):
     """a[a_at:a_at + width] == b[b_at:b_at + width], without slicing (slices cost more than short names)."""
     for k in range(width):
@@ -182,97 +155,20 @@ def _same_bytes(a, a_at, b, b_at, width):
 
 
 @numba.njit(**_JIT)
-def _property_pieces(data, offsets, seps):
-    """RocketMQ 4.9.x string2messageProperties over every blob: pieces split on \\x02, a piece kept when
-    a non-empty name precedes its first \\x01 and a non-empty value follows; a repeated name keeps its
-    first position and its last value. `seps`: sorted positions of the bytes below 3 (separators)."""
-    n = len(offsets) - 1
-    cap = len(seps) + n + 1  # a kept piece has its own \\x01
-    k_at = np.empty(cap, np.int64)
-    k_len = np.empty(cap, np.int64)
-    v_at = np.empty(cap, np.int64)
-    v_len = np.empty(cap, np.int64)
-    map_offsets = np.zeros(n + 1, np.int32)
-    m = 0
-    p = 0
-    n_seps = len(seps)
-    for row in range(n):
-        first = m
-        pos = offsets[row]
-        end = offsets[row + 1]
-        while p < n_seps and seps[p] < pos:
-            p += 1
-        while pos < end:
-            kv = -1
-            stop = end
-            while p < n_seps and seps[p] < end:
-                c = data[seps[p]]
-                if c == 2:
-                    stop = seps[p]
-                    p += 1
-                    break
-                if c == 1 and kv < 0:
-                    kv = seps[p]
-                p += 1
-            if kv > pos and kv < stop - 1:
-                klen = kv - pos
-                dup = -1
-                for j in range(first, m):  # a handful of pieces per message: compare names directly
-                    if k_len[j] == klen and _same_bytes(data, k_at[j], data, pos, klen):
-                        dup = j
-                        break
-                if dup >= 0:
-                    v_at[dup] = kv + 1
-                    v_len[dup] = stop - kv - 1
-                else:
-                    k_at[m] = pos
-                    k_len[m] = klen
-                    v_at[m] = kv + 1
-                    v_len[m] = stop - kv - 1
-                    m += 1
-            pos = stop + 1
-        map_offsets[row + 1] = m
-    return k_at[:m], k_len[:m], v_at[:m], v_len[:m], map_offsets
-
-
-def property_pieces(data, offsets):
-    """(key_at, key_len, value_at, value_len, map_offsets) of the kept pieces of each blob in `data`."""
-    offsets = np.asarray(offsets, np.int64)
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    seps = np.flatnonzero(data[lo:hi] < 3) + lo  # one vectorized compare finds every separator
-    return _property_pieces(data, offsets, seps)
-
-
-@numba.njit(**_JIT)
-def _find_named(data, k_at, k_len, map_offsets, name):
-    n = len(map_offsets) - 1
-    out = np.full(n, -1, np.int64)
-    w = len(name)
-    for row in range(n):
-        for j in range(map_offsets[row], map_offsets[row + 1]):
-            if k_len[j] == w and _same_bytes(data, k_at[j], name, 0, w):
-                out[row] = j
-                break
-    return out
-
-
-def find_named(data, key_at, key_len, map_offsets, name):
-    """Per blob, the index of the piece named `name` (-1: absent)."""
-    return _find_named(data, key_at, key_len, map_offsets, np.frombuffer(name.encode(), np.uint8))
-
-
-@numba.njit(**_JIT)
 def _split_properties(data, offsets, names, name_lens):
-    """Fast path of _property_pieces: the same pieces, copied into key and value buffers during the scan
-    (the bytes are hot), and the piece index of each name in `names` per blob. Gives up (ok False) at
-    the first repeated name of a blob; the caller then takes the general path."""
+    """RocketMQ 4.9.x string2messageProperties over every blob, copying keys and values into Arrow
+    buffers during the scan (the bytes are hot): pieces split on \\x02, a piece kept when a non-empty name
+    precedes its first \\x01 and a non-empty value follows. Also the piece index of each name in `names`
+    per blob. A repeated name within a blob is copied too and marked in `first_of` (the piece of its
+    first occurrence); `split_properties` then keeps the first position with the last value."""
     n = len(offsets) - 1
     total = offsets[n] - offsets[0]
-    cap = total // 3 + 1
+    cap = total // 3 + 1  # a kept piece holds at least a name byte, \\x01 and a value byte
     k_off = np.empty(cap + 1, np.int32)
     v_off = np.empty(cap + 1, np.int32)
     k_data = np.empty(total, np.uint8)
     v_data = np.empty(total, np.uint8)
+    first_of = np.full(cap, -1, np.int64)
     map_offsets = np.zeros(n + 1, np.int32)
     named = np.full((len(name_lens), n), -1, np.int64)
     k_off[0] = 0
@@ -280,6 +176,7 @@ def _split_properties(data, offsets, names, name_lens):
     m = 0
     ko = 0
     vo = 0
+    repeats = False
     for row in range(n):
         first = m
         pos = offsets[row]
@@ -294,13 +191,17 @@ def _split_properties(data, offsets, names, name_lens):
             if kv > pos and kv < stop - 1:
                 klen = kv - pos
                 for j in range(first, m):  # a handful of pieces per blob: compare names directly
-                    if k_off[j + 1] - k_off[j] == klen and _same_bytes(k_data, k_off[j], data, pos, klen):
-                        return k_off, k_data, v_off, v_data, map_offsets, named, False
+                    if (first_of[j] < 0 and k_off[j + 1] - k_off[j] == klen
+                            and _same_bytes(k_data, k_off[j], data, pos, klen)):
+                        first_of[m] = j
+                        repeats = True
+                        break
+                if first_of[m] < 0:
+                    for t in range(len(name_lens)):
+                        if name_lens[t] == klen and _same_bytes(names[t], 0, data, pos, klen):
+                            named[t, row] = m
                 for b in range(klen):
                     k_data[ko + b] = data[pos + b]
-                for t in range(len(name_lens)):
-                    if name_lens[t] == klen and _same_bytes(names[t], 0, data, pos, klen):
-                        named[t, row] = m
                 ko += klen
                 for b in range(kv + 1, stop):
                     v_data[vo] = data[b]
@@ -310,24 +211,38 @@ def _split_properties(data, offsets, names, name_lens):
                 v_off[m] = vo
             pos = stop + 1
         map_offsets[row + 1] = m
-    return k_off[:m + 1], k_data[:ko], v_off[:m + 1], v_data[:vo], map_offsets, named, True
+    return k_off[:m + 1], k_data[:ko], v_off[:m + 1], v_data[:vo], map_offsets, named, first_of[:m], repeats
 
 
 def split_properties(data, offsets, names=()):
-    """(keys, values, map_offsets, {name: piece index per blob, -1 if absent}) of the blobs in `data`
-    between `offsets`, as string arrays; None when some blob repeats a name (then use property_pieces)."""
+    """(keys, values, map_offsets, {name: entry index per blob, -1 if absent}) of the blobs in `data`
+    between `offsets`: keys and values as string arrays (not validated: the caller validated the blobs)."""
     widths = np.array([len(x.encode()) for x in names], np.int64)
     table = np.zeros((len(names), max([1] + list(widths))), np.uint8)
     for t, name in enumerate(names):
         table[t, :widths[t]] = np.frombuffer(name.encode(), np.uint8)
-    k_off, k_data, v_off, v_data, map_offsets, named, ok = _split_properties(
+    k_off, k_data, v_off, v_data, map_offsets, named, first_of, repeats = _split_properties(
         data, np.asarray(offsets, np.int64), table, widths)
-    if not ok:
-        return None
     m = len(k_off) - 1
     keys = pa.Array.from_buffers(pa.string(), m, [None, pa.py_buffer(k_off), pa.py_buffer(k_data)])
     values = pa.Array.from_buffers(pa.string(), m, [None, pa.py_buffer(v_off), pa.py_buffer(v_data)])
+    if repeats:  # rare (a producer sending a map): keep each name's first position and its last value
+        keys, values, map_offsets, named = _last_value_wins(keys, values, map_offsets, named, first_of)
     return keys, values, map_offsets, dict(zip(names, named))
+
+
+def _last_value_wins(keys, values, map_offsets, named, first_of):
+    """Drop the repeated pieces; each first occurrence takes the value of its name's last one (HashMap.put)."""
+    repeated = np.flatnonzero(first_of >= 0)
+    last = np.arange(len(first_of))
+    np.maximum.at(last, first_of[repeated], repeated)  # later pieces have larger indexes
+    kept = first_of < 0
+    rows = np.searchsorted(map_offsets, np.arange(len(first_of)), side="right") - 1
+    new_offsets = np.zeros_like(map_offsets)
+    np.cumsum(np.bincount(rows[kept], minlength=len(map_offsets) - 1), out=new_offsets[1:])
+    position = np.cumsum(kept) - 1  # a kept piece's index after the drop
+    named = np.where(named >= 0, position[np.maximum(named, 0)], -1)
+    return keys.filter(pa.array(kept)), values.take(pa.array(last[kept])), new_offsets, named
 
 
 @numba.njit(**_JIT)

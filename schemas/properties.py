@@ -13,7 +13,7 @@ PROPERTIES_TYPE = pa.map_(pa.string(), pa.string())
 def parse_properties(blobs, extract=()):
     """map<string, string> per row from a string array of raw property blobs (order of appearance).
 
-    One compiled scan over the bytes of the whole column (`kernels.property_pieces`): \x01 and \x02 never
+    One compiled scan over the bytes of the whole column (`kernels.split_properties`): \x01 and \x02 never
     occur inside a multi-byte UTF-8 sequence, so separator positions are character boundaries. With
     `extract` (names such as "TAGS"), also returns {name: string column of that property's value per row}."""
     from schemas import kernels as K
@@ -24,14 +24,7 @@ def parse_properties(blobs, extract=()):
         else np.zeros(0, np.uint8)
     if not n:
         offsets = np.zeros(1, np.int64)
-    fast = K.split_properties(data, offsets, extract)
-    if fast is not None:
-        keys, values, map_offsets, named = fast
-    else:  # some blob repeats a name: the general scan, last value wins
-        key_at, key_len, value_at, value_len, map_offsets = K.property_pieces(data, offsets)
-        keys = K.small_slices(data, key_at, key_len, pa.string())
-        values = K.small_slices(data, value_at, value_len, pa.string())
-        named = {name: K.find_named(data, key_at, key_len, map_offsets, name) for name in extract}
+    keys, values, map_offsets, named = K.split_properties(data, offsets, extract)
     props = pa.MapArray.from_arrays(pa.array(map_offsets), keys, values)
     if not extract:
         return props

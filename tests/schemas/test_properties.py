@@ -31,35 +31,9 @@ def test_repeated_name_keeps_the_last_value_like_a_hashmap():
     assert dict(props.to_pylist()[0]) == {"k": "last", "o": "x"}
 
 
-def _general_path(array):
-    import numpy as np
-
-    from schemas import kernels as K
-
-    offsets = np.frombuffer(array.buffers()[1], np.int32)[array.offset:array.offset + len(array) + 1].astype(np.int64)
-    data = np.frombuffer(array.buffers()[2], np.uint8)
-    key_at, key_len, value_at, value_len, map_offsets = K.property_pieces(data, offsets)
-    return (data, offsets, K.small_slices(data, key_at, key_len, pa.string()),
-            K.small_slices(data, value_at, value_len, pa.string()), map_offsets)
-
-
-distinct_names = st.lists(st.sampled_from(["a\x011", "TAGS\x01t", "KEYS\x01k k", "é\x01杭州", "\x01x", "b\x01", ""]),
-                          max_size=7, unique=True).map("\x02".join)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(pieces, distinct_names), min_size=1, max_size=20))
-def test_fused_split_agrees_with_the_general_scan_and_gives_up_only_on_repeated_names(blobs):
-    import numpy as np
-
-    from schemas import kernels as K
-
-    array = pa.array(blobs, pa.string())
-    data, offsets, keys, values, map_offsets = _general_path(array)
-    fast = K.split_properties(data, offsets, ("TAGS", "KEYS"))
-    repeated = any(len(properties_reference(b)) < sum(1 for p in b.split("\x02") if 0 < p.find("\x01") < len(p) - 1)
-                   for b in blobs)
-    assert (fast is None) == repeated
-    if fast is not None:
-        assert fast[0].equals(keys) and fast[1].equals(values)
-        assert np.array_equal(fast[2], map_offsets)
+def test_repeated_names_keep_first_position_and_last_value_in_every_row_and_extracted_column():
+    blobs = ["a\x011", "TAGS\x01t1\x02b\x012\x02TAGS\x01t2\x02TAGS\x01t3", "TAGS\x01u\x02c\x013\x02c\x014", "d\x015"]
+    props, named = parse_properties(pa.array(blobs), extract=("TAGS",))
+    assert props.to_pylist() == [[("a", "1")], [("TAGS", "t3"), ("b", "2")], [("TAGS", "u"), ("c", "4")],
+                                 [("d", "5")]]
+    assert named["TAGS"].to_pylist() == [None, "t3", "u", None]
