@@ -168,7 +168,7 @@ def _split_properties(data, offsets, names, name_lens):
     v_off = np.empty(cap + 1, np.int32)
     k_data = np.empty(total, np.uint8)
     v_data = np.empty(total, np.uint8)
-    first_of = np.full(cap, -1, np.int64)
+    first_of = np.empty(cap, np.int64)  # written for every kept piece
     map_offsets = np.zeros(n + 1, np.int32)
     named = np.full((len(name_lens), n), -1, np.int64)
     k_off[0] = 0
@@ -190,9 +190,9 @@ def _split_properties(data, offsets, names, name_lens):
                 stop += 1
             if kv > pos and kv < stop - 1:
                 klen = kv - pos
-                for j in range(first, m):  # a handful of pieces per blob: compare names directly
-                    if (first_of[j] < 0 and k_off[j + 1] - k_off[j] == klen
-                            and _same_bytes(k_data, k_off[j], data, pos, klen)):
+                first_of[m] = -1
+                for j in range(first, m):  # a handful of pieces per blob; the first match is a first occurrence
+                    if k_off[j + 1] - k_off[j] == klen and _same_bytes(k_data, k_off[j], data, pos, klen):
                         first_of[m] = j
                         repeats = True
                         break
