@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from schemas import layout as L
 from schemas.commitlog import decode_records
-from schemas.hosts import java_host_address
 from schemas.writer import Message, encode_record
 
 _v4 = st.builds(lambda b: str(ipaddress.IPv4Address(b)), st.binary(min_size=4, max_size=4))
@@ -27,11 +26,22 @@ _message = st.builds(
     _host, _host, st.integers(0, 2**62), st.sampled_from([L.MAGIC_V1, L.MAGIC_V2]), st.binary(max_size=40))
 
 
+def _java_text(ip):
+    """InetAddress.getHostAddress as Java 8-17 print it: IPv4 dotted; IPv6 as 8 lowercase hex groups,
+    never compressed; an IPv4-mapped IPv6 address is an Inet4Address (InetAddress.getByAddress)."""
+    address = ipaddress.ip_address(ip)
+    if address.version == 6 and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address.version == 4:
+        return ".".join(str(b) for b in address.packed)
+    return ":".join(f"{group:x}" for group in struct.unpack(">8H", address.packed))
+
+
 def _reference(msg, physical_offset):
     """What MessageDecoder gives for these fields, computed the slow, obvious way."""
     def text(host):
         ip, _, port = host.rpartition(":")
-        return f"{java_host_address(ipaddress.ip_address(ip).packed)}:{int(port)}"
+        return f"{_java_text(ip)}:{int(port)}"
     store_ip, _, store_port = msg.store_host.rpartition(":")
     raw = ipaddress.ip_address(store_ip).packed + struct.pack(">i", int(store_port))
     return {"born_host": text(msg.born_host), "store_host": text(msg.store_host),
