@@ -195,11 +195,11 @@ def _decode_messages(plan, units, out):
     if len(uniq) == len(idx):  # one unit per record (always, in a sound store): decode in unit order,
         uniq, inverse = starts[idx], None  # a run of ascending starts (a topic's) at a time: no reordering
     try:
-        runs = np.flatnonzero(np.diff(uniq) < 0) + 1
-        decoded = pa.Table.from_batches([
-            decode_records(buf, part[k:k + BATCH_ROWS], file_start + lo, path, with_body=plan.with_body,
-                           raw=plan.verify_crc)
-            for part in np.split(uniq, runs) for k in range(0, max(len(part), 1), BATCH_ROWS)])
+        runs = np.split(uniq, np.flatnonzero(np.diff(uniq) < 0) + 1)
+        parts = [run[k:k + BATCH_ROWS] for run in runs for k in range(0, len(run), BATCH_ROWS)] or [uniq]
+        decoded = pa.Table.from_batches([  # no records: one empty batch, for the schema
+            decode_records(buf, part, file_start + lo, path, with_body=plan.with_body, raw=plan.verify_crc)
+            for part in parts])
     except CorruptStoreError:
         if plan.on_corrupt != "skip":
             raise
