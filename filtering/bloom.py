@@ -198,7 +198,10 @@ def is_hit_array(bitmaps, bit_positions, m: int | None = None) -> np.ndarray:
     if len(bit_positions) == 0:
         raise ValueError("no bit positions to check (Java: ArrayIndexOutOfBoundsException)")
     mask = _position_mask(bit_positions, width)
-    return ((bitmaps & mask) == mask).all(axis=1)
+    hit = np.ones(len(bitmaps), dtype=bool)
+    for byte in np.flatnonzero(mask):  # k bits touch at most k bytes: test those columns, not whole rows
+        hit &= (bitmaps[:, byte] & mask[byte]) == mask[byte]
+    return hit
 
 
 def bitmap_matrix(column, m: int) -> tuple:

@@ -11,7 +11,7 @@ ExpressionMessageFilter (4.9.x):
 ExpressionForRetryMessageFilter (filterSupportRetry): on %RETRY% topics stage 1 passes and stage 2 uses
 the SQL92 registration of (RETRY_TOPIC property, group), when there is one.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -35,9 +35,16 @@ class UnitBatch:
     stored_valid: np.ndarray  # bool: the ext unit holds a bitmap
     properties: pa.Array  # map<string, string>
     tags: pa.Array  # string
+    _tags_encoded: tuple = field(default=None, repr=False)
 
     def __len__(self):
         return len(self.tags_code)
+
+    def tags_encoded(self):
+        """tags.encode_tags of the batch, computed once for all its groups."""
+        if self._tags_encoded is None:
+            self._tags_encoded = tags_mod.encode_tags(self.tags)
+        return self._tags_encoded
 
 
 @dataclass
@@ -117,12 +124,12 @@ def apply_subscription(csub, batch, bloom, recomputed=None, retry_sql=None, mess
                 errors[rows] = e
         client = broker.copy()
         if csub.tag is not None and not csub.tag.match_all:
-            client &= tags_mod.client_tag_match_array(csub.tag, batch.tags)
+            client &= tags_mod.client_tag_match_encoded(csub.tag, batch.tags_encoded())
         return Outcome(stage1, checked, broker, client, errors)
     if csub.tag is not None:
         stage1 = tags_mod.broker_tag_match_array(csub.tag, batch.tags_code, batch.code_missing)
         broker = stage1
-        client = broker & tags_mod.client_tag_match_array(csub.tag, batch.tags)
+        client = broker & tags_mod.client_tag_match_encoded(csub.tag, batch.tags_encoded())
     elif csub.sql is not None:
         if sub.stored:
             stage1, checked = stage1_sql(sub, batch, bloom, batch.stored_bitmaps, batch.stored_valid)

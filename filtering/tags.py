@@ -169,10 +169,27 @@ def broker_tag_match_array(sub: TagSubscription, tags_code, code_missing=None) -
     return out
 
 
+def encode_tags(tags) -> tuple:
+    """A tag column as (indices, distinct values): nulls index one past the values. Encoded once per batch,
+    every group's client check is then a lookup over the few distinct tags and a gather."""
+    col = _string_array(tags)
+    if col.num_chunks != 1:
+        col = pa.chunked_array([col.combine_chunks()], type=col.type)
+    encoded = pc.dictionary_encode(col.chunk(0)) if len(col) else pa.array([], pa.dictionary(pa.int32(), col.type))
+    values = encoded.dictionary.to_pylist()
+    indices = pc.fill_null(encoded.indices, len(values)).to_numpy(zero_copy_only=False)
+    return indices, values
+
+
+def client_tag_match_encoded(sub: TagSubscription, encoded) -> np.ndarray:
+    """client_tag_match_array over encode_tags output."""
+    indices, values = encoded
+    if not sub.tags:
+        return np.ones(len(indices), dtype=bool)
+    wanted = np.array([v in sub.tags for v in values] + [False], dtype=bool)  # a null tag never matches
+    return wanted[indices]
+
+
 def client_tag_match_array(sub: TagSubscription, tags) -> np.ndarray:
     """Vectorized ``client_tag_match`` over a string column (a null tag never matches a non-empty set)."""
-    col = _string_array(tags)
-    if not sub.tags:
-        return np.ones(len(col), dtype=bool)
-    value_set = pa.array(sorted(sub.tags), type=col.type)
-    return pc.fill_null(pc.is_in(col, value_set=value_set), False).to_numpy(zero_copy_only=False)
+    return client_tag_match_encoded(sub, encode_tags(tags))

@@ -316,53 +316,89 @@ def _replay_topic(plan, topic, units, messages, out):
     message_dicts = _lazy_messages(messages)
     queue_ids = units.column("queue_id").to_numpy()
     queue_offsets = units.column("queue_offset").to_numpy()
-    delivered = np.zeros((n, len(subs)), dtype=bool)
-    collided = np.zeros((n, len(subs)), dtype=bool)
+    g = len(subs)
+    # one row per group: a group's outcome is a contiguous row, and every counter is one reduction per matrix
+    stage1, checked, broker, client, errors = (np.empty((g, n), dtype=bool) for _ in range(5))
+    units_in_scope = np.full(g, n, dtype=np.int64)
+    ext_unreadable = np.full(g, int(batch.code_missing.sum()), dtype=np.int64)
     for k, csub in enumerate(subs):
         o = apply_subscription(csub, batch, bloom, recomputed, retry_sql.get(csub.sub.group), message_dicts,
                                plan.support_retry, evaluated.get(id(csub)))
+        stage1[k], checked[k], broker[k], client[k], errors[k] = o.stage1, o.bloom_checked, o.broker, o.client, o.errors
         scope = _in_scope(plan, csub.sub, queue_ids, queue_offsets)
         if scope is not None:
-            for name in ("stage1", "bloom_checked", "broker", "client", "errors"):
-                setattr(o, name, getattr(o, name) & scope)
-        delivered[:, k] = o.client
-        collided[:, k] = o.broker & ~o.client
-        stats = dict(units=n if scope is None else int(scope.sum()), skipped=0, stage1_passed=int(o.stage1.sum()),
-                     broker_delivered=int(o.broker.sum()),
-                     client_delivered=int(o.client.sum()), collisions=int((o.broker & ~o.client).sum()),
-                     bloom_false_positives=int((o.bloom_checked & ~o.broker).sum()),
-                     evaluation_errors=int(o.errors.sum()),
-                     ext_unreadable=int((batch.code_missing & (scope if scope is not None else True)).sum()),
-                     bitmap_mismatches=int((mismatch & ~explained).sum()),
-                     bitmap_mismatches_explained=int((mismatch & explained).sum()))
-        out.add("stats", {"group": csub.sub.group, "topic": topic, "stats": _stats_list(stats)}, 1)
-    _message_rows(out, topic, messages, units, delivered, collided, [c.sub.group for c in subs])
+            for matrix in (stage1, checked, broker, client, errors):
+                matrix[k] &= scope
+            units_in_scope[k] = int(scope.sum())
+            ext_unreadable[k] = int((batch.code_missing & scope).sum())
+    collided = broker & ~client
+    count = lambda m: np.count_nonzero(m, axis=1)  # noqa: E731
+    stats = {"units": units_in_scope, "stage1_passed": count(stage1), "broker_delivered": count(broker),
+             "client_delivered": count(client), "collisions": count(collided),
+             "bloom_false_positives": count(checked & ~broker), "evaluation_errors": count(errors),
+             "ext_unreadable": ext_unreadable,
+             "bitmap_mismatches": np.full(g, int((mismatch & ~explained).sum())),
+             "bitmap_mismatches_explained": np.full(g, int((mismatch & explained).sum()))}
+    if g:
+        out.add("stats", {"group": [c.sub.group for c in subs], "topic": topic, "stats": _stats_lists(stats, g)}, g)
+    _message_rows(out, topic, messages, units, client, collided, [c.sub.group for c in subs])
 
 
 def _message_rows(out, topic, messages, units, delivered, collided, groups):
     """One row per message that some group receives (or that collides), with the lists of those groups:
-    the payload crosses to the JVM once, and Spark fans it out per group (explode) when writing."""
-    rows = np.flatnonzero(delivered.any(axis=1) | collided.any(axis=1))
+    the payload crosses to the JVM once, and Spark fans it out per group (explode) when writing.
+    delivered, collided: (groups, units) bool."""
+    rows = np.flatnonzero(delivered.any(axis=0) | collided.any(axis=0))
     if not len(rows):
         return
     names = pa.array(groups, pa.string())
     cols = _message_columns(messages, units, rows)
-    cols.update(topic=topic, delivered=_group_lists(delivered[rows], names),
-                collided=_group_lists(collided[rows], names))
+    cols.update(topic=topic, delivered=_group_lists(delivered[:, rows], names),
+                collided=_group_lists(collided[:, rows], names))
     out.add("message", cols, len(rows))
 
 
 def _group_lists(mask, names):
-    """list<string> per row: the names of the columns set in that row of a bool matrix."""
-    offsets = np.zeros(mask.shape[0] + 1, dtype=np.int32)
-    np.cumsum(mask.sum(axis=1), out=offsets[1:])
-    _, cols = np.nonzero(mask)
-    return pa.ListArray.from_arrays(pa.array(offsets), names.take(pa.array(cols)))  # a take, not a Python list
+    """list<string> per column of a (groups, rows) bool matrix: the names of the groups set in it.
+
+    Rows share few distinct group sets, so each set's list is built once and the rows gather them."""
+    g, n = mask.shape
+    if g == 0 or g > 62 or n < 64:  # no compact set code: the names of every set cell, row by row
+        offsets = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(mask.sum(axis=0), out=offsets[1:])
+        _, cols = np.nonzero(mask.T)
+        return pa.ListArray.from_arrays(pa.array(offsets), names.take(pa.array(cols)))
+    weights = np.int64(1) << np.arange(g, dtype=np.int64)
+    codes = weights @ mask  # the group set of every row as a bit code
+    if g <= 16:  # a table over every possible code: no sort
+        seen = np.zeros(1 << g, dtype=bool)
+        seen[codes] = True
+        sets = np.flatnonzero(seen)
+        lookup = np.zeros(1 << g, dtype=np.int64)
+        lookup[sets] = np.arange(len(sets))
+        index = lookup[codes]
+    else:
+        sets, index = np.unique(codes, return_inverse=True)
+    members = (sets[:, None] >> np.arange(g)) & 1
+    offsets = np.zeros(len(sets) + 1, dtype=np.int32)
+    np.cumsum(members.sum(axis=1), out=offsets[1:])
+    per_set = pa.ListArray.from_arrays(pa.array(offsets), names.take(pa.array(np.nonzero(members)[1])))
+    return per_set.take(pa.array(index.reshape(-1)))
+
+
+def _stats_lists(stats, g):
+    """The `stats` column of g stats rows: every STAT_FIELDS counter of each row, in order (absent ones 0)."""
+    matrix = np.zeros((g, len(STAT_FIELDS)), dtype=np.int64)
+    for i, name in enumerate(STAT_FIELDS):
+        if name in stats:
+            matrix[:, i] = stats[name]
+    offsets = np.arange(0, (g + 1) * len(STAT_FIELDS), len(STAT_FIELDS), dtype=np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(matrix.reshape(-1)))
 
 
 def _stats_list(counters):
-    """The `stats` value of one stats row: every STAT_FIELDS counter, in order (absent ones 0)."""
-    return pa.array([[int(counters.get(name, 0)) for name in STAT_FIELDS]], pa.list_(pa.int64()))
+    """The `stats` value of one stats row (STAT_FIELDS in order, absent ones 0)."""
+    return _stats_lists({name: np.array([value]) for name, value in counters.items()}, 1)
 
 
 def _one_array(column):

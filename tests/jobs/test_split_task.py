@@ -106,3 +106,18 @@ def test_python_filter_runs_and_counts_its_exceptions(store_a):
     stats = {r["group"]: r for r in kind(result, "stats").to_pylist()}
     assert stats["G_PY_ERR"]["evaluation_errors"] == stats["G_PY_ERR"]["units"] > 0
     assert not [r for r in matched if r["group"] == "G_PY_ERR"]
+
+
+@pytest.mark.parametrize("groups,rows", [(5, 10), (5, 3000), (20, 3000), (70, 300)])
+def test_group_lists_name_the_groups_set_in_each_row(groups, rows):
+    """Both ways of building the lists (per cell, per distinct group set) against a plain loop."""
+    import numpy as np
+    import pyarrow as pa
+
+    from jobs.split_task import _group_lists
+
+    rng = np.random.default_rng(groups * rows)
+    mask = rng.random((groups, rows)) < rng.random((groups, 1))  # groups of different selectivity
+    names = [f"G{i}" for i in range(groups)]
+    got = _group_lists(mask, pa.array(names)).to_pylist()
+    assert got == [[names[g] for g in range(groups) if mask[g, r]] for r in range(rows)]
