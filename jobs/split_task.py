@@ -12,10 +12,10 @@ import pyarrow.compute as pc
 from filtering import bloom as bloom_mod
 from filtering import dispatcher
 from filtering.message_filter import UnitBatch, apply_subscription
+from schemas import kernels as K
 from schemas import layout as L
 from schemas import storefs
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, RESULT_SCHEMA, STAT_FIELDS
-from schemas.columns import gather
 from schemas.commitlog import decode_records
 from schemas.errors import CorruptStoreError
 
@@ -64,7 +64,7 @@ def iter_split(plan, units):
     if units.num_rows == 0:
         return
     # topic by topic, each in log order: every topic is then a zero-copy slice of the decoded columns
-    units = units.sort_by([("topic", "ascending"), ("commitlog_offset", "ascending")])
+    units = _by_topic_then_offset(units)
     out = _Rows()
     _check_ext(plan, units, out)
     messages, units = _decode_messages(plan, units, out)
@@ -78,6 +78,20 @@ def iter_split(plan, units):
         for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(topics)]):
             _replay_topic(plan, topics[lo], units.slice(lo, hi - lo), messages.slice(lo, hi - lo), out)
             yield from out.flush()
+
+
+def _by_topic_then_offset(units):
+    """units sorted by (topic, commit-log offset): a sort of small integer topic ranks and offsets, not of
+    strings, and no copy when they already are in that order."""
+    encoded = pc.dictionary_encode(_one_array(units.column("topic")))
+    names = encoded.dictionary.to_pylist()
+    rank = np.argsort(np.argsort(names, kind="stable"))  # alphabetical rank of each distinct topic
+    topic_rank = rank[encoded.indices.to_numpy(zero_copy_only=False)]
+    offsets = units.column("commitlog_offset").to_numpy()
+    order = np.lexsort((offsets, topic_rank))
+    if (order == np.arange(len(order))).all():
+        return units
+    return units.take(pa.array(order))
 
 
 class _Rows:
@@ -180,26 +194,31 @@ def _decode_messages(plan, units, out):
     buf = storefs.read_range(plan_fs(plan), path, lo, hi - lo) if keep.any() else np.zeros(0, np.uint8)
     starts = rel - lo
     head_ok = np.zeros(len(rel), dtype=bool)
+    fields = None
     if keep.any():
         idx = np.flatnonzero(keep)
-        total = gather(buf, starts[idx], ">i4")
-        magic = gather(buf, starts[idx] + 4, ">i4")
-        good = np.isin(magic, L.MESSAGE_MAGICS) & (total == sizes[idx])
-        head_ok[idx[good]] = True
-        bad_magic = idx[~np.isin(magic, L.MESSAGE_MAGICS)]
-        _corrupt(plan, out, units, bad_magic, "unit points at no record (bad magic code)", path)
-        _corrupt(plan, out, units, idx[np.isin(magic, L.MESSAGE_MAGICS) & (total != sizes[idx])],
-                 "unit size differs from the record's totalSize", path)
+        fields = K.record_fields(buf, starts[idx])  # one pass: the head checks here, the decode below
+        magic_ok = np.isin(fields["magic"], L.MESSAGE_MAGICS)
+        size_ok = fields["total_size"] == sizes[idx]
+        head_ok[idx[magic_ok & size_ok]] = True
+        _corrupt(plan, out, units, idx[~magic_ok], "unit points at no record (bad magic code)", path)
+        _corrupt(plan, out, units, idx[magic_ok & ~size_ok], "unit size differs from the record's totalSize", path)
+        if not (magic_ok & size_ok).all():
+            fields = None  # some candidates are gone: the decode finds the fields of the rest itself
     idx = np.flatnonzero(head_ok)
     uniq, inverse = np.unique(starts[idx], return_inverse=True)
     if len(uniq) == len(idx):  # one unit per record (always, in a sound store): decode in unit order,
         uniq, inverse = starts[idx], None  # a run of ascending starts (a topic's) at a time: no reordering
+    else:
+        fields = None
     try:
-        runs = np.split(uniq, np.flatnonzero(np.diff(uniq) < 0) + 1)
-        parts = [run[k:k + BATCH_ROWS] for run in runs for k in range(0, len(run), BATCH_ROWS)] or [uniq]
+        cuts = np.flatnonzero(np.diff(uniq) < 0) + 1
+        bounds = [(a + k, min(a + k + BATCH_ROWS, b)) for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(uniq)])
+                  for k in range(0, b - a, BATCH_ROWS)] or [(0, 0)]
         decoded = pa.Table.from_batches([  # no records: one empty batch, for the schema
-            decode_records(buf, part, file_start + lo, path, with_body=plan.with_body, raw=plan.verify_crc)
-            for part in parts])
+            decode_records(buf, uniq[a:b], file_start + lo, path, with_body=plan.with_body, raw=plan.verify_crc,
+                           fields=None if fields is None else {k: v[a:b] for k, v in fields.items()})
+            for a, b in bounds])
     except CorruptStoreError:
         if plan.on_corrupt != "skip":
             raise

@@ -56,18 +56,19 @@ def walk_records(buf, base_offset=0, path="commitlog", limit=None):
     return np.array(starts, dtype=np.int64), pos, END_LIMIT
 
 
-def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True, raw=False):
+def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True, raw=False, fields=None):
     """An Arrow RecordBatch (MESSAGE_SCHEMA) of the records starting at `starts` (relative to buf).
 
     One compiled pass finds every field of every record (`kernels.record_fields`); variable fields are then
     copied once into Arrow buffers. raw=True adds what decoding loses, for byte-exact re-encoding:
-    `stored_body` (as on disk) and `properties_raw` (the blob, with the pieces RocketMQ drops)."""
+    `stored_body` (as on disk) and `properties_raw` (the blob, with the pieces RocketMQ drops).
+    fields: `kernels.record_fields(buf, starts)` when the caller already has it."""
     from filtering.tags import tags_code_array
     from schemas.arrow_schemas import MESSAGE_SCHEMA
 
     buf = np.asarray(buf, dtype=np.uint8)
     starts = np.asarray(starts, dtype=np.int64)
-    f = K.record_fields(buf, starts)
+    f = K.record_fields(buf, starts) if fields is None else fields
     _raise_first_error(f, starts, base_offset, path)
     sys_flag = f["sys_flag"]
     born_v6 = (sys_flag & L.BORNHOST_V6) != 0
