@@ -121,3 +121,20 @@ def test_group_lists_name_the_groups_set_in_each_row(groups, rows):
     names = [f"G{i}" for i in range(groups)]
     got = _group_lists(mask, pa.array(names)).to_pylist()
     assert got == [[names[g] for g in range(groups) if mask[g, r]] for r in range(rows)]
+
+
+def test_units_are_ordered_by_topic_then_commit_log_offset():
+    """The split task's order (topic by topic, each in log order) equals a plain sort by both keys."""
+    import numpy as np
+    import pyarrow as pa
+
+    from jobs.split_task import _by_topic_then_offset
+
+    rng = np.random.default_rng(3)
+    n = 2000
+    units = pa.table({"topic": pa.array(rng.choice(["TopicB", "TopicA", "%RETRY%G", "Z"], n)),
+                      "commitlog_offset": pa.array(rng.permutation(n).astype(np.int64) * 100),
+                      "queue_id": pa.array(rng.integers(0, 4, n).astype(np.int32))})
+    want = units.sort_by([("topic", "ascending"), ("commitlog_offset", "ascending")])
+    assert _by_topic_then_offset(units).equals(want)
+    assert _by_topic_then_offset(want) is want  # already ordered: no copy
