@@ -21,6 +21,15 @@ echo "configured $spark_home/conf/spark-env.sh"
 
 # The pip-installed `spark-submit` finds SPARK_HOME with whatever `python3` is on PATH: wrap it so that
 # `.venv/bin/spark-submit` always uses this venv (interpreter, pyspark, pyarrow) and its Java.
+#
+# The wrapper also gives the driver JVM a class-data-sharing archive (JDK CDS) of the classes Spark
+# loads: measured on this 2-core VM, a local run starts about 3 s sooner and a job spends about 1 s
+# less loading classes while it plans and runs. The archive is made by the first run (it costs that run
+# some 15 s at exit), kept in build/jvm keyed by the Java and the jar list, and remade when either
+# changes. CDS needs every directory on the class path empty, so the wrapper points SPARK_CONF_DIR at an
+# empty directory and passes the venv's Spark configuration explicitly (its spark-defaults.conf as
+# --properties-file, its log4j2.properties as a system property). MQREPLAY_CDS=0, or a SPARK_CONF_DIR
+# of your own, turns all of this off.
 bin_dir=$(dirname "$vpy")
 cat > "$bin_dir/spark-submit" <<WRAP
 #!/usr/bin/env bash
@@ -28,6 +37,30 @@ cat > "$bin_dir/spark-submit" <<WRAP
 export PYSPARK_PYTHON="\${PYSPARK_PYTHON:-$vpy}"
 export PYSPARK_DRIVER_PYTHON="\${PYSPARK_DRIVER_PYTHON:-$vpy}"
 export SPARK_HOME="\${SPARK_HOME:-$spark_home}"
-exec "\$SPARK_HOME/bin/spark-submit" "\$@"
+if [ -n "\${SPARK_CONF_DIR:-}" ] || [ "\${MQREPLAY_CDS:-1}" = 0 ]; then
+  exec "\$SPARK_HOME/bin/spark-submit" "\$@"
+fi
+if ! command -v java >/dev/null 2>&1 || [ -z "\${JAVA_HOME:-}" ]; then export JAVA_HOME="\${JAVA_HOME:-$java_home}"; fi
+conf="$spark_home/conf"
+jvm_dir="$here/build/jvm"
+mkdir -p "\$jvm_dir/empty-conf"
+export SPARK_CONF_DIR="\$jvm_dir/empty-conf"
+java_bin="\${JAVA_HOME:+\$JAVA_HOME/bin/}java"
+key=\$( (readlink -f "\$(command -v "\$java_bin")"; ls "\$SPARK_HOME/jars") | cksum | cut -d' ' -f1)
+archive="\$jvm_dir/spark-\$key.jsa"
+if [ -s "\$archive" ]; then cds="-XX:SharedArchiveFile=\$archive"; else
+  cds="-XX:ArchiveClassesAtExit=\$archive.\$\$"
+  echo "mqreplay: this run also writes the JVM's class-data archive (\$archive), once: it adds some 15 s at exit" >&2
+fi
+export SPARK_SUBMIT_OPTS="\${SPARK_SUBMIT_OPTS:-} \$cds -Xlog:cds=off -Xlog:cds+dynamic=off -Dlog4j2.configurationFile=file:\$conf/log4j2.properties"
+props=(--properties-file "\$conf/spark-defaults.conf")
+for a in "\$@"; do case "\$a" in --properties-file|--properties-file=*) props=() ;; esac; done
+status=0
+"\$SPARK_HOME/bin/spark-submit" "\${props[@]}" "\$@" || status=\$?
+if [ -s "\$archive.\$\$" ]; then  # this run made the archive: keep it, drop archives of other Java or jars
+  rm -f "\$jvm_dir"/spark-*.jsa && mv "\$archive.\$\$" "\$archive"
+fi
+rm -f "\$archive.\$\$"
+exit \$status
 WRAP
 chmod +x "$bin_dir/spark-submit"
