@@ -4,6 +4,7 @@ Data flow: the driver lists files and cuts the commit log into splits; `replay` 
 task per split, which finds its units in the consume queues, reads its byte range of the commit log,
 decodes each message once and applies every group's subscription; the outputs are selections of the one
 result DataFrame, fanned out per group by Spark when written."""
+import gc
 from typing import Iterator
 
 import pyarrow as pa
@@ -39,6 +40,11 @@ def replay(split_rows: DataFrame, planned) -> DataFrame:
                 units = split_units(plan, layout, start, end)
                 for table in iter_split(plan, units):
                     yield from table.to_batches(max_chunksize=20000)
+        # PySpark's daemon runs a full garbage collection after every task, which walks every object of the
+        # worker (numba's typing tables, PyArrow, PySpark: some 140,000). Collect this task's garbage now,
+        # then freeze what is left, long-lived all of it, so that no later collection walks it again.
+        gc.collect()
+        gc.freeze()
 
     return split_rows.mapInArrow(task, spark_schema(RESULT_SCHEMA))
 

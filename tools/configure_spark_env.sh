@@ -15,6 +15,8 @@ export PYSPARK_DRIVER_PYTHON="\${PYSPARK_DRIVER_PYTHON:-$vpy}"
 if ! command -v java >/dev/null 2>&1 || [ -z "\${JAVA_HOME:-}" ]; then export JAVA_HOME="\${JAVA_HOME:-$java_home}"; fi
 ENV
 cp "$here/conf/log4j2.properties" "$spark_home/conf/log4j2.properties"
+# Bytecode in Spark's pyspark.zip and py4j zip, which every driver, daemon and worker process imports from.
+"$vpy" "$here/tools/precompile_spark_zips.py" "$spark_home"
 # Local runs (make run, make bench, the tests' spark-submit): the JVM options of conf/spark-defaults.conf.
 grep -E '^spark\.(driver|executor)\.extraJavaOptions' "$here/conf/spark-defaults.conf" > "$spark_home/conf/spark-defaults.conf"
 echo "configured $spark_home/conf/spark-env.sh"
