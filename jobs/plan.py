@@ -156,15 +156,24 @@ def _without(root, bad_path):
 
 
 def commitlog_splits(plan):
-    """(start, end) byte ranges a task each: every commit-log file cut at split_size, plus the ranges no
-    file covers (below the first file: deleted by retention; holes; beyond the last), so that units
-    pointing there are still audited."""
+    """(start, end) byte ranges a task each: every commit-log file cut into equal pieces of at most
+    split_size, plus the ranges no file covers (below the first file: deleted by retention; holes; beyond
+    the last), so that units pointing there are still audited.
+
+    The file holding the end of the data is cut over its data only: its pieces are then as even as the
+    others, where cutting the whole file at split_size left one short piece whose task ended early and a
+    full one that ran alone."""
     splits, covered = [], 0
     for start, _, length in plan.commitlog_files:
         if start > covered:
             splits.append((covered, start))
         size = max(length, plan.commitlog_file_size)  # a truncated file keeps its nominal range
-        splits += [(start + k, start + min(k + plan.split_size, size)) for k in range(0, size, plan.split_size)]
+        used = size if plan.data_end is None else min(size, max(plan.data_end - start, 1))
+        pieces = -(-used // plan.split_size)
+        cuts = [start + k * used // pieces for k in range(pieces + 1)]  # sizes differ by one byte at most
+        splits += list(zip(cuts[:-1], cuts[1:]))
+        if used < size:
+            splits.append((start + used, start + size))
         covered = start + plan.commitlog_file_size
     splits.append((covered, 1 << 62))
     if plan.data_end is not None:  # splits past the last unit hold nothing: one catch-all instead
