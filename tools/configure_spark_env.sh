@@ -26,9 +26,9 @@ echo "configured $spark_home/conf/spark-env.sh"
 #
 # The wrapper also gives the driver JVM a class-data-sharing archive (JDK CDS) of the classes Spark
 # loads: measured on this 2-core VM, a local run starts about 3 s sooner and a job spends about 1 s
-# less loading classes while it plans and runs. The archive is made by the first run (it costs that run
-# some 15 s at exit), kept in build/jvm keyed by the Java and the jar list, and remade when either
-# changes. CDS needs every directory on the class path empty, so the wrapper points SPARK_CONF_DIR at an
+# less loading classes while it plans and runs. The archive is made by the first run of the job (a
+# command line with replay.py: a `--version` would archive next to nothing); it costs that run some 15 s
+# at exit. It is kept in build/jvm keyed by the Java and the jar list, and remade when either changes. CDS needs every directory on the class path empty, so the wrapper points SPARK_CONF_DIR at an
 # empty directory and passes the venv's Spark configuration explicitly (its spark-defaults.conf as
 # --properties-file, its log4j2.properties as a system property). MQREPLAY_CDS=0, or a SPARK_CONF_DIR
 # of your own, turns all of this off.
@@ -50,9 +50,11 @@ export SPARK_CONF_DIR="\$jvm_dir/empty-conf"
 java_bin="\${JAVA_HOME:+\$JAVA_HOME/bin/}java"
 key=\$( (readlink -f "\$(command -v "\$java_bin")"; ls "\$SPARK_HOME/jars") | cksum | cut -d' ' -f1)
 archive="\$jvm_dir/spark-\$key.jsa"
-if [ -s "\$archive" ]; then cds="-XX:SharedArchiveFile=\$archive"; else
-  cds="-XX:ArchiveClassesAtExit=\$archive.\$\$"
-  echo "mqreplay: this run also writes the JVM's class-data archive (\$archive), once: it adds some 15 s at exit" >&2
+cds=""
+if [ -s "\$archive" ]; then cds="-XX:SharedArchiveFile=\$archive"
+else  # made by a run of the job (not, say, --version): the archive holds the classes its first run loaded
+  for a in "\$@"; do case "\$a" in *replay.py) cds="-XX:ArchiveClassesAtExit=\$archive.\$\$" ;; esac; done
+  [ -z "\$cds" ] || echo "mqreplay: this run also writes the JVM's class-data archive (\$archive), once: it adds some 15 s at exit" >&2
 fi
 export SPARK_SUBMIT_OPTS="\${SPARK_SUBMIT_OPTS:-} \$cds -Xlog:cds=off -Xlog:cds+dynamic=off -Dlog4j2.configurationFile=file:\$conf/log4j2.properties"
 props=(--properties-file "\$conf/spark-defaults.conf")
