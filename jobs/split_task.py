@@ -206,10 +206,9 @@ def _decode_messages(plan, units, out):
         if not (magic_ok & size_ok).all():
             fields = None  # some candidates are gone: the decode finds the fields of the rest itself
     idx = np.flatnonzero(head_ok)
-    uniq, inverse = np.unique(starts[idx], return_inverse=True)
-    if len(uniq) == len(idx):  # one unit per record (always, in a sound store): decode in unit order,
-        uniq, inverse = starts[idx], None  # a run of ascending starts (a topic's) at a time: no reordering
-    else:
+    uniq, inverse = starts[idx], None  # decode in unit order, a run of ascending starts (a topic's) at a time
+    if (np.diff(uniq) == 0).any():  # a record twice in a run (never, in a sound store): decode it once
+        uniq, inverse = np.unique(uniq, return_inverse=True)
         fields = None
     try:
         cuts = np.flatnonzero(np.diff(uniq) < 0) + 1
