@@ -61,7 +61,8 @@ class ExtReader:
         pos = L.ext_position(tags_code_raw)
         file_start = (pos // self.file_size) * self.file_size
         within = pos % self.file_size
-        for start in np.unique(file_start[is_ext]):
+        starts = file_start[is_ext]
+        for start in (starts[:1] if starts.min() == starts.max() else np.unique(starts)):  # mostly one file
             rows = np.flatnonzero(is_ext & (file_start == start))
             loader = self.files.get(int(start))
             if loader is None:
@@ -91,7 +92,7 @@ def _bitmap_array(n, lengths, pieces):
     matrix = np.zeros((n, width), dtype=np.uint8)
     for rows, m in pieces:
         matrix[rows, : m.shape[1]] = m
-    data = matrix[np.arange(width) < lengths[:, None]]
+    data = matrix.reshape(-1) if (lengths == width).all() else matrix[np.arange(width) < lengths[:, None]]
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
     validity = pa.array(lengths > 0).buffers()[1]
@@ -122,7 +123,7 @@ def cq_table(topic, queue_id, cols, tags_code, store_time, bitmaps, ok):
     is_ext = L.is_ext_address(cols["tags_code_raw"])
     missing = is_ext & ~ok
     return pa.RecordBatch.from_arrays([
-        pa.array([topic] * n, pa.string()),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.array(np.full(n, queue_id, dtype=np.int32)),
         pa.array(cols["queue_offset"]),
         pa.array(cols["commitlog_offset"]),
