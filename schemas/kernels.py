@@ -41,6 +41,12 @@ def _i64(buf, p):
 
 
 @numba.njit(**_JIT)
+def _i16(buf, p):
+    v = (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
+    return v - (1 << 16) if v >= (1 << 15) else v
+
+
+@numba.njit(**_JIT)
 def _record_fields(buf, starts, v1, v2, min_size, born_v6_bit, store_v6_bit):
     n = len(starts)
     size = len(buf)
@@ -103,7 +109,7 @@ def _record_fields(buf, starts, v1, v2, min_size, born_v6_bit, store_v6_bit):
             if tl_at + 2 > end:
                 err[i] = BAD_TOPIC
                 continue
-            topic_len = (np.int64(buf[tl_at]) << 8) | np.int64(buf[tl_at + 1])
+            topic_len = _i16(buf, tl_at)  # Java's getShort
             topic_at = tl_at + 2
         else:
             topic_len = np.int64(buf[tl_at])
@@ -116,9 +122,7 @@ def _record_fields(buf, starts, v1, v2, min_size, born_v6_bit, store_v6_bit):
             err[i] = BAD_TOPIC
             continue
         pl_at = topic_at + topic_len
-        props_len = (np.int64(buf[pl_at]) << 8) | np.int64(buf[pl_at + 1])
-        if props_len >= 32768:
-            props_len -= 65536
+        props_len = _i16(buf, pl_at)
         i64[12, i] = pl_at + 2
         i64[13, i] = props_len
         if props_len < 0 or pl_at + 2 + props_len != end:
