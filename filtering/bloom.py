@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from filtering.tags import int32
+from schemas.columns import distinct_rows
 
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -174,13 +175,9 @@ def or_bits(match, bit_positions, m: int) -> np.ndarray:
         raise ValueError(f"match has shape {match.shape}, expected (N, {len(bit_positions)})")
     n, regs = match.shape
     if n > 256 and 0 < regs <= 16:  # rows share few match patterns: one bitmap per pattern, then a gather
-        codes = match.astype(np.int64) @ (np.int64(1) << np.arange(regs, dtype=np.int64))
-        patterns = np.flatnonzero(np.bincount(codes, minlength=1 << regs))
+        patterns, index = distinct_rows(match)
         if len(patterns) * 4 < n:
-            index = np.zeros(1 << regs, dtype=np.int64)
-            index[patterns] = np.arange(len(patterns))
-            rows = ((patterns[:, None] >> np.arange(regs)) & 1).astype(bool)
-            return or_bits(rows, bit_positions, m)[index[codes]]
+            return or_bits(patterns, bit_positions, m)[index]
     out = np.zeros((n, m // 8), dtype=np.uint8)
     for r, positions in enumerate(bit_positions):  # one numpy pass per registration, none per row
         out |= match[:, r, None].astype(np.uint8) * _position_mask(positions, m)

@@ -16,6 +16,7 @@ from schemas import kernels as K
 from schemas import layout as L
 from schemas import storefs
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, RESULT_SCHEMA, STAT_FIELDS
+from schemas.columns import distinct_rows
 from schemas.commitlog import decode_records
 from schemas.errors import CorruptStoreError
 
@@ -381,27 +382,17 @@ def _group_lists(mask, names):
 
     Rows share few distinct group sets, so each set's list is built once and the rows gather them."""
     g, n = mask.shape
-    if g == 0 or g > 62 or n < 64:  # no compact set code: the names of every set cell, row by row
-        offsets = np.zeros(n + 1, dtype=np.int32)
-        np.cumsum(mask.sum(axis=0), out=offsets[1:])
-        _, cols = np.nonzero(mask.T)
-        return pa.ListArray.from_arrays(pa.array(offsets), names.take(pa.array(cols)))
-    weights = np.int64(1) << np.arange(g, dtype=np.int64)
-    codes = weights @ mask  # the group set of every row as a bit code
-    if g <= 16:  # a table over every possible code: no sort
-        seen = np.zeros(1 << g, dtype=bool)
-        seen[codes] = True
-        sets = np.flatnonzero(seen)
-        lookup = np.zeros(1 << g, dtype=np.int64)
-        lookup[sets] = np.arange(len(sets))
-        index = lookup[codes]
-    else:
-        sets, index = np.unique(codes, return_inverse=True)
-    members = (sets[:, None] >> np.arange(g)) & 1
-    offsets = np.zeros(len(sets) + 1, dtype=np.int32)
-    np.cumsum(members.sum(axis=1), out=offsets[1:])
-    per_set = pa.ListArray.from_arrays(pa.array(offsets), names.take(pa.array(np.nonzero(members)[1])))
-    return per_set.take(pa.array(index.reshape(-1)))
+    if 0 < g <= 62 and n >= 64:
+        sets, index = distinct_rows(mask.T)
+        return _name_lists(sets, names).take(pa.array(index))
+    return _name_lists(mask.T, names)
+
+
+def _name_lists(rows, names):
+    """list<string> per row of an (N, groups) bool matrix: the names of its set columns, in order."""
+    offsets = np.zeros(len(rows) + 1, dtype=np.int32)
+    np.cumsum(rows.sum(axis=1), out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), names.take(pa.array(np.nonzero(rows)[1])))
 
 
 def _stats_lists(stats, g):

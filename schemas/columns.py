@@ -1,6 +1,27 @@
-"""Vectorized helpers that turn byte positions in a buffer into numpy and Arrow columns."""
+"""Vectorized helpers that turn byte positions in a buffer into numpy and Arrow columns, and bool matrices
+into their few distinct rows."""
 import numpy as np
 import pyarrow as pa
+
+
+def distinct_rows(matrix):
+    """(rows, index) of an (N, k) bool matrix with k <= 62: its distinct rows, a (P, k) bool matrix, and
+    the index of each row's pattern in it. Such rows (the registrations a message matches, the groups
+    that receive it) repeat a lot, so work done per pattern and then gathered per row is cheap."""
+    n, k = matrix.shape
+    if k > 62:
+        raise ValueError(f"{k} columns: a row's bit code needs k <= 62")
+    codes = matrix.astype(np.int64) @ (np.int64(1) << np.arange(k, dtype=np.int64))
+    if k <= 16:  # a table over every possible code: no sort
+        seen = np.zeros(1 << k, dtype=bool)
+        seen[codes] = True
+        patterns = np.flatnonzero(seen)
+        lookup = np.zeros(1 << k, dtype=np.int64)
+        lookup[patterns] = np.arange(len(patterns))
+        index = lookup[codes]
+    else:
+        patterns, index = np.unique(codes, return_inverse=True)
+    return ((patterns[:, None] >> np.arange(k)) & 1).astype(bool), index.reshape(-1)
 
 
 def gather_bytes(buf, pos, width):

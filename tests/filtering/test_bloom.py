@@ -287,3 +287,17 @@ def test_or_bits_of_matching_registrations_rebuilds_every_stored_bitmap_of_store
             in_expected = np.array([(u["queueId"], u["index"]) in m for u in units])
             assert hit[in_live & in_expected].all(), g["group"]
             assert not in_expected[in_live & ~hit].any(), g["group"]
+
+
+def test_or_bits_of_many_rows_with_few_patterns_equals_hash_to_per_row():
+    """Above 256 rows with few distinct match patterns or_bits builds one bitmap per pattern and gathers."""
+    b = BloomFilter(20, 32)
+    bits = [b.bit_positions(f"G{r}#T") for r in range(5)]
+    rng = np.random.default_rng(5)
+    match = rng.random((3000, len(bits))) < [0.9, 0.5, 0.1, 0.0, 1.0]
+    got = or_bits(match, bits, b.m)
+    for i in range(len(match)):
+        want = b.empty_bitmap()
+        for r in np.flatnonzero(match[i]):
+            b.hash_to(bits[r], want)
+        assert got[i].tobytes() == bytes(want), i
