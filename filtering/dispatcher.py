@@ -12,29 +12,23 @@ from filtering import bloom as bloom_mod
 REASON_BORN_AFTER = "registration born after the message"
 
 
-def registration_outcomes(registrations, properties, outcomes=None):
+def registration_outcomes(registrations, properties):
     """(match, errors): (N, R) bool matrices of where each registration's SQL92 returns TRUE, and where
-    it throws, per message.
+    it throws, per message. All registrations share one extraction of the property columns."""
+    from filtering.sql92.vectorized import outcomes_many
 
-    All registrations share one extraction of the property columns (`outcomes_many`); `outcomes`, when
-    given, is a per-expression evaluator such as the row reference, for tests."""
     n = len(properties)
     match = np.zeros((n, len(registrations)), dtype=bool)
     errors = np.zeros((n, len(registrations)), dtype=bool)
-    if outcomes is None:
-        from filtering.sql92.vectorized import outcomes_many
-
-        results = outcomes_many([c.sql for c in registrations], properties) if registrations and n else []
-    else:
-        results = [outcomes(c.sql, properties) for c in registrations]
-    for r, (matched, failed) in enumerate(results):
-        match[:, r], errors[:, r] = matched, failed
+    if registrations and n:
+        for r, (matched, failed) in enumerate(outcomes_many([c.sql for c in registrations], properties)):
+            match[:, r], errors[:, r] = matched, failed
     return match, errors
 
 
-def registration_matches(registrations, properties, outcomes=None):
+def registration_matches(registrations, properties):
     """(N, R) bool matrix: which registration's SQL92 returns TRUE per message."""
-    return registration_outcomes(registrations, properties, outcomes)[0]
+    return registration_outcomes(registrations, properties)[0]
 
 
 def recompute_bitmaps(registrations, match, m):

@@ -358,9 +358,10 @@ def _replay_topic(plan, topic, units, messages, out):
              "ext_unreadable": ext_unreadable,
              "bitmap_mismatches": np.full(g, int((mismatch & ~explained).sum())),
              "bitmap_mismatches_explained": np.full(g, int((mismatch & explained).sum()))}
+    groups = [c.sub.group for c in subs]
     if g:
-        out.add("stats", {"group": [c.sub.group for c in subs], "topic": topic, "stats": _stats_lists(stats, g)}, g)
-    _message_rows(out, topic, messages, units, client, collided, [c.sub.group for c in subs])
+        out.add("stats", {"group": groups, "topic": topic, "stats": _stats_lists(stats, g)}, g)
+    _message_rows(out, topic, messages, units, client, collided, groups)
 
 
 def _message_rows(out, topic, messages, units, delivered, collided, groups):
