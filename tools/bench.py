@@ -159,7 +159,7 @@ def in_process(store, sample_rows=100000):
     from filtering import dispatcher, sql92
     from filtering.bloom import BloomFilter
     from filtering.message_filter import row_outcomes, sql_outcomes
-    from jobs.plan import JobOptions, build_plan
+    from jobs.plan import JobOptions, build_plan, commitlog_splits
     from jobs.split_task import BATCH_ROWS
     from schemas import storefs
     from schemas.commitlog import decode_records
@@ -176,12 +176,13 @@ def in_process(store, sample_rows=100000):
     regs = [c for c in plan.subscriptions if c.sql is not None]
     sample = None
     splits = []
-    for start, path, length in plan.commitlog_files:
-        for lo in range(start, start + length, plan.split_size):
-            rows = np.flatnonzero((offsets >= lo) & (offsets < min(lo + plan.split_size, start + length)))
-            if len(rows):
-                part = offsets[rows] - start
-                splits.append((start, path, length, part, np.sort(part), unit_topics[rows]))
+    for lo, hi in commitlog_splits(plan):  # the job's own splits
+        rows = np.flatnonzero((offsets >= lo) & (offsets < hi))
+        start = lo // plan.commitlog_file_size * plan.commitlog_file_size
+        if len(rows) and plan.file_of(start):
+            path, length = plan.file_of(start)
+            part = offsets[rows] - start
+            splits.append((start, path, length, part, np.sort(part), unit_topics[rows]))
     # the Java figures are for a warm JIT: the first split runs once untimed (numba's cached code loaded,
     # allocator and page cache warm), then every split is timed
     for k, (start, path, length, part, in_log_order, topics) in enumerate(splits[:1] + splits):
