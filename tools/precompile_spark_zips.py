@@ -11,7 +11,6 @@ interpreter's version. Sources and data files stay as they were; a zip already d
     python tools/precompile_spark_zips.py SPARK_HOME
 """
 import glob
-import importlib.util
 import os
 import sys
 import time
@@ -46,7 +45,7 @@ def precompile(path):
 
 
 def main(spark_home):
-    assert importlib.util.MAGIC_NUMBER  # bytecode is for this interpreter: run it with the venv's python
+    """Every zip of $SPARK_HOME/python/lib; the bytecode is this interpreter's: run it with the venv's python."""
     for path in sorted(glob.glob(os.path.join(spark_home, "python", "lib", "*.zip"))):
         print(f"{os.path.basename(path)}: {precompile(path)} modules compiled")
 
