@@ -2,7 +2,8 @@
 
 Generates once (cached, seeded) a store of the workload shape: 3 topics x 4 queues, bodies of 200-400
 bytes, 3-5 user properties, 1 GiB commit-log segments, 8 SQL92 and 8 TAG groups each subscribed to all
-3 topics. Prints figures as messages/s per core and as ratios to the Java anchors; asserts nothing.
+3 topics. Prints figures as messages/s per core and as ratios to the Java anchors, and the floor Spark
+alone sets for the noop run (tools/bench_floor.py); asserts nothing.
 
     python tools/bench.py [--messages 3000000] [--seed 7] [--no-tenth]
 """
@@ -153,6 +154,18 @@ def run_job(store, subs, sink, out):
     return wall, summary.get("job_seconds", wall), rss.peak
 
 
+def run_floor(store, subs):
+    """tools/bench_floor.py on the store: Spark's own cost of taking the result rows from Python."""
+    cmd = [os.path.join(ROOT, ".venv", "bin", "spark-submit"), "--master", f"local[{CORES}]",
+           "--driver-memory", "4g", os.path.join(ROOT, "tools", "bench_floor.py"), "--store", store,
+           "--subscriptions", subs, "--out", os.path.join(ROOT, "build", "bench", "floor")]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(proc.stdout[-3000:], proc.stderr[-3000:])
+        raise SystemExit(f"bench_floor failed ({proc.returncode})")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def in_process(store, sample_rows=100000):
     """decode and dispatch rates, one core, the job's own code; row vs vectorized SQL92."""
     import schemas
@@ -273,6 +286,12 @@ def main(argv=None):
         print(line)
         print(f"    peak RSS: driver JVM {peak['driver_jvm'] / 2**20:,.0f} MiB, driver Python "
               f"{peak['driver_python'] / 2**20:,.0f} MiB, Python worker {peak['python_worker'] / 2**20:,.0f} MiB")
+        if sink == "noop" and size == args.messages:
+            floor = run_floor(path, subs)
+            print(f"    Spark alone on the same rows (tools/bench_floor.py: {floor['splits']} splits returning "
+                  f"{floor['rows']:,} stored result rows, no replay work): job {floor['cold_seconds']:.1f} s cold "
+                  f"(as above: workers started, JIT cold), {floor['warm_seconds']:.1f} s warm; the replay's own "
+                  f"work adds {job - floor['cold_seconds']:.1f} s")
     if len(per_message) > 1:
         sizes = sorted(per_message)
         print(f"cost per message (noop job time / messages), full size / tenth: "
