@@ -133,37 +133,38 @@ class PeakRss(threading.Thread):
             time.sleep(0.2)
 
 
+def spark_submit(script, *args):
+    """The venv's spark-submit on local[CORES] with `script` (relative to the project); its stdout."""
+    cmd = [os.path.join(ROOT, ".venv", "bin", "spark-submit"), "--master", f"local[{CORES}]",
+           "--driver-memory", "4g", os.path.join(ROOT, script), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(proc.stdout[-3000:], proc.stderr[-3000:])
+        raise SystemExit(f"{script} failed ({proc.returncode})")
+    return proc.stdout
+
+
 def run_job(store, subs, sink, out):
     import shutil
 
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [os.path.join(ROOT, ".venv", "bin", "spark-submit"), "--master", f"local[{CORES}]",
-           "--driver-memory", "4g", os.path.join(ROOT, "jobs", "replay.py"), "--store", store, "--out", out,
-           "--subscriptions", subs, "--sink", sink, "--no-retry"]
     rss = PeakRss()
     rss.start()
     t = time.time()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    spark_submit("jobs/replay.py", "--store", store, "--out", out, "--subscriptions", subs, "--sink", sink,
+                 "--no-retry")
     wall = time.time() - t
     rss.stop = True
     rss.join()
-    if proc.returncode != 0:
-        print(proc.stdout[-3000:], proc.stderr[-3000:])
-        raise SystemExit(f"job failed ({proc.returncode})")
     summary = json.load(open(os.path.join(out, "summary.json")))
     return wall, summary.get("job_seconds", wall), rss.peak
 
 
 def run_floor(store, subs):
     """tools/bench_floor.py on the store: Spark's own cost of taking the result rows from Python."""
-    cmd = [os.path.join(ROOT, ".venv", "bin", "spark-submit"), "--master", f"local[{CORES}]",
-           "--driver-memory", "4g", os.path.join(ROOT, "tools", "bench_floor.py"), "--store", store,
-           "--subscriptions", subs, "--out", os.path.join(ROOT, "build", "bench", "floor")]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        print(proc.stdout[-3000:], proc.stderr[-3000:])
-        raise SystemExit(f"bench_floor failed ({proc.returncode})")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    out = spark_submit("tools/bench_floor.py", "--store", store, "--subscriptions", subs,
+                       "--out", os.path.join(ROOT, "build", "bench", "floor"))
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def in_process(store, sample_rows=100000):

