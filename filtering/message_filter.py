@@ -55,7 +55,8 @@ class Outcome:
     bloom_checked: np.ndarray  # stage 1 decided by the bloom filter (and it hit)
     broker: np.ndarray  # what the broker returns
     client: np.ndarray  # what the consumer finally receives
-    errors: np.ndarray  # evaluation errors (SQL92 exceptions, PYTHON exceptions)
+    errors: np.ndarray  # evaluation errors (SQL92 exceptions, PYTHON exceptions) wherever it was evaluated
+    evaluated: np.ndarray  # where the expression was evaluated (dispatcher: every row; else stage 2)
 
 
 def sql_outcomes(expression, properties):
@@ -101,7 +102,8 @@ def apply_subscription(csub, batch, bloom, recomputed=None, retry_sql=None, mess
     """Outcome of one compiled subscription over a batch of its topic.
 
     evaluated: (matched, errors) of this SQL92 expression over every row of the batch, when the
-    dispatcher already computed it (a row's result does not depend on the other rows).
+    dispatcher already computed it (a row's result does not depend on the other rows). Its errors count on
+    every row: the replay's dispatcher evaluated the expression there, as the broker's does.
 
     recomputed: (bitmaps, valid) from the dispatcher, used for ad hoc SQL92 subscriptions.
     retry_sql: {original topic: compiled SQL92 of this group}, for ExpressionForRetryMessageFilter.
@@ -111,6 +113,7 @@ def apply_subscription(csub, batch, bloom, recomputed=None, retry_sql=None, mess
     ones = np.ones(n, dtype=bool)
     errors = np.zeros(n, dtype=bool)
     checked = np.zeros(n, dtype=bool)
+    ran = np.zeros(n, dtype=bool)
     if support_retry and sub.topic.startswith(RETRY_PREFIX) and sub.expression_type != "PYTHON":
         stage1 = ones
         broker = ones.copy()
@@ -122,10 +125,11 @@ def apply_subscription(csub, batch, bloom, recomputed=None, retry_sql=None, mess
                 m, e = sql_outcomes(expression, batch.properties.filter(pa.array(rows)))
                 broker[rows] = m
                 errors[rows] = e
+                ran |= rows
         client = broker.copy()
         if csub.tag is not None and not csub.tag.match_all:
             client &= tags_mod.client_tag_match_encoded(csub.tag, batch.tags_encoded())
-        return Outcome(stage1, checked, broker, client, errors)
+        return Outcome(stage1, checked, broker, client, errors, ran)
     if csub.tag is not None:
         stage1 = tags_mod.broker_tag_match_array(csub.tag, batch.tags_code, batch.code_missing)
         broker = stage1
@@ -138,19 +142,20 @@ def apply_subscription(csub, batch, bloom, recomputed=None, retry_sql=None, mess
         broker = np.zeros(n, dtype=bool)
         if evaluated is not None:
             broker = stage1 & evaluated[0]
-            errors = stage1 & evaluated[1]
+            errors, ran = evaluated[1], ones
         elif stage1.any():
             props = batch.properties if stage1.all() else batch.properties.filter(pa.array(stage1))
             m, e = sql_outcomes(csub.sql, props)
             broker[stage1] = m
             errors[stage1] = e
+            ran = stage1
         client = broker
     elif csub.python is not None:
         from filtering.custom import FilterContext, run_filter
 
         stage1 = ones
         broker, errors = run_filter(csub.python, messages(), FilterContext(sub.group, sub.topic))
-        client = broker
+        client, ran = broker, ones
     else:
         raise ValueError(f"subscription {sub.group}/{sub.topic} did not compile: {csub.error}")
-    return Outcome(stage1, checked, broker, client, errors)
+    return Outcome(stage1, checked, broker, client, errors, ran)

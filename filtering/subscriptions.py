@@ -1,6 +1,6 @@
 """Which group receives which topic under which expression: the store's registrations merged with the
 user's, compiled once, shipped to executors (everything here is small and picklable)."""
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 RETRY_PREFIX = "%RETRY%"
 EXPRESSION_TYPES = ("TAG", "SQL92", "PYTHON")
@@ -21,7 +21,6 @@ class Subscription:
     born_time: int = None
     bloom_bits: tuple = None
     stored: bool = False
-    origin: str = "file"
 
 
 @dataclass
@@ -33,7 +32,7 @@ class CompiledSubscription:
     sql: object = None
     python: object = None
     error: str = None
-    info: dict = field(default_factory=dict)
+    warning: str = None  # compiled, but not as the user may think (RocketMQ ignored trailing text)
 
     @property
     def key(self):
@@ -51,25 +50,24 @@ def merge_subscriptions(stored_filters, registrations, bloom, existing_topics=No
     stored = {}
     for fd in stored_filters:
         s = Subscription(fd.consumer_group, fd.topic, fd.expression_type, fd.expression, fd.born_time,
-                         tuple(fd.bloom_bit_pos) if fd.bloom_bit_pos else None, True, "store")
+                         tuple(fd.bloom_bit_pos) if fd.bloom_bit_pos else None, True)
         subs[(s.group, s.topic)] = stored[(s.group, s.topic)] = s
     for reg in registrations:
         key = (reg.group, reg.topic)
         known = stored.get(key)
         if known and known.expression_type == reg.expression_type and known.expression == reg.expression:
-            subs[key] = replace(known, born_time=reg.born_time if reg.born_time is not None else known.born_time,
-                                origin=_origin(reg))
+            subs[key] = replace(known, born_time=reg.born_time if reg.born_time is not None else known.born_time)
             continue
         bits = None
         if reg.expression_type == "SQL92":
             bits = tuple(reg.bloom_bit_pos) if reg.bloom_bit_pos else tuple(bloom.registration_bits(*key))
         subs[key] = Subscription(reg.group, reg.topic, reg.expression_type, reg.expression, reg.born_time,
-                                 bits, False, _origin(reg))
+                                 bits, False)
     if retry:
         for group in sorted({g for g, _ in subs}):
             topic = RETRY_PREFIX + group
             if (group, topic) not in subs and (existing_topics is None or topic in existing_topics):
-                subs[(group, topic)] = Subscription(group, topic, "TAG", "*", origin="retry")
+                subs[(group, topic)] = Subscription(group, topic, "TAG", "*")
     out = [s for s in subs.values()
            if (not groups or s.group in groups) and (not topics or s.topic in topics
                                                      or _retry_of(s.topic) in (groups or ()))]
@@ -78,10 +76,6 @@ def merge_subscriptions(stored_filters, registrations, bloom, existing_topics=No
 
 def _retry_of(topic):
     return topic[len(RETRY_PREFIX):] if topic.startswith(RETRY_PREFIX) else None
-
-
-def _origin(reg):
-    return "cli" if reg.source == "<command line>" else "file"
 
 
 def compile_subscription(sub, dialect="5"):
@@ -94,6 +88,10 @@ def compile_subscription(sub, dialect="5"):
             compiled.tag = tags.parse_subscription(sub.expression)
         elif sub.expression_type == "SQL92":
             compiled.sql = sql92.parse(sub.expression, dialect=dialect)
+            if compiled.sql.ignored:
+                kept = sub.expression[:compiled.sql.cut].strip()
+                compiled.warning = (f"RocketMQ's {dialect}.x parser ignores the trailing text "
+                                    f"{compiled.sql.ignored!r}: the selector is {kept!r}")
         elif sub.expression_type == "PYTHON":
             compiled.python = custom.load_filter(sub.expression)
         else:

@@ -5,7 +5,7 @@ import pyarrow.compute as pc
 
 from jobs.plan import commitlog_splits, split_units
 from jobs.split_task import process_split
-from schemas.arrow_schemas import RESULT_SCHEMA, STAT_FIELDS
+from schemas.arrow_schemas import RESULT_SCHEMA, STAT_FIELDS, TOPIC_STAT_FIELDS
 
 
 def replay_local(planned):
@@ -17,11 +17,12 @@ def replay_local(planned):
 
 def kind(table, name):
     """Rows of one kind; "matched" and "collision" are fanned out per group as the outputs are."""
-    if name == "stats":  # the counters list as named columns, as the summary reports them
+    if name in ("stats", "topic_stats"):  # the counters list as named columns, as the summary reports them
+        fields = STAT_FIELDS if name == "stats" else TOPIC_STAT_FIELDS
         rows = table.filter(pc.equal(table.column("kind"), name))
-        counters = pc.list_flatten(rows.column("stats")).to_numpy().reshape(-1, len(STAT_FIELDS))
+        counters = pc.list_flatten(rows.column("stats")).to_numpy().reshape(-1, len(fields))
         rows = rows.drop_columns(["stats"])
-        for i, field in enumerate(STAT_FIELDS):
+        for i, field in enumerate(fields):
             rows = rows.append_column(field, pa.array(counters[:, i], pa.int64()))
         return rows
     if name not in ("matched", "collision"):

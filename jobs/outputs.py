@@ -1,32 +1,52 @@
 """Run the replay and publish OUT atomically: everything is written under a temporary sibling of OUT,
 which is renamed to OUT only when every part succeeded; a failed run leaves no OUT behind."""
 import json
+import time
+import unicodedata
 import uuid
 
 import pyarrow.fs as pafs
 
 from jobs import transforms as T
+from jobs.errors import UsageError
+from jobs.progress import Progress
 from schemas import storefs
-from schemas.arrow_schemas import STAT_FIELDS
+from schemas.arrow_schemas import STAT_FIELDS, TOPIC_STAT_FIELDS
+
+TMP_MARK = ".tmp-"
 
 
 def refuse_existing(out, overwrite):
     fs, path = storefs.resolve(out)
     if fs.get_file_info(path).type != pafs.FileType.NotFound and not overwrite:
-        raise ValueError(f"{out} exists: choose a new --out or pass --overwrite")
+        raise UsageError(f"--out {out} exists: choose a new --out or pass --overwrite")
 
 
-def run_and_publish(spark, planned, out, options, settings, sink="parquet"):
-    """Run the job, write every output under OUT.tmp-*, then publish it as OUT; returns the summary."""
+def stale_temporaries(out):
+    """Temporary siblings of OUT (OUT.tmp-*) left by runs that died, or being written by a run now."""
+    fs, path = storefs.resolve(out)
+    parent, _, name = path.rstrip("/").rpartition("/")
+    infos = fs.get_file_info(pafs.FileSelector(parent or ".", allow_not_found=True))
+    return sorted(i.path for i in infos if i.base_name.startswith(name + TMP_MARK))
+
+
+def remove_temporaries(out, paths):
+    fs, _ = storefs.resolve(out)
+    for path in paths:
+        fs.delete_dir(path)
+
+
+def run_and_publish(spark, planned, out, options, sink="parquet"):
+    """Run the job, write every output under OUT.tmp-*, then publish it as OUT; returns the summary.
+
+    Progress (splits, units, MiB/s) goes to stderr while the tasks run."""
     fs, final = storefs.resolve(out)
-    suffix = f".tmp-{uuid.uuid4().hex[:8]}"
+    suffix = f"{TMP_MARK}{uuid.uuid4().hex[:8]}"
     tmp_path = final + suffix  # for pyarrow (no scheme, no host)
     tmp_uri = str(out).rstrip("/") + suffix  # for Spark's writers: keeps scheme and host (hdfs://nn:8020/...)
-    import time
-
     started = time.time()
     try:
-        summary = _run(spark, planned, tmp_uri, options, settings, sink)
+        summary = _run(spark, planned, tmp_uri, options, sink)
         summary["job_seconds"] = round(time.time() - started, 3)
         with fs.open_output_stream(f"{tmp_path}/summary.json") as f:
             f.write(json.dumps(summary, indent=2, ensure_ascii=False, sort_keys=True).encode("utf-8"))
@@ -40,46 +60,76 @@ def run_and_publish(spark, planned, out, options, settings, sink="parquet"):
     return summary
 
 
-def _run(spark, planned, out, options, settings, sink="parquet"):
+def _run(spark, planned, out, options, sink="parquet"):
+    plan = planned.plan
+    ranges = T.commitlog_splits(plan)
+    with Progress(spark, len(ranges), sum(T.split_bytes(plan, a, b) for a, b in ranges)) as progress:
+        return _run_with(spark, planned, out, options, sink, progress.task_counters())
+
+
+def _run_with(spark, planned, out, options, sink, progress):
     from pyspark import StorageLevel
 
     split_rows = T.splits(spark, planned.plan)
     if sink == "noop":  # one pass, nothing written but the summary: what a benchmark measures
-        result = T.replay(split_rows, planned)
+        result = T.replay(split_rows, planned, progress)
         result.write.format("noop").mode("overwrite").save()
         fs, path = storefs.resolve(out)
         fs.create_dir(path)
-        summary = build_summary(planned, {}, options)
+        summary = build_summary(planned, Counters(), options)
         summary["sink"] = "noop: nothing written, counters not collected"
         return summary
-    result = T.replay(split_rows, planned).persist(StorageLevel.DISK_ONLY)
+    result = T.replay(split_rows, planned, progress).persist(StorageLevel.DISK_ONLY)
     try:
         T.write_partitioned(T.message_rows(result, "matched", options.with_body), f"{out}/matched")
         T.write_partitioned(T.message_rows(result, "collision", options.with_body), f"{out}/audit/collisions")
         (T.bitmap_rows(result).orderBy("topic", "queue_id", "queue_offset")
          .write.mode("errorifexists").parquet(f"{out}/audit/bitmaps"))
-        (T.corrupt_rows(result).unionByName(T.problem_rows(spark, planned.problems or []))
-         .orderBy("file", "offset", "topic", "queue_id", "queue_offset")
-         .write.mode("errorifexists").parquet(f"{out}/audit/corrupt"))
-        counters = {(r["group"], r["topic"]): r.asDict() for r in T.stats(result).collect()}
+        corrupt = T.corrupt_count(result) + len(planned.problems or [])
+        if corrupt:  # an empty audit/corrupt/ would only say "nothing" in a harder way
+            (T.corrupt_rows(result).unionByName(T.problem_rows(spark, planned.problems or []))
+             .orderBy("file", "offset", "topic", "queue_id", "queue_offset")
+             .write.mode("errorifexists").parquet(f"{out}/audit/corrupt"))
+        counters = Counters(
+            groups={(r["group"], r["topic"]): r.asDict() for r in T.stats(result).collect()},
+            topics={r["topic"]: r.asDict() for r in T.topic_stats(result).collect()},
+            examples={(r["group"], r["topic"]): r["example"] for r in T.error_examples(result).collect()},
+            corrupt_items=corrupt)
     finally:
         result.unpersist()
     return build_summary(planned, counters, options)
 
 
+class Counters:
+    """What the tasks counted, summed over tasks: per (group, topic), per topic, and the audit's size."""
+
+    def __init__(self, groups=None, topics=None, examples=None, corrupt_items=0):
+        self.groups, self.topics = groups or {}, topics or {}
+        self.examples, self.corrupt_items = examples or {}, corrupt_items
+
+
 def build_summary(planned, counters, options):
-    """summary.json: per group and topic, every counter; failed subscriptions with RocketMQ's status."""
+    """summary.json: per group and topic every counter, per topic the bitmap audit, failed subscriptions
+    with RocketMQ's status, and the warnings a user must read."""
     rows = []
+    lost = _lost_per_subscription(planned)
     for c in planned.subscriptions:
         key = (c.sub.group, c.sub.topic)
         row = {"group": c.sub.group, "topic": c.sub.topic, "expression_type": c.sub.expression_type,
                "expression": c.sub.expression, "status": "FAILED" if c.error else "OK"}
-        found = counters.get(key, {})
+        found = counters.groups.get(key, {})
         row.update({name: int(found.get(name) or 0) for name in STAT_FIELDS})
+        if not c.error:  # units a truncated consume-queue file lost: skipped, with the file in audit/corrupt
+            row["units"] += lost.get(key, 0)
+            row["skipped"] += lost.get(key, 0)
         row["filtered_out"] = row["units"] - row["skipped"] - row["broker_delivered"]
         if c.error:
             row["error"] = c.error
+        if c.warning:
+            row["warning"] = c.warning
         rows.append(row)
+    topics = [{"topic": t, **{name: int(v.get(name) or 0) for name in TOPIC_STAT_FIELDS}}
+              for t, v in sorted(counters.topics.items())]
     return {
         "store": options.store,
         "from": options.start_from,
@@ -87,21 +137,78 @@ def build_summary(planned, counters, options):
         "subscriptions": rows,
         "failed_subscriptions": [r["group"] + "/" + r["topic"] for r in rows if r["status"] != "OK"],
         "store_problems": planned.problems or [],
-        "totals": {name: sum(r[name] for r in rows) for name in STAT_FIELDS},
+        "corrupt_items": counters.corrupt_items,
+        "skipped_units": sum(r["skipped"] for r in rows),
+        "totals": {name: sum(r[name] for r in rows) for name in STAT_FIELDS + ["filtered_out"]},
+        "bitmap_audit": {"topics": topics,
+                         "totals": {name: sum(t[name] for t in topics) for name in TOPIC_STAT_FIELDS}},
+        "warnings": list(planned.warnings) + _error_warnings(planned, rows, counters.examples),
     }
 
 
+def _lost_per_subscription(planned):
+    """{(group, topic): units of its queues that truncated consume-queue files lost, in its scope}."""
+    starts = {(g, t, q): o for g, t, q, o in planned.plan.start_offsets}
+    out = {}
+    for c in planned.subscriptions:
+        for lost in planned.lost_units:
+            if lost.topic != c.sub.topic:
+                continue
+            first = max(lost.first, starts.get((c.sub.group, c.sub.topic, lost.queue_id), 0))
+            out[c.key] = out.get(c.key, 0) + max(0, lost.first + lost.count - first)
+    return out
+
+
+def _error_warnings(planned, rows, examples):
+    """Ad hoc SQL92 that throws for more than half of the messages it was evaluated on: say why, once."""
+    adhoc = {c.key for c in planned.subscriptions if c.sub.expression_type == "SQL92" and not c.sub.stored}
+    out = []
+    for r in rows:
+        key = (r["group"], r["topic"])
+        if key in adhoc and r["evaluation_errors"] * 2 > r["evaluated"] > 0:
+            example = examples.get(key) or "an exception"
+            out.append(f"{r['group']}/{r['topic']} `{r['expression']}`: {r['evaluation_errors']} of "
+                       f"{r['evaluated']} messages threw {example}")
+    return out
+
+
+def exit_code(summary):
+    """0 clean; 4 finished, but damaged data was skipped (audit/corrupt); 3 some subscription failed."""
+    if summary.get("corrupt_items"):
+        return 4
+    if summary["failed_subscriptions"]:
+        return 3
+    return 0
+
+
 def summary_table(summary):
-    """The summary as a fixed-width text table for the console."""
-    heads = ["group", "topic", "units", "stage1", "broker", "client", "collisions", "bloom_fp", "errors",
-             "bitmap_mism", "status"]
-    keys = ["group", "topic", "units", "stage1_passed", "broker_delivered", "client_delivered", "collisions",
-            "bloom_false_positives", "evaluation_errors", "bitmap_mismatches", "status"]
+    """The summary as a fixed-width text table for the console, then what a user must read."""
+    heads = ["group", "topic", "units", "skipped", "stage1", "broker", "client", "collisions", "bloom_fp",
+             "errors", "status"]
+    keys = ["group", "topic", "units", "skipped", "stage1_passed", "broker_delivered", "client_delivered",
+            "collisions", "bloom_false_positives", "evaluation_errors", "status"]
     rows = [[str(r[k]) for k in keys] for r in summary["subscriptions"]]
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(heads)]
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths))  # noqa: E731
-    out = [line(heads), line(["-" * w for w in widths])] + [line(r) for r in rows]
+    out = _table(heads, rows)
+    audit = [t for t in summary.get("bitmap_audit", {}).get("topics", []) if t["bitmaps_compared"]]
+    if audit:
+        out += ["", "bitmap audit (stored ConsumeQueueExt bitmaps against all the store's registrations):"]
+        out += _table(["topic", "compared", "mismatches", "explained"],
+                      [[t["topic"], str(t["bitmaps_compared"]), str(t["bitmap_mismatches"]),
+                        str(t["bitmap_mismatches_explained"])] for t in audit])
     for r in summary["subscriptions"]:
         if r.get("error"):
             out.append(f"{r['group']}/{r['topic']}: {r['error']}")
+    for w in summary.get("warnings", []):
+        out.append(f"warning: {w}")
     return "\n".join(out)
+
+
+def _table(heads, rows):
+    """Columns padded by display width: a CJK character takes two cells of a terminal."""
+    widths = [max([_width(h)] + [_width(r[i]) for r in rows]) for i, h in enumerate(heads)]
+    line = lambda cells: "  ".join(c + " " * (w - _width(c)) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return [line(heads), line(["-" * w for w in widths])] + [line(r) for r in rows]
+
+
+def _width(text):
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)

@@ -2,16 +2,28 @@
 
 Only metadata is handled here (file names, sizes, config JSON); store bytes are read by the tasks."""
 import logging
-from dataclasses import dataclass
+import os
+import tempfile
+from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from filtering.bloom import BloomFilter
 from filtering.subscriptions import compile_subscription, merge_subscriptions
+from jobs.errors import UsageError
 from jobs.split_task import ReplayPlan
+from schemas import layout as L
 from schemas import storefs
 from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA
-from schemas.config import ConfigError, Registration, load_registrations, load_store_config
+from schemas.config import (
+    CONSUMER_FILTER_FILE,
+    EXPRESSION_TYPES,
+    ConfigError,
+    Registration,
+    load_registrations,
+    load_store_config,
+)
 from schemas.errors import CorruptStoreError
 from schemas.store import open_store
 from schemas.store_checks import layout_problems
@@ -38,6 +50,7 @@ class JobOptions:
     split_size: int = 128 << 20
     on_corrupt: str = "fail"
     verify_crc: bool = False
+    allow_missing: bool = False  # names that match nothing become warnings, not usage errors
 
 
 @dataclass
@@ -47,41 +60,145 @@ class Planned:
     subscriptions: list  # every CompiledSubscription, failed ones included
     committed: dict  # (topic, group) -> {queue_id: offset}, for --from committed
     problems: list = None  # listing and config problems: [{file, offset, topic, queue_id, reason}]
+    lost_units: tuple = ()  # LostUnits: consume-queue units a truncated file no longer holds
+    warnings: list = field(default_factory=list)  # what the run must say besides its counters
+
+
+@dataclass(frozen=True)
+class LostUnits:
+    """Units of one queue that a truncated consume-queue file lost: queue offsets [first, first + count)."""
+
+    topic: str
+    queue_id: int
+    first: int
+    count: int
+    file: str
 
 
 def build_plan(options):
-    """Everything the tasks need; with on_corrupt=fail the first problem found stops the job here."""
+    """Everything the tasks need; with on_corrupt=fail the first problem found stops the job here.
+
+    Raises UsageError (exit 2) for arguments that name nothing: unknown expression types, topics the
+    store does not have, --groups / --topics that match no subscription (warnings with allow_missing)."""
     layout = open_store(options.store)
     problems = layout_problems(layout)
     config = load_store_config_uri(options.store, options.on_corrupt, problems)
+    stored = _stored_sql92(config, problems)
     if problems and options.on_corrupt != "skip":
         p = problems[0]
         raise CorruptStoreError(p["file"], p["offset"], p["reason"], p["topic"], p["queue_id"])
-    regs = []
-    for path in options.subscription_files:
-        regs.extend(load_registrations(path))
-    for group, topic, etype, expression in options.ad_hoc:
-        regs.append(Registration(group, topic, etype.upper(), expression, None, None, "<command line>"))
+    regs = _user_registrations(options)
     bloom = BloomFilter(options.bloom_f, options.bloom_n)
     topics_present = {q.topic for q in layout.queues}
-    subs = merge_subscriptions(config.consumer_filters, regs, bloom, topics_present, options.retry,
+    everything = merge_subscriptions(stored, regs, bloom, topics_present, options.retry)
+    warnings = _names_that_match_nothing(options, regs, everything, topics_present)
+    subs = merge_subscriptions(stored, regs, bloom, topics_present, options.retry,
                                set(options.groups) or None, set(options.topics) or None)
+    if not subs and not warnings:
+        raise UsageError("no subscription to replay: give --subscriptions FILE or --subscription "
+                         "(the store's config/consumerFilter.json holds none)")
     compiled = [compile_subscription(s, options.dialect) for s in subs]
     for c in compiled:
         if c.error:
             log.error("group %s topic %s: %s", c.sub.group, c.sub.topic, c.error)
+        if c.warning:
+            warnings.append(f"{c.sub.group}/{c.sub.topic}: {c.warning}")
     plan = ReplayPlan(
         store_uri=str(options.store),
         commitlog_file_size=layout.commitlog_file_size or 1,
         commitlog_files=tuple((s.start, s.path, s.length) for s in layout.commitlog),
         subscriptions=tuple(c for c in compiled if not c.error),
+        registrations=_dispatched_registrations(stored, compiled, bloom, options.dialect),
         bloom_f=options.bloom_f, bloom_n=options.bloom_n, with_body=options.with_body,
         support_retry=options.support_retry, on_corrupt=options.on_corrupt, verify_crc=options.verify_crc,
         split_size=min(options.split_size, layout.commitlog_file_size or options.split_size),
         start_offsets=_start_offsets(options, compiled, config.consumer_offsets),
         data_end=_data_end(layout),
     )
-    return Planned(plan, layout, compiled, config.consumer_offsets, problems)
+    return Planned(plan, layout, compiled, config.consumer_offsets, problems, _lost_units(layout), warnings)
+
+
+def _user_registrations(options):
+    """Registrations of the subscription files and the command line, in precedence order."""
+    regs = []
+    for path in options.subscription_files:
+        try:
+            regs.extend(load_registrations(path))
+        except (ConfigError, OSError) as exc:
+            raise UsageError(f"--subscriptions {path}: {exc}") from exc
+    for group, topic, etype, expression in options.ad_hoc:
+        if etype.upper() not in EXPRESSION_TYPES:
+            raise UsageError(f"--subscription {group} {topic}: unknown expression type {etype!r} "
+                             f"(expected one of {', '.join(EXPRESSION_TYPES)})")
+        regs.append(Registration(group, topic, etype.upper(), expression, None, None, "<command line>"))
+    return regs
+
+
+def _stored_sql92(config, problems):
+    """The store's registrations a broker can hold: SQL92 only. Any other type in consumerFilter.json is
+    damaged config (a PYTHON one would make the job import and run what a copied store names): a problem,
+    never loaded."""
+    kept = []
+    for fd in config.consumer_filters:
+        if fd.expression_type == "SQL92":
+            kept.append(fd)
+            continue
+        problems.append(dict(
+            file=config.paths.get(CONSUMER_FILTER_FILE, CONSUMER_FILTER_FILE), offset=None, topic=fd.topic,
+            queue_id=None, reason=f"registration of group {fd.consumer_group!r} has expressionType "
+                                  f"{fd.expression_type!r}: a broker stores only SQL92 filters; not loaded, not run"))
+    return kept
+
+
+def _names_that_match_nothing(options, regs, subs, topics_present):
+    """Typos: topics a user's subscription names that the store lacks, --groups / --topics that match no
+    subscription. UsageError, or warnings with allow_missing (a nightly run whose topics come and go).
+    The implicit %RETRY%<group> subscriptions are exempt: a group without retries has no retry topic."""
+    groups, topics = set(options.groups), set(options.topics)
+    problems = []
+    for reg in regs:
+        if reg.topic not in topics_present and (not groups or reg.group in groups) \
+                and (not topics or reg.topic in topics):
+            problems.append(f"topic {reg.topic!r} of group {reg.group!r} ({reg.source}) is not in the store")
+    known_groups = sorted({s.group for s in subs})
+    for group in sorted(groups - set(known_groups)):
+        problems.append(f"--groups {group}: no subscription of that group "
+                        f"(known: {', '.join(known_groups[:10]) or 'none'})")
+    for topic in sorted(topics - {s.topic for s in subs}):
+        where = "a topic of the store without a subscription" if topic in topics_present else "not in the store"
+        problems.append(f"--topics {topic}: {where}")
+    if problems and not options.allow_missing:
+        raise UsageError("; ".join(problems) + " (--allow-missing runs anyway)")
+    return problems
+
+
+def _dispatched_registrations(stored, compiled, bloom, dialect):
+    """Every stored SQL92 registration of the store, compiled, whatever the run replays: the dispatcher
+    ORs all of them into a message's bitmap, so the bitmap audit compares against all of them."""
+    by_key = {c.key: c for c in compiled if c.sub.stored and c.sql is not None}
+    out = []
+    for s in merge_subscriptions(stored, [], bloom, None, retry=False):
+        c = by_key.get((s.group, s.topic)) or compile_subscription(s, dialect)
+        if c.sql is not None and c.sub.bloom_bits:
+            out.append(c)
+    return tuple(out)
+
+
+def _lost_units(layout):
+    """Units that truncated consume-queue files no longer hold: a file shorter than the others lost the
+    units up to the next file's start; the last file of a queue lost at least its partial unit."""
+    cq_size = max([q.cq_file_size for q in layout.queues] + [s.length for q in layout.queues for s in q.cq] + [0])
+    lost = []
+    for q in layout.queues:
+        for k, seg in enumerate(q.cq):
+            if seg.length >= cq_size:
+                continue
+            kept = seg.length // L.CQ_UNIT_SIZE
+            end = q.cq[k + 1].start if k + 1 < len(q.cq) else seg.start + seg.length + L.CQ_UNIT_SIZE - 1
+            count = (min(end, seg.start + cq_size) - seg.start) // L.CQ_UNIT_SIZE - kept
+            if count > 0:
+                lost.append(LostUnits(q.topic, q.queue_id, (seg.start // L.CQ_UNIT_SIZE) + kept, count, seg.path))
+    return tuple(lost)
 
 
 def _data_end(layout):
@@ -106,53 +223,33 @@ def _start_offsets(options, compiled, committed):
 
 
 def load_store_config_uri(store, on_corrupt="fail", problems=None):
-    """Config of a store (remote ones are copied through pyarrow to a temp dir first).
+    """Config of a store (remote ones are copied through pyarrow to a temporary directory first).
 
     With on_corrupt=skip a malformed file is recorded in `problems` and read as absent."""
     fs, root = storefs.resolve(store)
-    if isinstance(fs, pa.fs.LocalFileSystem):
+    if isinstance(fs, pafs.LocalFileSystem):
         return _load_config_dir(root, on_corrupt, problems)
-    import tempfile
-
-    tmp = tempfile.mkdtemp(prefix="mqreplay-config-")
-    import os
-
-    os.makedirs(f"{tmp}/config")
-    for info in fs.get_file_info(pa.fs.FileSelector(f"{root}/config", allow_not_found=True)):
-        if info.type == pa.fs.FileType.File:
-            with fs.open_input_file(info.path) as src, open(f"{tmp}/config/{info.base_name}", "wb") as dst:
-                dst.write(src.read())
-    return _load_config_dir(tmp, on_corrupt, problems)
+    with tempfile.TemporaryDirectory(prefix="mqreplay-config-") as tmp:
+        os.makedirs(f"{tmp}/config")
+        for info in fs.get_file_info(pafs.FileSelector(f"{root}/config", allow_not_found=True)):
+            if info.type == pafs.FileType.File:
+                with fs.open_input_file(info.path) as src, open(f"{tmp}/config/{info.base_name}", "wb") as dst:
+                    dst.write(src.read())
+        return _load_config_dir(tmp, on_corrupt, problems)
 
 
 def _load_config_dir(root, on_corrupt, problems):
-    import os
-
+    absent = set()
     while True:
         try:
-            return load_store_config(root)
+            return load_store_config(root, absent)
         except ConfigError as exc:
-            if on_corrupt != "skip" or problems is None or not exc.path or not os.path.exists(exc.path):
+            if on_corrupt != "skip" or problems is None or not exc.path or str(exc.path) in absent \
+                    or not os.path.exists(exc.path):
                 raise
             problems.append(dict(file=str(exc.path), offset=None, topic=None, queue_id=None,
                                  reason=f"malformed config, read as absent: {exc}"))
-            root = _without(root, exc.path)
-
-
-def _without(root, bad_path):
-    """A copy of the config dir without the bad file (the loaders then treat it as absent)."""
-    import os
-    import shutil
-    import tempfile
-
-    tmp = tempfile.mkdtemp(prefix="mqreplay-config-")
-    os.makedirs(f"{tmp}/config")
-    for name in os.listdir(f"{root}/config"):
-        path = f"{root}/config/{name}"
-        if os.path.isfile(path) and os.path.abspath(path) != os.path.abspath(bad_path) \
-                and os.path.abspath(path) != os.path.abspath(str(bad_path)) + ".bak":
-            shutil.copy(path, f"{tmp}/config/{name}")
-    return tmp
+            absent.add(str(exc.path))
 
 
 def commitlog_splits(plan):

@@ -4,8 +4,10 @@
         [--subscription GROUP TOPIC TYPE EXPRESSION ...] [--rocketmq-version {4,5}]
         [--from {earliest,committed}] [--groups G,...] [--topics T,...] [--conf FILE] [--no-body]
 
-Exit codes (for schedulers): 0 success; 1 failed input (unreadable or corrupt store, bad config);
-2 bad arguments; 3 finished, but some subscriptions did not parse (SUBSCRIPTION_PARSE_FAILED).
+Exit codes (for schedulers), one meaning each: 0 clean; 1 input damaged (store or config), the run
+stopped; 2 usage (bad arguments, names that match nothing, an existing OUT); 3 finished, but some
+subscriptions did not parse; 4 finished, but damaged data was skipped under --on-corrupt skip (see
+OUT/audit/corrupt); 5 the job failed for another reason (a crashed worker, out of memory).
 """
 import argparse
 import logging
@@ -16,10 +18,14 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the reposit
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from jobs import outputs  # noqa: E402
+from jobs.errors import UsageError  # noqa: E402
 from jobs.plan import JobOptions, build_plan  # noqa: E402
 from jobs.settings import load_settings  # noqa: E402
+from schemas.config import ConfigError  # noqa: E402
+from schemas.errors import CorruptStoreError, UnsupportedStoreError  # noqa: E402
 
-EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_PARTIAL, EXIT_SKIPPED, EXIT_FAILED = 0, 1, 2, 3, 4, 5
+INPUT_ERRORS = (CorruptStoreError, UnsupportedStoreError, ConfigError, FileNotFoundError, NotADirectoryError)
 log = logging.getLogger("mqreplay")
 
 
@@ -43,7 +49,11 @@ def parse_args(argv):
                    help="apply the original topic's SQL92 filter on %%RETRY%% topics (broker filterSupportRetry)")
     p.add_argument("--on-corrupt", choices=["fail", "skip"], help="stop on damaged data, or audit and skip it")
     p.add_argument("--verify-crc", action="store_true", help="check every body's CRC32")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT (once the new one is complete)")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="topics and groups that match nothing are warnings, not errors (nightly runs)")
+    p.add_argument("--clean-stale", action="store_true",
+                   help="remove the OUT.tmp-* directories that dead runs left beside OUT")
     p.add_argument("--master", help="Spark master when not run by spark-submit (default local[*])")
     p.add_argument("--sink", choices=["parquet", "noop"], default="parquet",
                    help="noop: run everything but write nothing (benchmarks); parquet: the outputs")
@@ -66,6 +76,7 @@ def options_from(args, settings):
         split_size=int(settings["split_size_mb"]) << 20,
         on_corrupt=args.on_corrupt or settings["on_corrupt"],
         verify_crc=settings["verify_crc"] or args.verify_crc,
+        allow_missing=args.allow_missing,
     )
 
 
@@ -103,37 +114,72 @@ def store_error_of(exc):
     return None
 
 
+def spark_cause(exc):
+    """Spark's reason for a failed job, in one line (the stack traces are in the log)."""
+    text = str(exc)
+    for known in ("Python worker exited unexpectedly (crashed)", "java.lang.OutOfMemoryError", "MemoryError",
+                  "Python worker failed to connect back"):
+        if known in text:
+            return known
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
+        if "most recent failure:" in line:
+            return line.split("most recent failure:", 1)[1].strip()[:300]
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+def _prepare(args):
+    """Settings, options and plan, and OUT's checks: everything that can fail before Spark starts."""
+    settings = load_settings(args.conf)
+    options = options_from(args, settings)
+    outputs.refuse_existing(args.out, args.overwrite)
+    stale = outputs.stale_temporaries(args.out)
+    if stale and args.clean_stale:
+        outputs.remove_temporaries(args.out, stale)
+        print(f"removed {len(stale)} leftover temporary output(s): {', '.join(stale)}", file=sys.stderr)
+    elif stale:
+        print(f"warning: {len(stale)} temporary output(s) beside --out, left by runs that died or being written "
+              f"by a run now: {', '.join(stale)}; --clean-stale removes them", file=sys.stderr)
+    return settings, options, build_plan(options)
+
+
 def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines would follow the summary
     try:
         args = parse_args(argv)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else EXIT_OK
     try:
-        settings = load_settings(args.conf)
-        options = options_from(args, settings)
-        planned = build_plan(options)
-        outputs.refuse_existing(args.out, args.overwrite)
-    except (ValueError, FileNotFoundError) as exc:
+        settings, options, planned = _prepare(args)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (*INPUT_ERRORS, ValueError) as exc:  # ValueError: a job settings file that does not load
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT
     spark = spark_session(settings, args.master)
     try:
-        summary = outputs.run_and_publish(spark, planned, args.out, options, settings, sink=args.sink)
-    except (ValueError, FileNotFoundError) as exc:
+        summary = outputs.run_and_publish(spark, planned, args.out, options, sink=args.sink)
+    except INPUT_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT
     except Exception as exc:  # noqa: BLE001 - a task's error arrives wrapped by Spark
         reason = store_error_of(exc)
-        if reason is None:
-            raise
-        print(f"error: {reason}", file=sys.stderr)
-        return EXIT_INPUT
+        log.debug("the job failed", exc_info=True)
+        if reason is not None:
+            print(f"error: {reason}", file=sys.stderr)
+            return EXIT_INPUT
+        print(f"error: the job failed: {spark_cause(exc)}", file=sys.stderr)
+        return EXIT_FAILED
     finally:
         spark.stop()
     print(outputs.summary_table(summary))
+    if summary["corrupt_items"]:
+        print(f"damaged data skipped: {summary['skipped_units']} unit(s) of the subscriptions, "
+              f"{summary['corrupt_items']} item(s) audited in {args.out}/audit/corrupt/", file=sys.stderr)
     print(f"output: {args.out}")
-    return EXIT_PARTIAL if summary["failed_subscriptions"] else EXIT_OK
+    return outputs.exit_code(summary)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """One replay task: the consume-queue units that point into one commit-log split, in, result rows out.
 
-Pure Arrow and numpy (no Spark): the Spark job runs it per split through applyInArrow, tests run it
+Pure Arrow and numpy (no Spark): the Spark job runs it per split inside mapInArrow, tests run it
 directly. The task reads only its split's byte range of one commit-log file; record starts come from the
 units, so no header walk is needed; every message is decoded once and serves all groups."""
 from dataclasses import dataclass, field
@@ -15,7 +15,7 @@ from filtering.message_filter import UnitBatch, apply_subscription
 from schemas import kernels as K
 from schemas import layout as L
 from schemas import storefs
-from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, RESULT_SCHEMA, STAT_FIELDS
+from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, RESULT_SCHEMA, STAT_FIELDS, TOPIC_STAT_FIELDS
 from schemas.columns import distinct_rows
 from schemas.commitlog import decode_records
 from schemas.errors import CorruptStoreError
@@ -36,6 +36,7 @@ class ReplayPlan:
     commitlog_file_size: int
     commitlog_files: tuple  # ((start, path, length), ...)
     subscriptions: tuple  # CompiledSubscription, compiled without errors
+    registrations: tuple = ()  # every stored SQL92 registration of the store (the dispatcher's), compiled
     bloom_f: int = 20
     bloom_n: int = 32
     with_body: bool = True
@@ -171,7 +172,7 @@ def _skipped_stats(plan, out):
         n = len(rows) if scope is None else int(scope.sum())
         if n:
             out.add("stats", {"group": csub.sub.group, "topic": csub.sub.topic,
-                              "stats": _stats_list({"units": n, "skipped": n})}, 1)
+                              "stats": _counter_lists({"units": n, "skipped": n}, 1)}, 1)
 
 
 def _decode_messages(plan, units, out):
@@ -304,31 +305,15 @@ def _replay_topic(plan, topic, units, messages, out):
         tags=_one_array(messages.column("tags")),
     )
     subs = [c for c in plan.subscriptions if c.sub.topic == topic]
-    registered = [c for c in plan.subscriptions
-                  if c.sub.topic == topic and c.sql is not None and c.sub.stored and c.sub.bloom_bits]
+    # the dispatcher: every stored registration of the topic (whatever this run replays), then the run's
+    # ad hoc SQL92 subscriptions as if registered too; one evaluation per message serves stage 2 as well
+    registered = [c for c in plan.registrations if c.sub.topic == topic]
     adhoc = [c for c in subs if c.sql is not None and not c.sub.stored and c.sub.bloom_bits]
     match, match_errors = dispatcher.registration_outcomes(registered + adhoc, batch.properties)
-    evaluated = {id(c): (match[:, r], match_errors[:, r]) for r, c in enumerate(registered + adhoc)}
+    column = {c.key: r for r, c in enumerate(registered)}
+    column.update({id(c): len(registered) + r for r, c in enumerate(adhoc)})
     recomputed = dispatcher.recompute_bitmaps(registered + adhoc, match, bloom.m)
-    mismatch = np.zeros(n, dtype=bool)
-    explained = np.zeros(n, dtype=bool)
-    # Only units with a readable ext unit carry a bitmap to compare; a batch where none holds a bitmap is
-    # a broker without enableCalcFilterBitMap (or without the ext), not a mismatch.
-    if raw_valid.any():
-        store_times = np.where(ext_ok, batch.msg_store_time, messages.column("store_timestamp").to_numpy())
-        mismatch, explained, missing = dispatcher.compare_stored(
-            registered, match[:, : len(registered)], bloom.m, stored_bitmaps, raw_valid, store_times)
-        mismatch &= ext_ok
-        rows = np.flatnonzero(mismatch)
-        if len(rows):
-            own, _ = dispatcher.recompute_bitmaps(registered, match[:, : len(registered)], bloom.m)
-            cols = _message_columns(messages, units, rows)
-            stored_col = units.column("filter_bitmap").take(pa.array(rows))
-            cols.update(topic=topic, stored_bitmap=stored_col,
-                        recomputed_bitmap=[own[i].tobytes() if registered else None for i in rows],
-                        reason=[dispatcher.REASON_BORN_AFTER if explained[i] else None for i in rows],
-                        detail=[",".join(missing.get(i, ())) or None for i in rows])
-            out.add("bitmap", cols, len(rows))
+    _audit_bitmaps(topic, registered, match[:, : len(registered)], bloom, batch, units, messages, raw_valid, out)
     retry_sql = {}
     if plan.support_retry:
         for c in plan.subscriptions:
@@ -339,31 +324,69 @@ def _replay_topic(plan, topic, units, messages, out):
     queue_offsets = units.column("queue_offset").to_numpy()
     g = len(subs)
     # one row per group: a group's outcome is a contiguous row, and every counter is one reduction per matrix
-    stage1, checked, broker, client, errors = (np.empty((g, n), dtype=bool) for _ in range(5))
+    stage1, checked, broker, client, errors, ran = (np.empty((g, n), dtype=bool) for _ in range(6))
     units_in_scope = np.full(g, n, dtype=np.int64)
     ext_unreadable = np.full(g, int(batch.code_missing.sum()), dtype=np.int64)
     for k, csub in enumerate(subs):
+        r = column.get(csub.key if csub.sub.stored else id(csub))
         o = apply_subscription(csub, batch, bloom, recomputed, retry_sql.get(csub.sub.group), message_dicts,
-                               plan.support_retry, evaluated.get(id(csub)))
-        stage1[k], checked[k], broker[k], client[k], errors[k] = o.stage1, o.bloom_checked, o.broker, o.client, o.errors
+                               plan.support_retry, None if r is None else (match[:, r], match_errors[:, r]))
+        stage1[k], checked[k], broker[k], client[k] = o.stage1, o.bloom_checked, o.broker, o.client
+        errors[k], ran[k] = o.errors, o.evaluated
         scope = _in_scope(plan, csub.sub, queue_ids, queue_offsets)
         if scope is not None:
-            for matrix in (stage1, checked, broker, client, errors):
+            for matrix in (stage1, checked, broker, client, errors, ran):
                 matrix[k] &= scope
             units_in_scope[k] = int(scope.sum())
             ext_unreadable[k] = int((batch.code_missing & scope).sum())
+        if csub.sql is not None and not csub.sub.stored and errors[k].any():
+            _error_example(csub, batch.properties, int(np.argmax(errors[k])), out)
     collided = broker & ~client
     count = lambda m: np.count_nonzero(m, axis=1)  # noqa: E731
     stats = {"units": units_in_scope, "stage1_passed": count(stage1), "broker_delivered": count(broker),
              "client_delivered": count(client), "collisions": count(collided),
-             "bloom_false_positives": count(checked & ~broker), "evaluation_errors": count(errors),
-             "ext_unreadable": ext_unreadable,
-             "bitmap_mismatches": np.full(g, int((mismatch & ~explained).sum())),
-             "bitmap_mismatches_explained": np.full(g, int((mismatch & explained).sum()))}
+             "bloom_false_positives": count(checked & ~broker), "evaluated": count(ran),
+             "evaluation_errors": count(errors), "ext_unreadable": ext_unreadable}
     groups = [c.sub.group for c in subs]
     if g:
-        out.add("stats", {"group": groups, "topic": topic, "stats": _stats_lists(stats, g)}, g)
+        out.add("stats", {"group": groups, "topic": topic, "stats": _counter_lists(stats, g)}, g)
     _message_rows(out, topic, messages, units, client, collided, groups)
+
+
+def _audit_bitmaps(topic, registered, match, bloom, batch, units, messages, raw_valid, out):
+    """The stored ConsumeQueueExt bitmaps against the ones recomputed from all the store's registrations:
+    a `bitmap` row per difference, one `topic_stats` row of counters.
+
+    Only units with a readable ext unit carry a bitmap to compare; a batch where none holds a bitmap is a
+    broker without enableCalcFilterBitMap (or without the ext), not a mismatch."""
+    compared = batch.ext_ok if raw_valid.any() else np.zeros(len(batch), dtype=bool)
+    mismatch = explained = np.zeros(len(batch), dtype=bool)
+    if compared.any():
+        store_times = np.where(batch.ext_ok, batch.msg_store_time, messages.column("store_timestamp").to_numpy())
+        mismatch, explained, missing = dispatcher.compare_stored(
+            registered, match, bloom.m, batch.stored_bitmaps, raw_valid, store_times)
+        mismatch &= compared
+        rows = np.flatnonzero(mismatch)
+        if len(rows):
+            own, _ = dispatcher.recompute_bitmaps(registered, match, bloom.m)
+            cols = _message_columns(messages, units, rows)
+            cols.update(topic=topic, stored_bitmap=units.column("filter_bitmap").take(pa.array(rows)),
+                        recomputed_bitmap=[own[i].tobytes() if registered else None for i in rows],
+                        reason=[dispatcher.REASON_BORN_AFTER if explained[i] else None for i in rows],
+                        detail=[",".join(missing.get(i, ())) or None for i in rows])
+            out.add("bitmap", cols, len(rows))
+    counters = {"units": len(batch), "bitmaps_compared": int(compared.sum()),
+                "bitmap_mismatches": int((mismatch & ~explained).sum()),
+                "bitmap_mismatches_explained": int((mismatch & explained).sum())}
+    out.add("topic_stats", {"topic": topic, "stats": _counter_lists(counters, 1, TOPIC_STAT_FIELDS)}, 1)
+
+
+def _error_example(csub, properties, row, out):
+    """One `example` row: why the expression throws for the first message of the batch where it does."""
+    from filtering.sql92.diagnose import failure
+
+    text = failure(csub.sql, dict(properties.slice(row, 1).to_pylist()[0] or []))
+    out.add("example", {"group": csub.sub.group, "topic": csub.sub.topic, "reason": text}, 1)
 
 
 def _message_rows(out, topic, messages, units, delivered, collided, groups):
@@ -398,19 +421,14 @@ def _name_lists(rows, names):
     return pa.ListArray.from_arrays(pa.array(offsets), names.take(pa.array(np.nonzero(rows)[1])))
 
 
-def _stats_lists(stats, g):
-    """The `stats` column of g stats rows: every STAT_FIELDS counter of each row, in order (absent ones 0)."""
-    matrix = np.zeros((g, len(STAT_FIELDS)), dtype=np.int64)
-    for i, name in enumerate(STAT_FIELDS):
-        if name in stats:
-            matrix[:, i] = stats[name]
-    offsets = np.arange(0, (g + 1) * len(STAT_FIELDS), len(STAT_FIELDS), dtype=np.int32)
+def _counter_lists(counters, g, fields=STAT_FIELDS):
+    """The `stats` column of g rows: every counter of `fields` of each row, in order (absent ones 0)."""
+    matrix = np.zeros((g, len(fields)), dtype=np.int64)
+    for i, name in enumerate(fields):
+        if name in counters:
+            matrix[:, i] = counters[name]
+    offsets = np.arange(0, (g + 1) * len(fields), len(fields), dtype=np.int32)
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(matrix.reshape(-1)))
-
-
-def _stats_list(counters):
-    """The `stats` value of one stats row (STAT_FIELDS in order, absent ones 0)."""
-    return _stats_lists({name: np.array([value]) for name, value in counters.items()}, 1)
 
 
 def _one_array(column):

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from jobs.plan import commitlog_splits, split_units
 from jobs.split_task import iter_split
-from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, RESULT_SCHEMA, STAT_FIELDS, spark_schema
+from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, RESULT_SCHEMA, STAT_FIELDS, TOPIC_STAT_FIELDS, spark_schema
 
 # rows per Arrow batch a task hands to the JVM (measured: 2,048 and 64 k rows were no faster)
 RESULT_BATCH_ROWS = 20000
@@ -26,12 +26,19 @@ def splits(spark, plan) -> DataFrame:
     return spark.range(0, n, 1, numPartitions=n)
 
 
-def replay(split_rows: DataFrame, planned) -> DataFrame:
+def split_bytes(plan, start, end):
+    """Bytes of the commit log a split covers up to the end of the data (the catch-all split: none)."""
+    end = min(end, plan.data_end) if plan.data_end is not None else end
+    return max(0, end - start)
+
+
+def replay(split_rows: DataFrame, planned, progress=None) -> DataFrame:
     """All groups in one pass, one task per commit-log split, returning RESULT_SCHEMA rows.
 
     A task finds the units pointing into its split by binary search in every consume queue (units are
     in commit-log order), reads that byte range of the commit log, decodes each message once and applies
-    every subscription of its topic: no shuffle, and memory bounded by the split."""
+    every subscription of its topic: no shuffle, and memory bounded by the split. `progress`: the
+    accumulators (units, bytes, splits) of jobs.progress.Progress, added to as each split is done."""
     plan, layout = planned.plan, planned.layout
 
     ranges = commitlog_splits(plan)
@@ -43,6 +50,9 @@ def replay(split_rows: DataFrame, planned) -> DataFrame:
                 units = split_units(plan, layout, start, end)
                 for table in iter_split(plan, units):
                     yield from table.to_batches(max_chunksize=RESULT_BATCH_ROWS)
+                if progress is not None:
+                    for counter, value in zip(progress, (units.num_rows, split_bytes(plan, start, end), 1)):
+                        counter.add(value)
         # PySpark's daemon runs a full garbage collection after every task, which walks every object of the
         # worker (numba's typing tables, PyArrow, PySpark: some 140,000). Collect this task's garbage now,
         # then freeze what is left, long-lived all of it, so that no later collection walks it again.
@@ -83,6 +93,23 @@ def stats(result: DataFrame) -> DataFrame:
     """Counters per (group, topic), summed over tasks (a small aggregate, not a collect of rows)."""
     return result.filter(F.col("kind") == "stats").groupBy("group", "topic").agg(
         *[F.sum(F.col("stats")[i]).alias(name) for i, name in enumerate(STAT_FIELDS)])
+
+
+def topic_stats(result: DataFrame) -> DataFrame:
+    """The bitmap audit's counters per topic, summed over tasks."""
+    return result.filter(F.col("kind") == "topic_stats").groupBy("topic").agg(
+        *[F.sum(F.col("stats")[i]).alias(name) for i, name in enumerate(TOPIC_STAT_FIELDS)])
+
+
+def error_examples(result: DataFrame) -> DataFrame:
+    """One described evaluation error per (group, topic) that has any (the summary's warnings)."""
+    return result.filter(F.col("kind") == "example").groupBy("group", "topic").agg(
+        F.min("reason").alias("example"))
+
+
+def corrupt_count(result: DataFrame) -> int:
+    """How many items the tasks audited as damaged."""
+    return result.filter(F.col("kind") == "corrupt").count()
 
 
 def write_partitioned(df: DataFrame, path: str, partitions=("group", "topic")):

@@ -55,20 +55,24 @@ OUTPUT_MESSAGE_FIELDS = [
     ("store_host", pa.string()), ("reconsume_times", pa.int32()), ("sys_flag", pa.int32()),
     ("properties", PROPERTIES_TYPE), ("body", pa.binary()),
 ]
-# units = skipped + broker_delivered + filtered out; broker_delivered = client_delivered + collisions.
+# Counters of one (group, topic). units = skipped + broker_delivered + filtered out; broker_delivered =
+# client_delivered + collisions; evaluation_errors <= evaluated (messages the expression was evaluated on).
 STAT_FIELDS = ["units", "skipped", "stage1_passed", "broker_delivered", "client_delivered", "collisions",
-               "bloom_false_positives", "evaluation_errors", "ext_unreadable", "bitmap_mismatches",
-               "bitmap_mismatches_explained"]
+               "bloom_false_positives", "evaluated", "evaluation_errors", "ext_unreadable"]
+# Counters of one topic's bitmap audit (stored ConsumeQueueExt bitmaps against all the store's registrations).
+TOPIC_STAT_FIELDS = ["units", "bitmaps_compared", "bitmap_mismatches", "bitmap_mismatches_explained"]
 
 # What a replay task returns: one union of row kinds, so that one pass over the store yields them all.
 #   message: a message with the groups that receive it (delivered) and those whose client check drops
 #   it (collided); bitmap: a stored-vs-recomputed difference; corrupt: an item skipped with a reason;
-#   stats: counters of one (group, topic) in one batch of a task (the `stats` list, in STAT_FIELDS order).
+#   stats: counters of one (group, topic) in one batch of a task (the `stats` list, in STAT_FIELDS order);
+#   topic_stats: the bitmap audit's counters of one topic in one batch (TOPIC_STAT_FIELDS order);
+#   example: one evaluation error of a (group, topic), described in `reason` (for the summary's warnings).
 RESULT_SCHEMA = pa.schema(
     [("kind", pa.string()), ("group", pa.string()), ("topic", pa.string())]
     + OUTPUT_MESSAGE_FIELDS
     + [("delivered", pa.list_(pa.string())), ("collided", pa.list_(pa.string()))]
     + [("stored_bitmap", pa.binary()), ("recomputed_bitmap", pa.binary()), ("reason", pa.string()),
        ("detail", pa.string()), ("file", pa.string()), ("offset", pa.int64())]
-    + [("stats", pa.list_(pa.int64()))]  # STAT_FIELDS in order: other rows carry one null, not 11 zeroed columns
+    + [("stats", pa.list_(pa.int64()))]  # counters in order: other rows carry one null, not 10 zeroed columns
 )

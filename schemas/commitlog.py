@@ -1,7 +1,8 @@
 """Decode commit-log records from any byte range that starts on a record boundary.
 
 Two steps: find record starts (walk the 8-byte size+magic headers, or take them from consume-queue
-units), then decode every field of all records at once with numpy gathers and Arrow string kernels.
+units), then decode every field of all records in one compiled pass (schemas/kernels.py) and Arrow
+`take` for the long fields (bodies).
 """
 import struct
 import zlib

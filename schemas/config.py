@@ -412,8 +412,10 @@ def _present(path: Path):
     return None
 
 
-def load_store_config(store_dir) -> StoreConfig:
-    """Load ``<store_dir>/config/``; missing files count as empty, a malformed present file is an error."""
+def load_store_config(store_dir, absent=()) -> StoreConfig:
+    """Load ``<store_dir>/config/``; missing files count as empty, a malformed present file is an error.
+
+    absent: paths of files to read as missing (malformed ones that --on-corrupt skip audited)."""
     store_dir = Path(store_dir)
     if not store_dir.is_dir():
         raise ConfigError(store_dir, "store directory does not exist")
@@ -425,6 +427,8 @@ def load_store_config(store_dir) -> StoreConfig:
     values, paths = {}, {}
     for name, (load, empty) in loaders.items():
         found = _present(config / name)
+        if found is not None and str(found) in absent:
+            found = None
         values[name] = load(found) if found else empty()
         if found:
             paths[name] = str(found)

@@ -1,6 +1,6 @@
 """RocketMQ's on-disk layouts, written out as data (all integers big-endian, as the broker writes them).
 
-Commit-log record (SPEC section 2; `CommitLog.calMsgLength` / `MessageDecoder.decode`):
+Commit-log record (`CommitLog.calMsgLength` / `MessageDecoder.decode`):
 
     off  size  field
     0    4     totalSize                 whole record, this field included
@@ -33,15 +33,12 @@ MESSAGE_MAGICS = (MAGIC_V1, MAGIC_V2)
 
 # sysFlag bits
 COMPRESSED = 0x1
-MULTI_TAGS = 0x2
 TRANSACTION_MASK = 0xC
 TRANSACTION_PREPARED = 0x4
 TRANSACTION_COMMIT = 0x8
 TRANSACTION_ROLLBACK = 0xC
 BORNHOST_V6 = 0x10
 STOREHOST_V6 = 0x20
-NEED_UNWRAP = 0x40
-INNER_BATCH = 0x80
 COMPRESSION_TYPE_SHIFT = 8
 COMPRESSION_TYPE_MASK = 0x700
 COMPRESSION_LZ4, COMPRESSION_ZSTD, COMPRESSION_ZLIB = 1, 2, 3

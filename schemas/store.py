@@ -36,6 +36,9 @@ def open_store(uri):
     """List a store directory (local path or URI): commit log, consume queues and ext queues."""
     fs, root = storefs.resolve(uri)
     info = fs.get_file_info(root)
+    if info.type.name == "File":
+        raise NotADirectoryError(f"--store {uri} is a file: give the broker's storePathRootDir, the directory "
+                                 f"that holds commitlog/ and consumequeue/")
     if info.type.name != "Directory":
         raise FileNotFoundError(f"store directory not found: {uri}")
     if fs.get_file_info(f"{root}/commitlog").type.name != "Directory":

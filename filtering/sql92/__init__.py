@@ -45,9 +45,11 @@ def _normalize_dialect(dialect):
 
 @lru_cache(maxsize=512)
 def _parse_tree(text, dialect):
+    """(tree, cut): the tree of what JavaCC reads, and where the input it ignores starts (or None)."""
     with _lock:
         lexer, parser = _tools(dialect)
-        return parser.parse(selector_tokens(lexer, text))
+        tokens, cut = selector_tokens(lexer, text)
+        return parser.parse(tokens), cut
 
 
 def parse(expr, dialect="5"):
@@ -55,16 +57,17 @@ def parse(expr, dialect="5"):
     dialect = _normalize_dialect(dialect)
     if not isinstance(expr, str):
         raise TypeError(f"selector must be a str, not {type(expr).__name__}")
-    return Expression(expr, dialect, _parse_tree(expr, dialect))
+    tree, cut = _parse_tree(expr, dialect)
+    return Expression(expr, dialect, tree, cut)
 
 
 class Expression:
     """A compiled selector: the source text, its dialect and the tree (pickled as text + dialect)."""
 
-    __slots__ = ("text", "dialect", "tree", "depth", "_properties", "_compiled")
+    __slots__ = ("text", "dialect", "tree", "cut", "depth", "_properties", "_compiled")
 
-    def __init__(self, text, dialect, tree):
-        self.text, self.dialect, self.tree = text, dialect, tree
+    def __init__(self, text, dialect, tree, cut=None):
+        self.text, self.dialect, self.tree, self.cut = text, dialect, tree, cut
         self.depth = nodes.depth(tree)
         self._properties = None
         self._compiled = None
@@ -74,6 +77,13 @@ class Expression:
 
     def __repr__(self):
         return f"Expression({self.text!r}, dialect={self.dialect!r})"
+
+    @property
+    def ignored(self):
+        """The trailing text RocketMQ's parser never reads (its grammar has no <EOF>): '' when none.
+
+        `TAGS CONTAINS 'Tag'` in the 4.x dialect is the selector `TAGS`, with "CONTAINS 'Tag'" ignored."""
+        return "" if self.cut is None else self.text[self.cut:].strip()
 
     @property
     def properties(self):

@@ -12,9 +12,13 @@ class FilterSyntaxError(ValueError):
 
 
 class FilterEvaluationError(Exception):
-    """RocketMQ's evaluate throws; `java_class` names the exception the broker would have caught."""
+    """RocketMQ's evaluate throws; `java_class` names the exception the broker would have caught.
 
-    def __init__(self, message, java_class="RuntimeException", cause=None):
+    A failed String conversion also says which: `value` (the property's string), `target` (the Java
+    class it was converted to, the other side's) and `literal` (that other side's value)."""
+
+    def __init__(self, message, java_class="RuntimeException", cause=None, value=None, target=None, literal=None):
         super().__init__(message)
         self.java_class = java_class
         self.cause = cause
+        self.value, self.target, self.literal = value, target, literal

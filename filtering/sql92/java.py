@@ -260,9 +260,10 @@ def compare(lv, rv):
         try:
             promoted = _promote(lv, rv)
         except NumberFormatError as e:
+            text, other = (lv, rv) if type(lv) is str else (rv, lv)
             raise FilterEvaluationError(
                 f'java.lang.NumberFormatException: For input string: "{e}"', "RuntimeException",
-                "NumberFormatException") from None
+                "NumberFormatException", value=text, target=java_class(other), literal=other) from None
         if promoted is None:
             return -1
         lv, rv = promoted

@@ -44,15 +44,18 @@ def selector_tokens(lexer, text):
     accepted but `a = 'x' && b` is a token error: `&` is the token it peeks at). If the prefix is not
     a complete expression at that point (e.g. `a between 1 x`), JavaCC fails there, and so does
     the LALR parse of the same prefix.
+
+    Returns (tokens, cut): cut is the offset in `text` where the ignored input starts, None when
+    every token was read.
     """
     lexer.input(text)
     result, depth, previous = [], 0, None
     while True:
         tok = lexer.token()
         if tok is None:
-            return result
+            return result, None
         if depth == 0 and previous in _ENDS_OPERAND and tok.type not in _CONTINUES:
-            return result
+            return result, tok.lexpos
         if tok.type == "LPAREN":
             depth += 1
         elif tok.type == "RPAREN":
