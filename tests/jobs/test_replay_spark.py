@@ -64,7 +64,7 @@ def test_no_temporary_output_is_left_beside_out(job_out):
 def test_existing_out_is_refused_without_overwrite(job_out, store_a):
     out, _ = job_out
     proc = _submit("--store", store_a / "store", "--out", out)
-    assert proc.returncode == 1 and "exists" in proc.stdout + proc.stderr  # spark-submit merges them
+    assert proc.returncode == 2 and "exists" in proc.stdout + proc.stderr  # a usage error
 
 
 def test_bad_arguments_exit_2():
