@@ -30,6 +30,24 @@ def store_a(tmp_path_factory):
     return root / "store_a"
 
 
+def read_store_jsonl(path):
+    """Lines of one of a store fixture's RocketMQ dumps (messages.jsonl.gz, cq.jsonl.gz), as dicts."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def store_a_messages(store_a):
+    """Every message of store_a as RocketMQ's MessageDecoder read it (messages.jsonl.gz), in log order."""
+    return read_store_jsonl(store_a / "messages.jsonl.gz")
+
+
+@pytest.fixture(scope="session")
+def store_a_cq(store_a):
+    """Every consume-queue unit of store_a as RocketMQ's ConsumeQueue read it (cq.jsonl.gz)."""
+    return read_store_jsonl(store_a / "cq.jsonl.gz")
+
+
 @pytest.fixture(scope="session")
 def spark():
     """One local SparkSession for the whole run (Spark start-up costs seconds)."""

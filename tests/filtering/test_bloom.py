@@ -82,11 +82,33 @@ def test_registration_bits_hash_group_hash_sign_topic():
     assert b.registration_bits("CID_A", "TopicTest") == b.bit_positions("CID_A#TopicTest") == [20, 68, 27]
 
 
+def reference_bit_positions(data, k, m):
+    """fixtures/README.md's formula over the UTF-8 bytes `data`, written out: h = murmur3_128(seed 0).asLong()
+    (the first 8 bytes, little-endian), hash1 = (int) h, hash2 = (int) (h >>> 32), c = hash1 + i*hash2
+    (32-bit wrap), ~c when negative, c % m."""
+    import mmh3
+
+    h = int.from_bytes(mmh3.hash_bytes(data, 0)[:8], "little")
+    hash1, hash2 = h & 0xFFFFFFFF, (h >> 32) & 0xFFFFFFFF
+    positions = []
+    for i in range(1, k + 1):
+        c = (hash1 + i * hash2) & 0xFFFFFFFF
+        c = c - (1 << 32) if c >= 1 << 31 else c
+        positions.append((~c if c < 0 else c) % m)
+    return positions
+
+
+def test_reference_formula_reproduces_the_fixture_lines():
+    """The written-out formula below is itself right: it gives RocketMQ's bitPos on the fixture's lines."""
+    for v in BITPOS[::50] + [v for v in BITPOS if not v["str"].isascii()]:
+        assert reference_bit_positions(v["str"].encode("utf-8"), v["k"], v["m"]) == v["bitPos"], v["str"]
+
+
 def test_lone_surrogate_is_hashed_as_question_mark_like_java_getbytes():
     b = BloomFilter(1, 1000)
-    assert b.bit_positions("a\ud800b") == b.bit_positions("a?b")
-    assert b.bit_positions("\ud83d\ude00".encode("utf-16", "surrogatepass").decode("utf-16")) == \
-        b.bit_positions("😀")
+    assert b.bit_positions("a\ud800b") == reference_bit_positions(b"a?b", b.k, b.m)
+    pair = "\ud83d\ude00".encode("utf-16", "surrogatepass").decode("utf-16")  # a surrogate pair: one character
+    assert b.bit_positions(pair) == reference_bit_positions("😀".encode("utf-8"), b.k, b.m)
 
 
 # ------------------------------------------------------------------ hash_to / is_hit

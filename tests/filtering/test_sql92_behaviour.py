@@ -3,7 +3,6 @@ import os
 import pickle
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -107,14 +106,12 @@ def test_comments_and_line_breaks():
 
 
 @pytest.mark.parametrize("dialect", ["5", "4"])
-def test_5000_nested_parentheses_parse(dialect):
+def test_5000_nested_parentheses_parse_and_evaluate_like_rocketmq(dialect):
     v = vector("A-002262")
-    assert v["expr"].startswith("(" * 5000) and v["result"] is True
-    started = time.perf_counter()
+    assert v["expr"].startswith("(" * 5000) and (v["result"], v["broker_match"]) == (True, True)
     e = sql92.parse(v["expr"], dialect=dialect)
     assert e.evaluate(v["props"]) is True
-    assert e.matches_batch(_maps([v["props"]])).tolist() == [True]
-    assert time.perf_counter() - started < 10
+    assert e.matches_batch(_maps([v["props"], {"a": "2"}, {}])).tolist() == [True, False, False]
 
 
 def test_deep_not_chains_and_long_or_chains_evaluate():

@@ -118,9 +118,11 @@ def test_broker_passes_missing_tags_code():
 
 def test_broker_truncates_long_tags_code_to_int():
     sub = parse_subscription("TagA")
-    assert broker_tag_match(sub, tags_code("TagA") + (1 << 32)) is True
-    assert broker_tag_match(sub, tags_code("TagA") - (5 << 40)) is True
-    assert broker_tag_match(sub, tags_code("TagB")) is False
+    tag_a, tag_b = 2598919, 2598920  # tag_hash.jsonl: the tagsCode of TagA and TagB
+    assert broker_tag_match(sub, tag_a) is True
+    assert broker_tag_match(sub, tag_a + (1 << 32)) is True
+    assert broker_tag_match(sub, tag_a - (5 << 40)) is True
+    assert broker_tag_match(sub, tag_b) is False
 
 
 def test_match_all_subscription_matches_everything_at_both_stages():
@@ -145,13 +147,16 @@ def test_literal_star_tag_matches_only_messages_tagged_star():
 @pytest.mark.parametrize("case", [v for v in SUBSCRIPTIONS if v["error"] is None],
                          ids=lambda v: repr(v["subString"]))
 def test_every_parsed_tag_matches_at_both_stages_and_others_do_not(case):
+    """Tags and codes from RocketMQ's tagsSet / codeSet pass; a fixture tag outside both sets does not."""
     sub = parse_subscription(case["subString"])
     for tag in case["tagsSet"]:
-        assert client_tag_match(sub, tag) and broker_tag_match(sub, tags_code(tag))
+        assert client_tag_match(sub, tag) is True, tag
+    for code in case["codeSet"]:
+        assert broker_tag_match(sub, code) is True, code
     if case["tagsSet"]:
-        assert not client_tag_match(sub, "no such tag") and not client_tag_match(sub, None)
-        other = tags_code("no such tag")
-        assert broker_tag_match(sub, other) is (other in case["codeSet"])
+        other = next(v for v in TAG_HASH if v["tag"] not in case["tagsSet"] and v["tagsCode"] not in case["codeSet"])
+        assert client_tag_match(sub, other["tag"]) is False and client_tag_match(sub, None) is False
+        assert broker_tag_match(sub, other["tagsCode"]) is False
 
 
 # ------------------------------------------------------------------ vectorized == scalar

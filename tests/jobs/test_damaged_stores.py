@@ -1,10 +1,13 @@
 """Damaged copies of store_a: with `fail` a clear error naming the file; with `skip` the audit lists
-exactly the damaged items, every undamaged message is still matched, and every unit is accounted for."""
+exactly the damaged items, every undamaged message is still matched, and every unit is accounted for.
+
+Which bytes to damage and what is lost are read from RocketMQ's dumps of store_a (messages.jsonl.gz,
+cq.jsonl.gz), not from the project's decoders."""
+import base64
 import shutil
 
 import pytest
 
-import schemas
 from jobs.local_replay import kind, replay_local
 from jobs.plan import JobOptions, build_plan
 from schemas.config import ConfigError
@@ -45,10 +48,10 @@ def _expected_without(store_a_expected, lost_offsets, store_a):
             for r in rows if r["commitLogOffset"] not in lost_offsets}
 
 
-def _assert_every_unit_accounted(planned, result, store):
-    units = schemas.read_consume_queues(store).to_pylist()
+def _assert_every_unit_accounted(planned, result, store_a_cq):
+    """The damage leaves the consume queues as they were: every subscription still scans all its topic's units."""
     per_topic = {}
-    for u in units:
+    for u in store_a_cq:
         per_topic[u["topic"]] = per_topic.get(u["topic"], 0) + 1
     stats = {}
     for r in kind(result, "stats").to_pylist():
@@ -63,13 +66,12 @@ def _assert_every_unit_accounted(planned, result, store):
         assert filtered >= 0 and s.get("broker_delivered", 0) == s.get("client_delivered", 0) + s.get("collisions", 0)
 
 
-def _record_offset(store, topic="TopicTest"):
-    msgs = schemas.read_messages(store).to_pylist()
-    return next(m["commitlog_offset"] for m in msgs if m["topic"] == topic and m["commitlog_offset"] > 0)
+def _record_offset(store_a_messages, topic="TopicTest"):
+    return next(m["commitLogOffset"] for m in store_a_messages if m["topic"] == topic and m["commitLogOffset"] > 0)
 
 
-def test_flipped_magic_fails_naming_file_and_offset(damaged, store_a):
-    offset = _record_offset(damaged)
+def test_flipped_magic_fails_naming_file_and_offset(damaged, store_a, store_a_messages):
+    offset = _record_offset(store_a_messages)
     with open(damaged / "commitlog" / CLOG, "r+b") as f:
         f.seek(offset + 4)
         f.write(b"\x00\x00\x00\x01")
@@ -79,8 +81,8 @@ def test_flipped_magic_fails_naming_file_and_offset(damaged, store_a):
     assert CLOG in str(err.value) and str(offset) in str(err.value) and "magic" in str(err.value)
 
 
-def test_flipped_magic_is_skipped_and_audited(damaged, store_a, store_a_expected):
-    offset = _record_offset(damaged)
+def test_flipped_magic_is_skipped_and_audited(damaged, store_a, store_a_expected, store_a_messages, store_a_cq):
+    offset = _record_offset(store_a_messages)
     with open(damaged / "commitlog" / CLOG, "r+b") as f:
         f.seek(offset + 4)
         f.write(b"\x00\x00\x00\x01")
@@ -88,10 +90,10 @@ def test_flipped_magic_is_skipped_and_audited(damaged, store_a, store_a_expected
     audit = kind(result, "corrupt").to_pylist()
     assert [(r["commitlog_offset"], "magic" in r["reason"]) for r in audit] == [(offset, True)]
     assert _matched(result) == _expected_without(store_a_expected, {offset}, store_a)
-    _assert_every_unit_accounted(planned, result, damaged)
+    _assert_every_unit_accounted(planned, result, store_a_cq)
 
 
-def test_truncated_commit_log_fails_or_audits_the_lost_units(damaged, store_a, store_a_expected):
+def test_truncated_commit_log_fails_or_audits_the_lost_units(damaged, store_a, store_a_expected, store_a_cq):
     last = sorted((damaged / "commitlog").iterdir())[-1]
     start = int(last.name)
     with open(last, "r+b") as f:
@@ -99,26 +101,25 @@ def test_truncated_commit_log_fails_or_audits_the_lost_units(damaged, store_a, s
     with pytest.raises(CorruptStoreError, match="truncated commit-log file"):
         _plan(damaged, store_a, "fail")
     planned, result = _replay(damaged, store_a)
-    lost = {m["commitlog_offset"] for m in schemas.read_consume_queues(damaged).to_pylist()
-            if m["commitlog_offset"] + m["size"] > start + 5000}
+    lost = {u["phyOffset"] for u in store_a_cq if u["phyOffset"] + u["size"] > start + 5000}
     assert lost
     audit = kind(result, "corrupt").to_pylist()
     assert {r["commitlog_offset"] for r in audit} == lost
     assert [p["file"] for p in planned.problems] == [str(last)]
     assert _matched(result) == _expected_without(store_a_expected, lost, store_a)
-    _assert_every_unit_accounted(planned, result, damaged)
+    _assert_every_unit_accounted(planned, result, store_a_cq)
 
 
-def test_deleted_first_commit_log_file_skips_units_as_offset_too_small(damaged, store_a, store_a_expected):
+def test_deleted_first_commit_log_file_skips_units_as_offset_too_small(damaged, store_a, store_a_expected,
+                                                                       store_a_cq):
     (damaged / "commitlog" / CLOG).unlink()
     planned, result = _replay(damaged, store_a, on_corrupt="fail")  # retention is not damage
-    lost = {u["commitlog_offset"] for u in schemas.read_consume_queues(damaged).to_pylist()
-            if u["commitlog_offset"] < 1 << 20}
+    lost = {u["phyOffset"] for u in store_a_cq if u["phyOffset"] < 1 << 20}  # the first 1 MiB file
     audit = kind(result, "corrupt").to_pylist()
     assert {r["commitlog_offset"] for r in audit} == lost
     assert all(r["reason"].startswith("OFFSET_TOO_SMALL") for r in audit)
     assert _matched(result) == _expected_without(store_a_expected, lost, store_a)
-    _assert_every_unit_accounted(planned, result, damaged)
+    _assert_every_unit_accounted(planned, result, store_a_cq)
 
 
 def test_broken_consumer_filter_json_fails_or_is_audited(damaged, store_a, store_a_expected):
@@ -132,11 +133,11 @@ def test_broken_consumer_filter_json_fails_or_is_audited(damaged, store_a, store
     assert _matched(result) == _expected_without(store_a_expected, set(), store_a)
 
 
-def test_corrupt_ext_unit_fails_or_counts_the_tag_code_as_missing(damaged, store_a, store_a_expected):
-    unit = next(u for u in schemas.read_consume_queues(damaged).to_pylist()
-                if u["topic"] == "TopicTest" and u["queue_id"] == 0 and u["queue_offset"] == 3)
-    position = unit["tags_code_raw"] & 0x7FFFFFFFFFFFFFFF
+def test_corrupt_ext_unit_fails_or_counts_the_tag_code_as_missing(damaged, store_a, store_a_expected, store_a_cq):
+    unit = next(u for u in store_a_cq if (u["topic"], u["queueId"], u["index"]) == ("TopicTest", 0, 3))
+    position = unit["ext_offset"]
     ext_file = sorted((damaged / "consumequeue_ext" / "TopicTest" / "0").iterdir())[0]
+    assert position + unit["ext_size"] <= ext_file.stat().st_size  # the unit is in the first ext file
     with open(ext_file, "r+b") as f:
         f.seek(position)
         f.write(b"\x00\x00")  # unit size 0: CqExtUnit.read fails
@@ -149,7 +150,7 @@ def test_corrupt_ext_unit_fails_or_counts_the_tag_code_as_missing(damaged, store
     stats = [r for r in kind(result, "stats").to_pylist() if r["topic"] == "TopicTest"]
     topic_groups = {c.sub.group for c in planned.subscriptions if c.sub.topic == "TopicTest"}
     assert {r["group"] for r in stats if r["ext_unreadable"]} == topic_groups
-    _assert_every_unit_accounted(planned, result, damaged)
+    _assert_every_unit_accounted(planned, result, store_a_cq)
 
 
 def test_stray_tmp_file_is_reported(damaged, store_a):
@@ -170,14 +171,15 @@ def test_rocksdb_consume_queue_is_refused_with_a_clear_message(damaged, store_a)
         _plan(damaged, store_a, "fail")
 
 
-def test_body_crc_mismatch_is_found_only_with_verify_crc(damaged, store_a, store_a_expected):
-    msg = next(m for m in schemas.read_messages(damaged).to_pylist()
-               if m["topic"] == "TopicTest" and not m["sys_flag"] & 1 and m["commitlog_offset"] < 1 << 20)
-    assert len(msg["body"]) > 200  # the body starts within the first 100 bytes of the record
+def test_body_crc_mismatch_is_found_only_with_verify_crc(damaged, store_a, store_a_expected, store_a_messages):
+    msg = next(m for m in store_a_messages
+               if m["topic"] == "TopicTest" and not m["sysFlag"] & 1 and m["commitLogOffset"] < 1 << 20)
+    offset = msg["commitLogOffset"]
+    assert len(base64.b64decode(msg["body_base64"])) > 200  # the body starts within the first 100 bytes
     with open(damaged / "commitlog" / CLOG, "r+b") as f:  # flip one byte inside the body
-        f.seek(msg["commitlog_offset"] + 200)
+        f.seek(offset + 200)
         byte = f.read(1)
-        f.seek(msg["commitlog_offset"] + 200)
+        f.seek(offset + 200)
         f.write(bytes([byte[0] ^ 0xFF]))
     planned, result = _replay(damaged, store_a)  # not verified: the damage goes unnoticed
     assert not kind(result, "corrupt").num_rows
@@ -185,8 +187,8 @@ def test_body_crc_mismatch_is_found_only_with_verify_crc(damaged, store_a, store
                                     subscription_files=(str(store_a / "registrations.json"),)))
     result = replay_local(planned)
     audit = kind(result, "corrupt").to_pylist()
-    assert [(r["commitlog_offset"], r["reason"]) for r in audit] == [(msg["commitlog_offset"], "body CRC mismatch")]
-    assert _matched(result) == _expected_without(store_a_expected, {msg["commitlog_offset"]}, store_a)
+    assert [(r["commitlog_offset"], r["reason"]) for r in audit] == [(offset, "body CRC mismatch")]
+    assert _matched(result) == _expected_without(store_a_expected, {offset}, store_a)
 
 
 def test_missing_consume_queue_segment_is_reported(damaged, store_a):
@@ -198,23 +200,24 @@ def test_missing_consume_queue_segment_is_reported(damaged, store_a):
         _plan(damaged, store_a, "fail")
 
 
-def test_unit_pointing_at_another_queues_record_is_audited(damaged, store_a):
-    units = schemas.read_consume_queues(damaged).to_pylist()
-    a, b = [u for u in units if u["topic"] == "TopicTest" and u["queue_id"] == 0][:2]
+def test_unit_pointing_at_another_queues_record_is_audited(damaged, store_a, store_a_cq):
+    a, b = sorted((u for u in store_a_cq if u["topic"] == "TopicTest" and u["queueId"] == 0),
+                  key=lambda u: u["index"])[:2]
     path = sorted((damaged / "consumequeue" / "TopicTest" / "0").iterdir())[0]
     with open(path, "r+b") as f:  # unit a now points at b's record (size too)
-        f.seek(a["queue_offset"] * 20)
-        f.write(b["commitlog_offset"].to_bytes(8, "big") + b["size"].to_bytes(4, "big"))
+        f.seek(a["index"] * 20)
+        f.write(b["phyOffset"].to_bytes(8, "big") + b["size"].to_bytes(4, "big"))
     planned, result = _replay(damaged, store_a)
     audit = kind(result, "corrupt").to_pylist()
-    assert [(r["queue_id"], r["queue_offset"]) for r in audit] == [(0, a["queue_offset"])]
+    assert [(r["queue_id"], r["queue_offset"]) for r in audit] == [(0, a["index"])]
     assert "differ from the unit" in audit[0]["reason"]
 
 
-def test_record_with_a_bad_body_length_is_isolated_in_skip_mode(damaged, store_a, store_a_expected):
-    msg = next(m for m in schemas.read_messages(damaged).to_pylist()
-               if m["topic"] == "TopicTest" and not m["sys_flag"] & 0x30 and 0 < m["commitlog_offset"] < 1 << 20)
-    body_length_at = msg["commitlog_offset"] + 48 + 8 + 8 + 8 + 4 + 8  # IPv4 hosts
+def test_record_with_a_bad_body_length_is_isolated_in_skip_mode(damaged, store_a, store_a_expected,
+                                                                store_a_messages):
+    offset = next(m["commitLogOffset"] for m in store_a_messages
+                  if m["topic"] == "TopicTest" and not m["sysFlag"] & 0x30 and 0 < m["commitLogOffset"] < 1 << 20)
+    body_length_at = offset + 48 + 8 + 8 + 8 + 4 + 8  # IPv4 hosts
     with open(damaged / "commitlog" / CLOG, "r+b") as f:
         f.seek(body_length_at)
         f.write((10 ** 6).to_bytes(4, "big"))
@@ -222,5 +225,5 @@ def test_record_with_a_bad_body_length_is_isolated_in_skip_mode(damaged, store_a
         replay_local(_plan(damaged, store_a, "fail"))
     planned, result = _replay(damaged, store_a)
     audit = kind(result, "corrupt").to_pylist()
-    assert [(r["commitlog_offset"], "body length" in r["reason"]) for r in audit] == [(msg["commitlog_offset"], True)]
-    assert _matched(result) == _expected_without(store_a_expected, {msg["commitlog_offset"]}, store_a)
+    assert [(r["commitlog_offset"], "body length" in r["reason"]) for r in audit] == [(offset, True)]
+    assert _matched(result) == _expected_without(store_a_expected, {offset}, store_a)

@@ -70,5 +70,10 @@ def test_every_consume_queue_unit_equals_rocketmq_read(store_a, units):
         assert (bitmap.hex() if bitmap is not None else None) == e["ext_filterBitMap_hex"]
 
 
-def test_messages_without_units_do_not_exist_in_store_a(decoded, units):
-    assert {m["commitlog_offset"] for m in decoded} == {u["commitlog_offset"] for u in units}
+def test_every_decoded_message_is_the_target_of_exactly_one_rocketmq_unit(store_a, decoded):
+    """store_a has no message without a consume-queue unit: the records decoded from the commit log are
+    exactly the ones RocketMQ's consume queues point at (cq.jsonl.gz), each at the unit's size."""
+    cq = _jsonl_gz(store_a / "cq.jsonl.gz")
+    targets = {u["phyOffset"]: u["size"] for u in cq}
+    assert len(targets) == len(cq) == len(decoded)
+    assert {m["commitlog_offset"]: m["store_size"] for m in decoded} == targets

@@ -87,15 +87,28 @@ def test_topics_of_store_a(config_dir, queue_sizes):
         assert queue < topics[topic].read_queue_nums
 
 
-def test_load_store_config_of_store_a(store_a, config_dir):
+def test_load_store_config_of_store_a(store_a, config_dir, queue_sizes, registrations_json):
+    """Every file of store_a/config, against the fixture's own record of it (registrations.json, cq.jsonl.gz
+    and topics.json read as plain JSON), not against the single-file loaders it is built from."""
     cfg = load_store_config(store_a / "store")
     assert cfg.subscription_groups == {}  # store_a has no subscriptionGroup.json
-    assert cfg.consumer_filters == load_consumer_filters(config_dir / "consumerFilter.json")
-    assert cfg.consumer_offsets == load_consumer_offsets(config_dir / "consumerOffset.json")
-    assert cfg.topics == load_topics(config_dir / "topics.json")
+    sql = {(g["topic"], g["group"]): g for g in registrations_json["groups"] if g["expressionType"] == "SQL92"}
+    assert {(fd.topic, fd.consumer_group): (fd.expression, fd.born_time, fd.bloom_bit_pos)
+            for fd in cfg.consumer_filters} == {
+        key: (g["expression"], g["bornTime"], tuple(g["bloomBitPos"])) for key, g in sql.items()}
+    groups = {g["group"]: g["topic"] for g in registrations_json["groups"]}
+    want_offsets = {}
+    for group, topic in groups.items():  # every queue read to its end, the group's retry topic too
+        for t in (topic, "%RETRY%" + group):
+            want_offsets[(t, group)] = {q: n for (u, q), n in queue_sizes.items() if u == t}
+    assert cfg.consumer_offsets == want_offsets
+    raw = json.loads((config_dir / "topics.json").read_text(encoding="utf-8"))["topicConfigTable"]
+    assert {name: (tc.read_queue_nums, tc.write_queue_nums, tc.perm) for name, tc in cfg.topics.items()} == {
+        name: (t["readQueueNums"], t["writeQueueNums"], t["perm"]) for name, t in raw.items()}
     regs = cfg.registrations()
     assert {r.source for r in regs} == {str(config_dir / "consumerFilter.json")}
-    assert len(regs) == 5 and all(r.expression_type == "SQL92" for r in regs)
+    assert {(r.topic, r.group, r.expression_type, r.expression) for r in regs} == {
+        (t, g, "SQL92", reg["expression"]) for (t, g), reg in sql.items()}
 
 
 def test_registrations_file_of_store_a(store_a, registrations_json):
@@ -194,8 +207,18 @@ def test_unknown_shape_raises_config_error_naming_file_and_key(tmp_path, loader,
     assert str(path) in str(err.value) and (key is None or key in str(err.value))
 
 
-def test_config_error_is_a_value_error():
-    assert issubclass(ConfigError, ValueError)
+def test_malformed_store_config_stops_the_job_with_exit_1_naming_the_file(tmp_path, capsys):
+    """README, exit codes: 1 = store or config unreadable or damaged, the message naming the file. The job's
+    entry point reports input errors it catches as ValueError, which a ConfigError must therefore be."""
+    from jobs.replay import main
+
+    for folder in ("commitlog", "consumequeue", "config"):  # an empty store but for its config
+        (tmp_path / "store" / folder).mkdir(parents=True)
+    bad = write(tmp_path / "store" / "config", '{"topicConfigTable":{"T":{0:', "topics.json")
+    assert main(["--store", str(tmp_path / "store"), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and str(bad) in err and "malformed JSON" in err
+    assert not (tmp_path / "out").exists()
 
 
 # ------------------------------------------------------------------ subscriptionGroup.json (5.1.1+)
