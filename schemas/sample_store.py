@@ -81,7 +81,7 @@ def generate_store(root, messages=3000, seed=11, subscriptions=DEFAULT_SUBSCRIPT
             after = int(messages * float(g.get("registerAfterFraction", 0)))
             born = now + after * 2 + 45 if after else now - 1000
             sub = Subscription(g["group"], g["topic"], "SQL92", g["expression"], born,
-                               tuple(bloom.registration_bits(g["group"], g["topic"])), True, "store")
+                               tuple(bloom.registration_bits(g["group"], g["topic"])), True)
             sql.append(compile_subscription(sub))
     retry_groups = sorted({g["group"] for g in groups})
     with StoreWriter(root, commitlog_file_size, cq_file_size, ext_file_size) as writer:
@@ -95,8 +95,19 @@ def generate_store(root, messages=3000, seed=11, subscriptions=DEFAULT_SUBSCRIPT
         writer.write_config("topics.json", {"topicConfigTable": {
             t: {"topicName": t, "readQueueNums": n, "writeQueueNums": n, "perm": 6, "topicFilterType": "SINGLE_TAG"}
             for t, n in sorted(writer_topics(writer).items())}})
-        writer.write_config("consumerOffset.json", {"offsetTable": {}})
+        writer.write_config("consumerOffset.json", _consumer_offsets(groups, writer))
     return sql
+
+
+def _consumer_offsets(groups, writer):
+    """Every group has consumed the first 80% of each queue of its topic: `--from committed` then has a
+    backlog to show."""
+    table = {}
+    for g in groups:
+        for (topic, qid), next_offset in sorted(writer.next_queue_offset.items()):
+            if topic == g["topic"]:
+                table.setdefault(f"{topic}@{g['group']}", {})[str(qid)] = next_offset * 4 // 5
+    return {"offsetTable": table}
 
 
 def writer_topics(writer):
