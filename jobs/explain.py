@@ -103,7 +103,7 @@ def main(argv=None):
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
     else:
-        from jobs.explain_report import render
+        from jobs.explain_text import render
 
         print("\n".join(render(result)))
     return EXIT_OK

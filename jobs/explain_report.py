@@ -1,11 +1,12 @@
 """Why one unit was (or was not) delivered to one group, in RocketMQ's terms: the facts behind each stage
-of a decision the job made (jobs/decision.py), as one JSON-ready dict, and that dict as text.
+of a decision the job made (jobs/decision.py), as one JSON-ready dict (jobs/explain_text.py prints it).
 
 The verdict and every stage's pass or fail are the job's Outcome; this module only collects the inputs
 the job looked at (the unit, the subscription, the bloom bits, the tag codes) and, for SQL92, the per-node
 trace of the row evaluator (filtering/sql92/trace.py).
 """
 from filtering import bloom as bloom_mod
+from filtering.message_filter import retry_filter_applies
 from filtering.sql92 import trace as sql_trace
 from filtering.subscriptions import RETRY_PREFIX
 from filtering.tags import int32, java_hash
@@ -14,13 +15,14 @@ from schemas import layout as L
 
 VERDICTS = {
     None: "delivered: the broker returns it (GetMessageStatus.FOUND) and the consumer keeps it",
-    "scope": "not replayed: outside the replay's scope (see scope)",
+    "scope": "not in the replay's scope: below the group's committed offset (--from committed) or outside "
+             "the --since/--until window",
     "consume_queue": "filtered on the consume queue: ExpressionMessageFilter.isMatchedByConsumeQueue is false, "
                      "the broker skips the unit without reading the message (NO_MATCHED_MESSAGE)",
     "commit_log": "filtered on the commit log: isMatchedByCommitLog is false (only a Boolean TRUE matches), "
                   "the broker does not return it",
     "client": "returned by the broker, dropped by the 4.x consumer's exact tag check "
-              "(PullAPIWrapper.processPullResult): a tag hash collision",
+              "(PullAPIWrapper.processPullResult)",
 }
 
 
@@ -79,7 +81,7 @@ def _retry_rule(ctx, csub, message):
     sub = csub.sub
     if not sub.topic.startswith(RETRY_PREFIX):
         return None
-    if ctx.plan.support_retry and sub.expression_type != "PYTHON":
+    if retry_filter_applies(sub, ctx.plan.support_retry):
         original = message["properties"].get("RETRY_TOPIC")
         expression = _retry_expression(ctx, csub, message)
         if expression is None:
@@ -116,7 +118,7 @@ def _scope(ctx, v, unit, message, inside):
 
 def _consume_queue(ctx, v, i, message):
     csub, passed = v.csub, bool(v.outcome.stage1[i])
-    if ctx.plan.support_retry and csub.sub.topic.startswith(RETRY_PREFIX) and csub.sub.expression_type != "PYTHON":
+    if retry_filter_applies(csub.sub, ctx.plan.support_retry):
         return {"passed": passed, "reason": "filterSupportRetry on a %RETRY% topic: the consume-queue stage passes"}
     if csub.tag is not None:
         return _tag_stage(csub, v.batch, i, message, passed)
@@ -183,7 +185,7 @@ def _unchecked_reason(sub, batch, i, bitmap, bloom):
 def _commit_log(ctx, v, i, message):
     csub, reached = v.csub, bool(v.outcome.stage1[i])
     expression = csub.sql
-    if ctx.plan.support_retry and csub.sub.topic.startswith(RETRY_PREFIX) and csub.sub.expression_type != "PYTHON":
+    if retry_filter_applies(csub.sub, ctx.plan.support_retry):
         expression = _retry_expression(ctx, csub, message)
         if expression is None:
             return {"applies": False, "reason": "no SQL92 filter of the original topic: nothing to evaluate"}
@@ -219,72 +221,3 @@ def _client(v, i, message):
         collision = f"tag {tag} has the hash code of {', '.join(same)} ({java_hash(tag)}): " if same else ""
         out["reason"] = f"{collision}tag {tag!r} is not one of {sorted(csub.tag.tags)}, so the client drops it"
     return out
-
-
-def render(answer):
-    """The answer as text lines, stage by stage."""
-    u, s = answer["unit"], answer["subscription"]
-    lines = [f"{answer['group']} / {answer['topic']} queue {answer['queue_id']} offset {answer['queue_offset']}: "
-             f"{'DELIVERED' if answer['delivered'] else 'NOT DELIVERED (stage ' + answer['stage'] + ')'}",
-             f"  {answer['verdict']}", "", "unit (consume queue)",
-             f"  commit-log offset {u['commitlog_offset']}, size {u['size']}, tag field {u['tags_code_raw']}"]
-    ext = u["ext"]
-    if ext is None:
-        lines.append("  tag code stored in the unit (no ext address)")
-    elif ext.get("unreadable"):
-        lines.append(f"  ext address {ext['address']} (position {ext['position']}): ext unit unreadable")
-    else:
-        lines.append(f"  ext address {ext['address']} (position {ext['position']}): tag code {ext['tags_code']}, "
-                     f"msgStoreTime {ext['msg_store_time']}, bitmap {ext['bitmap'] or 'none'}")
-    m = answer["message"]
-    lines += ["message (commit log)", f"  msgId {m['msg_id']}, storeTimestamp {m['store_timestamp']}, "
-                                      f"tags {m['tags']!r}, keys {m['keys']!r}",
-              f"  properties {m['properties']}", "subscription (as the broker holds it)",
-              f"  {s['type']} {s['expression']!r} ({_origin(s)})"]
-    if "code_set" in s:
-        lines.append(f"  code set {s['code_set']}" if not s["all"] else "  '*': all tags")
-    if s["type"] == "SQL92":
-        lines.append(f"  bornTime {s['born_time']}, bloom bits {s['bloom_bits']}")
-    if s["retry_rule"]:
-        lines.append(f"  {s['retry_rule']}")
-    lines += _render_scope(answer["scope"])
-    cq, cl, client = answer["consume_queue"], answer["commit_log"], answer["client"]
-    lines += ["stage 1, consume queue: " + ("passed" if cq["passed"] else "FILTERED"), f"  {cq['reason']}",
-              "stage 2, commit log: " + _stage_state(cl)]
-    if cl["applies"] and "tree" in cl:
-        outcome = cl["result"] if cl["error"] is None else f"throws {cl['error']}"
-        note = "" if cl["reached"] else (" (not reached; this is what the dispatcher computed when the message "
-                                         "was stored, which is why the bitmap lacks the group's bits)")
-        lines.append(f"  {cl['expression']}  =>  {outcome}{note}")
-        lines += [f"    {line}" for line in sql_trace.render(cl["tree"])]
-    elif "reason" in cl:
-        lines.append(f"  {cl['reason']}")
-    lines += ["client (4.x consumer): " + _stage_state(client), f"  {client['reason']}"]
-    return lines
-
-
-def _origin(s):
-    return {"store": "registered in the store's consumerFilter.json", "file": "from a subscription file",
-            "cli": "from --subscription (ad hoc)", "retry": "implicit retry subscription"}.get(s["origin"], s["origin"])
-
-
-def _render_scope(scope):
-    lines = [f"scope: --from {scope['from']}" + ("" if scope["in_scope"] else ": OUT OF SCOPE")]
-    if "committed_offset" in scope:
-        c = scope["committed_offset"]
-        lines.append(f"  committed offset {c} (config/consumerOffset.json)" if c is not None
-                     else "  no committed offset for this queue: from its start")
-    if "store_timestamp" in scope:
-        lines.append(f"  window since {scope['since']} until {scope['until']} (since <= t < until), "
-                     f"storeTimestamp {scope['store_timestamp']}")
-    if "reason" in scope:
-        lines.append(f"  {scope['reason']}")
-    return lines
-
-
-def _stage_state(stage):
-    if not stage["applies"]:
-        return "does not apply"
-    if not stage["reached"]:
-        return "not reached"
-    return "passed" if stage["passed"] else "FILTERED"
