@@ -91,10 +91,11 @@ def main(argv=None):
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else EXIT_OK
     from jobs.decision import ExplainError
+    from jobs.errors import UsageError
 
     try:
         result = answer(args)
-    except ExplainError as exc:
+    except (ExplainError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except (ValueError, FileNotFoundError) as exc:  # CorruptStoreError, ConfigError, UnsupportedStoreError

@@ -8,6 +8,7 @@ trace of the row evaluator (filtering/sql92/trace.py).
 from filtering import bloom as bloom_mod
 from filtering.message_filter import retry_filter_applies
 from filtering.sql92 import trace as sql_trace
+from filtering.sql92.diagnose import describe
 from filtering.subscriptions import RETRY_PREFIX
 from filtering.tags import int32, java_hash
 from jobs.split_task import retry_filters
@@ -66,13 +67,14 @@ def _unit(unit):
 
 def _subscription(ctx, csub, message):
     sub = csub.sub
-    out = {"type": sub.expression_type, "expression": sub.expression, "origin": sub.origin}
+    out = {"type": sub.expression_type, "expression": sub.expression, "stored": sub.stored}
     if csub.tag is not None:
         out["code_set"] = {t: java_hash(t) for t in sorted(csub.tag.tags)}
         out["all"] = csub.tag.match_all
     if sub.expression_type == "SQL92":
-        out.update(stored=sub.stored, born_time=sub.born_time, bloom_bits=list(sub.bloom_bits or ()))
+        out.update(born_time=sub.born_time, bloom_bits=list(sub.bloom_bits or ()))
     out["retry_rule"] = _retry_rule(ctx, csub, message)
+    out["warning"] = csub.warning  # compiled, but RocketMQ ignores part of it (trailing text)
     return out
 
 
@@ -89,9 +91,9 @@ def _retry_rule(ctx, csub, message):
                     f"{original!r} (property RETRY_TOPIC), so the broker returns it")
         return (f"filterSupportRetry: stage 1 passes and stage 2 applies {sub.group}'s SQL92 filter of the original "
                 f"topic {original} (property RETRY_TOPIC): {expression.text}")
-    if sub.origin == "retry":
-        return (f"{sub.topic} gets the TAG subscription '*' implicitly (a push consumer's retry subscription; "
-                f"--no-retry leaves it out)")
+    if (sub.expression_type, sub.expression) == ("TAG", "*"):
+        return (f"{sub.topic} is read with TAG '*', a push consumer's retry subscription (every group gets it "
+                f"unless --no-retry)")
     return None
 
 
@@ -200,7 +202,7 @@ def _commit_log(ctx, v, i, message):
             "expression": expression.text,
             "result": sql_trace.java_text(result) if error is None else None,
             "error": sql_trace.error_text(error) if error is not None else None,
-            "tree": sql_trace.rows(root)}
+            "hint": describe(error) if error is not None else None, "tree": sql_trace.rows(root)}
 
 
 def _client(v, i, message):

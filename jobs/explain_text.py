@@ -4,9 +4,6 @@ import json
 
 from filtering.sql92.trace import render as render_tree
 
-_ORIGINS = {"store": "registered in the store's consumerFilter.json", "file": "from a subscription file",
-            "cli": "from --subscription (ad hoc)", "retry": "the implicit retry subscription"}
-
 
 def render(answer):
     """The answer as text lines."""
@@ -40,13 +37,17 @@ def _message(m):
 
 def _subscription(s):
     lines = ["subscription (as the broker holds it)",
-             f"  {s['type']} {s['expression']!r} ({_ORIGINS.get(s['origin'], s['origin'])})"]
+             f"  {s['type']} {s['expression']!r} "
+             + ("(the store's registration, config/consumerFilter.json)" if s["stored"]
+                else "(not registered in the store: --subscriptions, --subscription or the retry rule)")]
     if "code_set" in s:
         lines.append("  '*': every tag" if s["all"] else f"  code set {s['code_set']}")
     if s["type"] == "SQL92":
         lines.append(f"  bornTime {s['born_time']}, bloom bits {s['bloom_bits']}")
     if s["retry_rule"]:
         lines.append(f"  {s['retry_rule']}")
+    if s["warning"]:
+        lines.append(f"  warning: {s['warning']}")
     return lines
 
 
@@ -75,7 +76,8 @@ def _commit_log(cl):
     outcome = cl["result"] if cl["error"] is None else f"throws {cl['error']}"
     note = "" if cl["reached"] else (" (not reached; this is what the dispatcher computed when the message was "
                                      "stored, which is why the bitmap lacks the group's bits)")
-    return lines + [f"  {cl['expression']}  =>  {outcome}{note}"] + [f"    {line}" for line in render_tree(cl["tree"])]
+    lines += [f"  {cl['expression']}  =>  {outcome}{note}"] + [f"    {line}" for line in render_tree(cl["tree"])]
+    return lines + ([f"  in short: {cl['hint']}"] if cl["hint"] else [])
 
 
 def _client(client):
