@@ -18,8 +18,15 @@ from jobs.cli import add_subscription_arguments, parse_store_time, subscription_
 EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments are one line on stderr, like every other question explain cannot answer."""
+
+    def error(self, message):
+        self.exit(EXIT_USAGE, f"error: {message} (python -m jobs.explain --help)\n")
+
+
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m jobs.explain", description=__doc__.splitlines()[0])
+    p = _Parser(prog="python -m jobs.explain", description=__doc__.splitlines()[0])
     p.add_argument("--store", required=True, help="the broker's storePathRootDir (path or URI)")
     add_subscription_arguments(p)
     p.add_argument("--group", required=True, help="the consumer group")

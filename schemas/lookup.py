@@ -25,7 +25,7 @@ class NotInStore(LookupError):
 def queue_files(fs, root, topic, queue_id):
     """QueueFiles of one consume queue and its ext queue, from the listing of their two folders only."""
     cq, _ = storefs.list_segments(fs, f"{root}/consumequeue/{topic}/{queue_id}")
-    if not cq:
+    if not cq or not storefs.file_size_of(cq):
         raise NotInStore(f"the store has no consume queue {queue_id} of topic {topic}")
     ext, _ = storefs.list_segments(fs, f"{root}/consumequeue_ext/{topic}/{queue_id}")
     return QueueFiles(topic, queue_id, tuple(cq), storefs.file_size_of(cq), tuple(ext), storefs.file_size_of(ext) or 0)

@@ -249,7 +249,7 @@ def test_registration_live_at_dispatch_drops_it_on_the_bloom_instead(capsys, pri
 def test_questions_without_an_answer_exit_2_with_one_clear_line(capsys, store_a, more, message):
     code, out, err = _cli(capsys, *_args(store_a, *more))
     assert code == 2 and out == ""
-    assert message in err.strip().splitlines()[-1]
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err
 
 
 def test_unparsable_expression_exits_2_with_the_parsers_position(capsys, store_a):
