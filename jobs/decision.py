@@ -127,10 +127,6 @@ class Verdicts:
     in_scope: np.ndarray  # --from committed and the window
     stage: list  # per unit: None (delivered) or the first of STAGES that dropped it
 
-    @property
-    def delivered(self):
-        return np.array([s is None for s in self.stage], dtype=bool)
-
 
 def decide(ctx, csub, units, messages, window=Window()):
     """Verdicts of one compiled subscription over units of its topic, from the job's functions."""
