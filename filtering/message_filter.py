@@ -97,6 +97,11 @@ def stage1_sql(sub, batch, bloom, bitmaps, bitmaps_valid):
     return ~checked | hit, checked & hit
 
 
+def retry_filter_applies(sub, support_retry):
+    """ExpressionForRetryMessageFilter's case: filterSupportRetry and a %RETRY% topic (custom filters aside)."""
+    return support_retry and sub.topic.startswith(RETRY_PREFIX) and sub.expression_type != "PYTHON"
+
+
 def apply_subscription(csub, batch, bloom, recomputed=None, retry_sql=None, messages=None, support_retry=False,
                        evaluated=None):
     """Outcome of one compiled subscription over a batch of its topic.
@@ -114,7 +119,7 @@ def apply_subscription(csub, batch, bloom, recomputed=None, retry_sql=None, mess
     errors = np.zeros(n, dtype=bool)
     checked = np.zeros(n, dtype=bool)
     ran = np.zeros(n, dtype=bool)
-    if support_retry and sub.topic.startswith(RETRY_PREFIX) and sub.expression_type != "PYTHON":
+    if retry_filter_applies(sub, support_retry):
         stage1 = ones
         broker = ones.copy()
         original = pc.fill_null(pc.map_lookup(batch.properties, "RETRY_TOPIC", "first"), "").to_numpy(

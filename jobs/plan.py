@@ -118,6 +118,25 @@ def build_plan(options):
     return Planned(plan, layout, compiled, config.consumer_offsets, problems, _lost_units(layout), warnings)
 
 
+def plan_from_config(options, config, topics_present, commitlog):
+    """(ReplayPlan, every compiled subscription, failed ones included) of a run over all subscriptions, from
+    the store's config, its topic names and its commit-log Segments alone: what jobs/explain.py decides one
+    unit with, without build_plan's listing and checks of every queue. The subscriptions are merged and
+    compiled, and the dispatcher's registrations chosen, as build_plan does."""
+    bloom = BloomFilter(options.bloom_f, options.bloom_n)
+    stored = _stored_sql92(config, [])
+    subs = merge_subscriptions(stored, _user_registrations(options), bloom, topics_present, options.retry)
+    compiled = [compile_subscription(s, options.dialect) for s in subs]
+    plan = ReplayPlan(
+        store_uri=str(options.store), commitlog_file_size=storefs.file_size_of(commitlog) or 1,
+        commitlog_files=tuple((s.start, s.path, s.length) for s in commitlog),
+        subscriptions=tuple(c for c in compiled if not c.error),
+        registrations=_dispatched_registrations(stored, compiled, bloom, options.dialect),
+        bloom_f=options.bloom_f, bloom_n=options.bloom_n, support_retry=options.support_retry,
+        start_offsets=_start_offsets(options, compiled, config.consumer_offsets))
+    return plan, compiled
+
+
 def _user_registrations(options):
     """Registrations of the subscription files and the command line, in precedence order."""
     regs = []

@@ -18,6 +18,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the reposit
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from jobs import outputs  # noqa: E402
+from jobs.cli import add_subscription_arguments, subscription_options  # noqa: E402
 from jobs.errors import UsageError  # noqa: E402
 from jobs.plan import JobOptions, build_plan  # noqa: E402
 from jobs.settings import load_settings  # noqa: E402
@@ -33,20 +34,10 @@ def parse_args(argv):
     p = argparse.ArgumentParser(prog="replay.py", description=__doc__.splitlines()[0])
     p.add_argument("--store", required=True, help="the broker's storePathRootDir (path or URI)")
     p.add_argument("--out", required=True, help="output directory (path or URI); must not exist")
-    p.add_argument("--subscriptions", action="append", default=[], metavar="FILE",
-                   help="subscription file {\"groups\": [...]} (repeatable; later files win)")
-    p.add_argument("--subscription", action="append", nargs=4, default=[],
-                   metavar=("GROUP", "TOPIC", "TYPE", "EXPRESSION"), help="an ad hoc subscription (repeatable)")
-    p.add_argument("--rocketmq-version", choices=["4", "5"], help="SQL92 dialect (default 5)")
-    p.add_argument("--from", dest="start_from", choices=["earliest", "committed"],
-                   help="earliest, or each group's committed offsets in config/consumerOffset.json")
+    add_subscription_arguments(p)
     p.add_argument("--groups", help="comma-separated groups to replay (default all)")
     p.add_argument("--topics", help="comma-separated topics to replay (default all)")
-    p.add_argument("--conf", help="job settings JSON (default conf/replay.json)")
     p.add_argument("--no-body", action="store_true", help="leave message bodies out of the output")
-    p.add_argument("--no-retry", action="store_true", help="do not add each group's %%RETRY%% subscription")
-    p.add_argument("--filter-support-retry", action="store_true",
-                   help="apply the original topic's SQL92 filter on %%RETRY%% topics (broker filterSupportRetry)")
     p.add_argument("--on-corrupt", choices=["fail", "skip"], help="stop on damaged data, or audit and skip it")
     p.add_argument("--verify-crc", action="store_true", help="check every body's CRC32")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT (once the new one is complete)")
@@ -64,15 +55,9 @@ def options_from(args, settings):
     split = lambda s: tuple(x for x in (s or "").split(",") if x)  # noqa: E731
     return JobOptions(
         store=args.store,
-        subscription_files=tuple(args.subscriptions),
-        ad_hoc=tuple(tuple(s) for s in args.subscription),
-        dialect=args.rocketmq_version or str(settings["rocketmq_version"]),
-        start_from=args.start_from or settings["from"],
+        **subscription_options(args, settings),
         groups=split(args.groups), topics=split(args.topics),
-        retry=settings["retry_subscriptions"] and not args.no_retry,
         with_body=settings["with_body"] and not args.no_body,
-        support_retry=settings["filter_support_retry"] or args.filter_support_retry,
-        bloom_f=int(settings["bloom_f"]), bloom_n=int(settings["bloom_n"]),
         split_size=int(settings["split_size_mb"]) << 20,
         on_corrupt=args.on_corrupt or settings["on_corrupt"],
         verify_crc=settings["verify_crc"] or args.verify_crc,

@@ -168,7 +168,7 @@ def _skipped_stats(plan, out):
         if not len(rows):
             continue
         sel = skipped.take(pa.array(rows))
-        scope = _in_scope(plan, csub.sub, sel.column("queue_id").to_numpy(), sel.column("queue_offset").to_numpy())
+        scope = in_scope(plan, csub.sub, sel.column("queue_id").to_numpy(), sel.column("queue_offset").to_numpy())
         n = len(rows) if scope is None else int(scope.sum())
         if n:
             out.add("stats", {"group": csub.sub.group, "topic": csub.sub.topic,
@@ -283,43 +283,79 @@ def plan_fs(plan):
     return fs
 
 
-def _replay_topic(plan, topic, units, messages, out):
-    """Dispatcher audit and every subscription of one topic over its units."""
-    n = units.num_rows
-    bloom = bloom_mod.BloomFilter(plan.bloom_f, plan.bloom_n)
+def topic_batch(topic, units, messages, bloom):
+    """The UnitBatch every subscription of `topic` is applied to: its consume-queue units (ext units
+    resolved) and their decoded messages, row for row."""
     stored_bitmaps, stored_valid = bloom_mod.bitmap_matrix(units.column("filter_bitmap"), bloom.m)
-    raw_valid = units.column("filter_bitmap").is_valid().to_numpy(zero_copy_only=False)
     is_ext = units.column("is_ext_addr").to_numpy(zero_copy_only=False)
     code_missing = units.column("tags_code").is_null().to_numpy(zero_copy_only=False)
     store_time = units.column("msg_store_time")
-    ext_ok = store_time.is_valid().to_numpy(zero_copy_only=False)
-    batch = UnitBatch(
+    return UnitBatch(
         topic=topic,
         tags_code=pc.fill_null(units.column("tags_code"), 0).to_numpy(),
         code_missing=code_missing & is_ext,
-        ext_ok=ext_ok,
+        ext_ok=store_time.is_valid().to_numpy(zero_copy_only=False),
         msg_store_time=pc.fill_null(store_time, 0).to_numpy(),
         stored_bitmaps=stored_bitmaps,
         stored_valid=stored_valid,
         properties=_one_array(messages.column("properties")),
         tags=_one_array(messages.column("tags")),
     )
-    subs = [c for c in plan.subscriptions if c.sub.topic == topic]
-    # the dispatcher: every stored registration of the topic (whatever this run replays), then the run's
-    # ad hoc SQL92 subscriptions as if registered too; one evaluation per message serves stage 2 as well
+
+
+@dataclass
+class Dispatched:
+    """The dispatcher's work on one topic's batch, done once for all its groups: every stored registration
+    of the topic (whatever this run replays), then the run's ad hoc SQL92 subscriptions as if registered
+    too, evaluated on every message; one evaluation per message serves stage 2 as well."""
+
+    registered: list  # the stored registrations, the first columns of match
+    match: np.ndarray  # (N, R): the expression returned TRUE
+    errors: np.ndarray  # (N, R): it threw
+    columns: dict  # a stored registration's key, or id() of an ad hoc subscription -> its column
+    recomputed: tuple  # (bitmaps, valid) recomputed from all of them
+
+    def evaluated(self, csub):
+        """(matched, errors) of one subscription's expression per row, when the dispatcher evaluated it."""
+        r = self.columns.get(csub.key if csub.sub.stored else id(csub))
+        return None if r is None else (self.match[:, r], self.errors[:, r])
+
+
+def dispatch_topic(plan, topic, batch, bloom):
+    """Dispatched of one topic's batch (see Dispatched)."""
     registered = [c for c in plan.registrations if c.sub.topic == topic]
-    adhoc = [c for c in subs if c.sql is not None and not c.sub.stored and c.sub.bloom_bits]
+    adhoc = [c for c in plan.subscriptions
+             if c.sub.topic == topic and c.sql is not None and not c.sub.stored and c.sub.bloom_bits]
     match, match_errors = dispatcher.registration_outcomes(registered + adhoc, batch.properties)
-    column = {c.key: r for r, c in enumerate(registered)}
-    column.update({id(c): len(registered) + r for r, c in enumerate(adhoc)})
+    columns = {c.key: r for r, c in enumerate(registered)}
+    columns.update({id(c): len(registered) + r for r, c in enumerate(adhoc)})
     recomputed = dispatcher.recompute_bitmaps(registered + adhoc, match, bloom.m)
-    _audit_bitmaps(topic, registered, match[:, : len(registered)], bloom, batch, units, messages, raw_valid, out)
+    return Dispatched(registered, match, match_errors, columns, recomputed)
+
+
+def retry_filters(plan):
+    """{group: {topic: compiled SQL92}}: the filters ExpressionForRetryMessageFilter applies on a group's
+    %RETRY% topic with filterSupportRetry (empty without it)."""
     retry_sql = {}
     if plan.support_retry:
         for c in plan.subscriptions:
             if c.sql is not None:
                 retry_sql.setdefault(c.sub.group, {})[c.sub.topic] = c.sql
-    message_dicts = _lazy_messages(messages)
+    return retry_sql
+
+
+def _replay_topic(plan, topic, units, messages, out):
+    """Dispatcher audit and every subscription of one topic over its units."""
+    n = units.num_rows
+    bloom = bloom_mod.BloomFilter(plan.bloom_f, plan.bloom_n)
+    batch = topic_batch(topic, units, messages, bloom)
+    raw_valid = units.column("filter_bitmap").is_valid().to_numpy(zero_copy_only=False)
+    subs = [c for c in plan.subscriptions if c.sub.topic == topic]
+    d = dispatch_topic(plan, topic, batch, bloom)
+    stored_match = d.match[:, : len(d.registered)]
+    _audit_bitmaps(topic, d.registered, stored_match, bloom, batch, units, messages, raw_valid, out)
+    retry_sql = retry_filters(plan)
+    message_dicts = lazy_messages(messages)
     queue_ids = units.column("queue_id").to_numpy()
     queue_offsets = units.column("queue_offset").to_numpy()
     g = len(subs)
@@ -328,12 +364,11 @@ def _replay_topic(plan, topic, units, messages, out):
     units_in_scope = np.full(g, n, dtype=np.int64)
     ext_unreadable = np.full(g, int(batch.code_missing.sum()), dtype=np.int64)
     for k, csub in enumerate(subs):
-        r = column.get(csub.key if csub.sub.stored else id(csub))
-        o = apply_subscription(csub, batch, bloom, recomputed, retry_sql.get(csub.sub.group), message_dicts,
-                               plan.support_retry, None if r is None else (match[:, r], match_errors[:, r]))
+        o = apply_subscription(csub, batch, bloom, d.recomputed, retry_sql.get(csub.sub.group), message_dicts,
+                               plan.support_retry, d.evaluated(csub))
         stage1[k], checked[k], broker[k], client[k] = o.stage1, o.bloom_checked, o.broker, o.client
         errors[k], ran[k] = o.errors, o.evaluated
-        scope = _in_scope(plan, csub.sub, queue_ids, queue_offsets)
+        scope = in_scope(plan, csub.sub, queue_ids, queue_offsets)
         if scope is not None:
             for matrix in (stage1, checked, broker, client, errors, ran):
                 matrix[k] &= scope
@@ -436,7 +471,7 @@ def _one_array(column):
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
-def _in_scope(plan, sub, queue_ids, queue_offsets):
+def in_scope(plan, sub, queue_ids, queue_offsets):
     """Rows at or after the group's committed offset of their queue (None: all rows)."""
     firsts = {q: o for g, t, q, o in plan.start_offsets if g == sub.group and t == sub.topic}
     if not plan.start_offsets:
@@ -459,7 +494,7 @@ def _message_columns(messages, units, rows):
     return cols
 
 
-def _lazy_messages(messages):
+def lazy_messages(messages):
     """The batch as message dicts, built only if a PYTHON filter asks (per-row Python is its nature)."""
     cache = []
 

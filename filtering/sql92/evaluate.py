@@ -1,8 +1,9 @@
 """Row evaluator: RocketMQ's evaluate() for one property map.
 
 The tree is compiled once into nested closures through a table from node class to compiler
-function, so a row costs a few Python calls per node. Evaluation order, null handling and
-short-circuits follow the Java classes line by line; Java conversions and compareTo live in java.py.
+function, so a row costs a few Python calls per node; an optional recorder wraps each node's closure
+to trace one evaluation. Evaluation order, null handling and short-circuits follow the Java classes
+line by line; Java conversions and compareTo live in java.py.
 """
 import sys
 from contextlib import contextmanager
@@ -24,12 +25,12 @@ _STRING_TESTS = {
 }
 
 
-def _compile_constant(node):
+def _compile_constant(node, recorder):
     value = node.value
     return lambda props: value
 
 
-def _compile_property(node):
+def _compile_property(node, recorder):
     name = node.name
 
     def read(props):
@@ -40,13 +41,13 @@ def _compile_property(node):
     return read
 
 
-def _compile_negate(node):
-    operand = compile_node(node.operand)
+def _compile_negate(node, recorder):
+    operand = compile_node(node.operand, recorder)
     return lambda props: java.negate(operand(props))
 
 
-def _compile_not(node):
-    operand = compile_node(node.operand)
+def _compile_not(node, recorder):
+    operand = compile_node(node.operand, recorder)
 
     def evaluate(props):
         value = operand(props)
@@ -54,8 +55,8 @@ def _compile_not(node):
     return evaluate
 
 
-def _compile_boolean_cast(node):
-    operand = compile_node(node.operand)
+def _compile_boolean_cast(node, recorder):
+    operand = compile_node(node.operand, recorder)
 
     def evaluate(props):
         value = operand(props)
@@ -76,8 +77,8 @@ def equal_values(lv, rv):
     return lv is rv
 
 
-def _compile_equal(node):
-    left, right = compile_node(node.left), compile_node(node.right)
+def _compile_equal(node, recorder):
+    left, right = compile_node(node.left, recorder), compile_node(node.right, recorder)
     return lambda props: equal_values(left(props), right(props))
 
 
@@ -89,8 +90,8 @@ def _cast_comparable(value):
     return value
 
 
-def _compile_compare(node):
-    left, right, test = compile_node(node.left), compile_node(node.right), _ORDER_TESTS[node.op]
+def _compile_compare(node, recorder):
+    left, right, test = compile_node(node.left, recorder), compile_node(node.right, recorder), _ORDER_TESTS[node.op]
 
     def evaluate(props):
         lv = _cast_comparable(left(props))
@@ -105,8 +106,8 @@ def _compile_compare(node):
     return evaluate
 
 
-def _compile_in(node):
-    operand, values, negated = compile_node(node.operand), node.values, node.negated
+def _compile_in(node, recorder):
+    operand, values, negated = compile_node(node.operand, recorder), node.values, node.negated
 
     def evaluate(props):
         value = operand(props)
@@ -116,10 +117,10 @@ def _compile_in(node):
     return evaluate
 
 
-def _compile_string_match(node):
+def _compile_string_match(node, recorder):
     if not node.search:
         return lambda props: False  # checked before the operand is even evaluated
-    operand, search, negated = compile_node(node.operand), node.search, node.negated
+    operand, search, negated = compile_node(node.operand, recorder), node.search, node.negated
     test = _STRING_TESTS[node.op]
 
     def evaluate(props):
@@ -130,8 +131,8 @@ def _compile_string_match(node):
     return evaluate
 
 
-def _compile_and(node):
-    left, right = compile_node(node.left), compile_node(node.right)
+def _compile_and(node, recorder):
+    left, right = compile_node(node.left, recorder), compile_node(node.right, recorder)
 
     def evaluate(props):
         lv = left(props)
@@ -144,8 +145,8 @@ def _compile_and(node):
     return evaluate
 
 
-def _compile_or(node):
-    left, right = compile_node(node.left), compile_node(node.right)
+def _compile_or(node, recorder):
+    left, right = compile_node(node.left, recorder), compile_node(node.right, recorder)
 
     def evaluate(props):
         lv = left(props)
@@ -173,9 +174,16 @@ COMPILERS = {
 }
 
 
-def compile_node(node):
-    """A function props -> Java value (None/bool/int/Long/float/str) for the subtree at `node`."""
-    return COMPILERS[type(node)](node)
+def compile_node(node, recorder=None):
+    """A function props -> Java value (None/bool/int/Long/float/str) for the subtree at `node`.
+
+    recorder: None for filtering; explain passes a trace.Recorder, whose `record(node, build)` compiles the
+    node through `build()` and wraps the function it returns, so the per-node trace comes from this
+    evaluator itself rather than from a copy of its semantics."""
+    compiler = COMPILERS[type(node)]
+    if recorder is None:
+        return compiler(node, None)
+    return recorder.record(node, lambda: compiler(node, recorder))
 
 
 @contextmanager

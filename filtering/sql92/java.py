@@ -209,8 +209,9 @@ def _class_cast(value, target):
         "ClassCastException")
 
 
-def _promote(lv, rv):
-    """The type-conversion half of ComparisonExpression.__compare (with CONVERT_STRING_EXPRESSIONS)."""
+def promote(lv, rv):
+    """The type-conversion half of ComparisonExpression.__compare (with CONVERT_STRING_EXPRESSIONS): the pair
+    converted toward each other, or None when Java compares them as -1; NumberFormatError where valueOf throws."""
     lt, rt = type(lv), type(rv)
     if lt is bool:
         if rt is str:  # RocketMQ casts the Boolean side to String here
@@ -258,7 +259,7 @@ def compare(lv, rv):
     """
     if type(lv) is not type(rv):
         try:
-            promoted = _promote(lv, rv)
+            promoted = promote(lv, rv)
         except NumberFormatError as e:
             text, other = (lv, rv) if type(lv) is str else (rv, lv)
             raise FilterEvaluationError(

@@ -1,0 +1,48 @@
+"""Command-line options that say which subscriptions a replay applies: shared by the job (jobs/replay.py)
+and by the tool that explains one of its decisions (jobs/explain.py), so that both read them alike."""
+
+
+def add_subscription_arguments(p):
+    """--subscriptions, --subscription, --rocketmq-version, --from, --conf, --no-retry, --filter-support-retry."""
+    p.add_argument("--subscriptions", action="append", default=[], metavar="FILE",
+                   help="subscription file {\"groups\": [...]} (repeatable; later files win)")
+    p.add_argument("--subscription", action="append", nargs=4, default=[],
+                   metavar=("GROUP", "TOPIC", "TYPE", "EXPRESSION"), help="an ad hoc subscription (repeatable)")
+    p.add_argument("--rocketmq-version", choices=["4", "5"], help="SQL92 dialect (default 5)")
+    p.add_argument("--from", dest="start_from", choices=["earliest", "committed"],
+                   help="earliest, or each group's committed offsets in config/consumerOffset.json")
+    p.add_argument("--conf", help="job settings JSON (default conf/replay.json)")
+    p.add_argument("--no-retry", action="store_true", help="do not add each group's %%RETRY%% subscription")
+    p.add_argument("--filter-support-retry", action="store_true",
+                   help="apply the original topic's SQL92 filter on %%RETRY%% topics (broker filterSupportRetry)")
+
+
+def subscription_options(args, settings):
+    """The JobOptions fields those arguments decide, over the job settings' defaults."""
+    return dict(
+        subscription_files=tuple(args.subscriptions),
+        ad_hoc=tuple(tuple(s) for s in args.subscription),
+        dialect=args.rocketmq_version or str(settings["rocketmq_version"]),
+        start_from=args.start_from or settings["from"],
+        retry=settings["retry_subscriptions"] and not args.no_retry,
+        support_retry=settings["filter_support_retry"] or args.filter_support_retry,
+        bloom_f=int(settings["bloom_f"]), bloom_n=int(settings["bloom_n"]),
+    )
+
+
+def parse_store_time(text):
+    """A store time as epoch milliseconds: digits are epoch ms, anything else ISO-8601 with an offset
+    (`2026-11-21T12:57:15.400+08:00`, or `Z`); ValueError otherwise."""
+    from datetime import datetime, timezone
+
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    except ValueError:
+        raise ValueError(f"{text!r} is neither epoch milliseconds nor an ISO-8601 time") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"{text!r} has no UTC offset (write e.g. {text}+08:00 or {text}Z)")
+    delta = moment - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (delta.days * 86400 + delta.seconds) * 1000 + delta.microseconds // 1000

@@ -1,0 +1,121 @@
+"""Explain one decision of the replay: why group G did (or did not) receive one message of topic T.
+
+    python -m jobs.explain --store STORE [--subscriptions FILE | --subscription G T TYPE EXPR] --group G
+        --topic T (--queue-id Q --queue-offset O | --msg-id OFFSET_MSG_ID) [--rocketmq-version 4|5]
+        [--from committed] [--since T] [--until T] [--json]
+
+No Spark: the unit and its record are read where they are and the job's own filter code decides
+(jobs/decision.py); jobs/explain_report.py says why, stage by stage.
+Exit codes: 0 answered; 1 failed input (store or config unreadable or damaged); 2 bad arguments, no such
+unit or message id, no subscription of the group to the topic, or an expression that does not parse.
+"""
+import argparse
+import json
+import sys
+
+from jobs.cli import add_subscription_arguments, parse_store_time, subscription_options
+
+EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments are one line on stderr, like every other question explain cannot answer."""
+
+    def error(self, message):
+        self.exit(EXIT_USAGE, f"error: {message} (python -m jobs.explain --help)\n")
+
+
+def parse_args(argv):
+    p = _Parser(prog="python -m jobs.explain", description=__doc__.splitlines()[0])
+    p.add_argument("--store", required=True, help="the broker's storePathRootDir (path or URI)")
+    add_subscription_arguments(p)
+    p.add_argument("--group", required=True, help="the consumer group")
+    p.add_argument("--topic", required=True, help="the topic (a group's retry topic is %%RETRY%%<group>)")
+    p.add_argument("--queue-id", type=int, help="the unit's queue id (with --queue-offset)")
+    p.add_argument("--queue-offset", type=int, help="the unit's index in its consume queue")
+    p.add_argument("--msg-id", help="the message's offsetMsgId (store host and commit-log offset, 32 or 56 hex)")
+    p.add_argument("--since", type=_store_time, help="window start, epoch ms or ISO-8601 with an offset (inclusive)")
+    p.add_argument("--until", type=_store_time, help="window end, epoch ms or ISO-8601 with an offset (exclusive)")
+    p.add_argument("--json", action="store_true", help="print the answer as one JSON object")
+    args = p.parse_args(argv)
+    by_position = args.queue_id is not None or args.queue_offset is not None
+    if by_position == (args.msg_id is not None) or (by_position and None in (args.queue_id, args.queue_offset)):
+        p.error("give either --queue-id and --queue-offset, or --msg-id")
+    if args.since is not None and args.until is not None and args.since > args.until:
+        p.error(f"--since {args.since} is after --until {args.until}: the window is empty")
+    return args
+
+
+def _store_time(text):
+    try:
+        return parse_store_time(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def answer(args):
+    """The report of the decision the arguments ask about (ExplainError when there is none to explain)."""
+    from jobs.decision import ExplainError, Window, decide, load_context, locate_msg_id, read_queue_units
+    from jobs.explain_report import report
+    from jobs.plan import JobOptions
+    from jobs.settings import load_settings
+
+    options = JobOptions(store=args.store, **subscription_options(args, load_settings(args.conf)))
+    ctx = load_context(options)
+    csub = subscription_of_or_error(ctx, args.group, args.topic)
+    queue_id, queue_offset = args.queue_id, args.queue_offset
+    if args.msg_id is not None:
+        topic, queue_id, queue_offset = locate_msg_id(ctx, args.msg_id)
+        if topic != args.topic:
+            raise ExplainError(f"message {args.msg_id} is in topic {topic} (queue {queue_id}, offset "
+                               f"{queue_offset}), not in {args.topic}")
+    units, messages = read_queue_units(ctx, args.topic, queue_id, [queue_offset])
+    return report(ctx, decide(ctx, csub, units, messages, Window(args.since, args.until)))
+
+
+def subscription_of_or_error(ctx, group, topic):
+    """The group's compiled subscription; ExplainError, with the parser's position, when it did not compile."""
+    from filtering import sql92
+    from jobs.decision import ExplainError, subscription_of
+
+    csub = subscription_of(ctx, group, topic)
+    if not csub.error:
+        return csub
+    sub = csub.sub
+    message = f"group {group} topic {topic}: the {sub.expression_type} expression does not compile: {csub.error}"
+    if sub.expression_type == "SQL92":
+        try:
+            sql92.parse(sub.expression, dialect=ctx.options.dialect)
+        except sql92.FilterSyntaxError as exc:
+            if exc.position is not None:
+                message += f"\n  {sub.expression}\n  {' ' * exc.position}^"
+    raise ExplainError(message)
+
+
+def main(argv=None):
+    try:
+        args = parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_USAGE if exc.code else EXIT_OK
+    from jobs.decision import ExplainError
+    from jobs.errors import UsageError
+
+    try:
+        result = answer(args)
+    except (ExplainError, UsageError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (ValueError, FileNotFoundError) as exc:  # CorruptStoreError, ConfigError, UnsupportedStoreError
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+    else:
+        from jobs.explain_text import render
+
+        print("\n".join(render(result)))
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Single units and records read where they are, for questions about a few messages (jobs/explain.py).
+
+The unit at queue offset O is bytes [20*O, 20*O + 20) of its queue, in the file whose name is
+20*O // file size * file size; a record is `size` bytes at its commit-log offset, in the file
+offset // file size; an offsetMsgId holds that offset. Only the folders of one queue are listed and
+only the bytes asked for are read, so an answer costs the same on a store of any size.
+"""
+import numpy as np
+import pyarrow as pa
+
+from schemas import layout as L
+from schemas import storefs
+from schemas.commitlog import decode_records
+from schemas.consume_queue import decode_cq_segment
+from schemas.local_api import resolve_units
+from schemas.store import QueueFiles
+
+_HOST_BYTES = {32: 4, 56: 16}  # offsetMsgId length in hex digits -> store host address bytes (IPv4, IPv6)
+
+
+class NotInStore(LookupError):
+    """The store has no such queue, unit, record or message id."""
+
+
+def queue_files(fs, root, topic, queue_id):
+    """QueueFiles of one consume queue and its ext queue, from the listing of their two folders only."""
+    cq, _ = storefs.list_segments(fs, f"{root}/consumequeue/{topic}/{queue_id}")
+    if not cq or not storefs.file_size_of(cq):
+        raise NotInStore(f"the store has no consume queue {queue_id} of topic {topic}")
+    ext, _ = storefs.list_segments(fs, f"{root}/consumequeue_ext/{topic}/{queue_id}")
+    return QueueFiles(topic, queue_id, tuple(cq), storefs.file_size_of(cq), tuple(ext), storefs.file_size_of(ext) or 0)
+
+
+def read_units(fs, queue, queue_offsets):
+    """CONSUME_QUEUE_SCHEMA table of the units at `queue_offsets` of one queue, in that order, ext units
+    resolved; NotInStore names the first offset that holds no message."""
+    wanted = np.asarray(queue_offsets, dtype=np.int64)
+    parts = []
+    for start in np.unique(wanted * L.CQ_UNIT_SIZE // queue.cq_file_size * queue.cq_file_size):
+        in_file = wanted[wanted * L.CQ_UNIT_SIZE // queue.cq_file_size * queue.cq_file_size == start]
+        segment = next((s for s in queue.cq if s.start == start), None)
+        if segment is None:
+            continue
+        lo, hi = int(in_file.min()) * L.CQ_UNIT_SIZE, (int(in_file.max()) + 1) * L.CQ_UNIT_SIZE
+        raw = storefs.read_range(fs, segment.path, lo - int(start), hi - lo)
+        parts.append(decode_cq_segment(raw, lo, segment.path))
+    found = np.concatenate([p["queue_offset"] for p in parts]) if parts else np.zeros(0, np.int64)
+    missing = wanted[~np.isin(wanted, found)]
+    if len(missing):
+        raise NotInStore(f"queue {queue.queue_id} of topic {queue.topic} has no message at queue offset "
+                         f"{int(missing[0])} ({_queue_range(queue)})")
+    table = pa.Table.from_batches([resolve_units(fs, queue, parts)])
+    order = np.searchsorted(table.column("queue_offset").to_numpy(), wanted)
+    return table.take(pa.array(order))
+
+
+def _queue_range(queue):
+    first, last = queue.cq[0], queue.cq[-1]
+    return f"its files cover queue offsets {first.start // L.CQ_UNIT_SIZE} to " \
+           f"{(last.start + last.length) // L.CQ_UNIT_SIZE - 1}"
+
+
+def read_records(fs, commitlog, file_size, offsets, sizes, with_body=False):
+    """MESSAGE_SCHEMA table of the records at commit-log `offsets` (each `sizes` bytes), in that order.
+
+    commitlog: the store's commit-log Segments; file_size: their mapped-file size."""
+    offsets, sizes = np.asarray(offsets, dtype=np.int64), np.asarray(sizes, dtype=np.int64)
+    batches, rows = [], []
+    for start in np.unique(offsets // file_size * file_size):
+        segment = _commitlog_file(commitlog, int(start), offsets)
+        sel = np.flatnonzero(offsets // file_size * file_size == start)
+        rel = offsets[sel] - start
+        lo, hi = int(rel.min()), int((rel + sizes[sel]).max())
+        buf = storefs.read_range(fs, segment.path, lo, hi - lo)
+        if len(buf) < hi - lo:
+            raise NotInStore(f"commit-log file {segment.path} ends before offset {int(start) + hi}")
+        batches.append(decode_records(buf, rel - lo, int(start) + lo, segment.path, with_body=with_body))
+        rows.append(sel)
+    table = pa.Table.from_batches(batches)
+    return table.take(pa.array(np.argsort(np.concatenate(rows), kind="stable")))
+
+
+def record_size_at(fs, commitlog, file_size, offset):
+    """totalSize of the record starting at a commit-log offset; NotInStore when none starts there."""
+    start = offset // file_size * file_size
+    segment = _commitlog_file(commitlog, start, [offset])
+    head = storefs.read_range(fs, segment.path, offset - start, 8)
+    size, magic = (int.from_bytes(head[i:i + 4].tobytes(), "big", signed=True) for i in (0, 4)) \
+        if len(head) == 8 else (0, 0)
+    if magic not in L.MESSAGE_MAGICS or size < L.MIN_RECORD_SIZE:
+        raise NotInStore(f"no message record starts at commit-log offset {offset}")
+    return size
+
+
+def _commitlog_file(commitlog, start, offsets):
+    segment = next((s for s in commitlog if s.start == start), None)
+    if segment is None:
+        first = commitlog[0].start if commitlog else None
+        why = "deleted by retention" if first is not None and start < first else "not in the store"
+        raise NotInStore(f"commit-log offset {int(offsets[0])}: its file {L.file_name(start)} is {why}")
+    return segment
+
+
+def parse_offset_msg_id(msg_id):
+    """(store host address bytes, port, commit-log offset) of an offsetMsgId: the hex of the store host's
+    address (4 or 16 bytes), its port (4) and the record's physical offset (8), as MessageDecoder writes it."""
+    text = msg_id.strip()
+    try:
+        raw = bytes.fromhex(text)
+    except ValueError:
+        raw = None
+    if raw is None or len(text) not in _HOST_BYTES:
+        raise NotInStore(f"{msg_id!r} is not an offsetMsgId (32 hex digits for an IPv4 store host, 56 for IPv6)")
+    n = _HOST_BYTES[len(text)]
+    return raw[:n], int.from_bytes(raw[n:n + 4], "big"), int.from_bytes(raw[n + 4:], "big", signed=True)

@@ -1,0 +1,261 @@
+"""python -m jobs.explain: one group's decision on one unit, equal to RocketMQ's read path and to the job's."""
+import gzip
+import json
+
+import pytest
+
+from jobs import explain
+from jobs.cli import parse_store_time
+from jobs.decision import STAGES, decide, load_context, read_queue_units, subscription_of
+from jobs.plan import JobOptions
+from schemas.config import load_fastjson
+from schemas.writer import Message, StoreWriter
+
+
+@pytest.fixture(scope="module")
+def ctx(store_a):
+    return load_context(JobOptions(store=str(store_a / "store"),
+                                   subscription_files=(str(store_a / "registrations.json"),)))
+
+
+@pytest.fixture(scope="module")
+def unit_offsets(store_a):
+    """{(topic, queue id): queue offsets} of every unit in RocketMQ's dump of store_a's consume queues."""
+    offsets = {}
+    with gzip.open(store_a / "cq.jsonl.gz", "rt", encoding="utf-8") as f:
+        for line in f:
+            u = json.loads(line)
+            offsets.setdefault((u["topic"], u["queueId"]), []).append(u["index"])
+    return {key: sorted(o) for key, o in offsets.items()}
+
+
+@pytest.fixture(scope="module")
+def queues(ctx, unit_offsets):
+    """{(topic, queue id): (units, messages)} of every unit, each queue read once."""
+    return {key: read_queue_units(ctx, *key, offsets) for key, offsets in unit_offsets.items()}
+
+
+def _cli(capsys, *args):
+    code = explain.main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _args(store_a, *more):
+    return ["--store", store_a / "store", "--subscriptions", store_a / "registrations.json", *more]
+
+
+def test_every_unit_of_every_group_gets_rocketmqs_verdict(ctx, queues, store_a_expected):
+    """Delivered exactly where RocketMQ's consumer received it, stage `client` exactly where its broker
+    returned it and the client's tag check dropped it (expected.json, expected_broker_raw.json)."""
+    delivered, collided = store_a_expected
+    checked, wrong = 0, []
+    for csub in ctx.compiled:
+        group, topic = csub.key
+        for (t, queue_id), (units, messages) in queues.items():
+            if t != topic:
+                continue
+            verdicts = decide(ctx, csub, units, messages)
+            for offset, stage in zip(units.column("queue_offset").to_pylist(), verdicts.stage):
+                key = (group, topic, queue_id, offset)
+                want = None if key in delivered else "client" if key in collided else "filtered"
+                if (stage is None) != (want is None) or (want == "client") != (stage == "client"):
+                    wrong.append(f"{key}: stage {stage}, RocketMQ {want}")
+                checked += 1
+    assert checked > 17000 and not wrong[:10]
+
+
+def test_verdicts_equal_the_jobs_output_with_retry_filters_and_an_ad_hoc_group(store_a, unit_offsets):
+    """Paths RocketMQ's fixture does not cover (filterSupportRetry, an ad hoc SQL92 group with recomputed
+    bitmaps): explain and the job (jobs.local_replay, the Spark job's tasks in one process) agree."""
+    from jobs.local_replay import kind, replay_local
+    from jobs.plan import build_plan
+
+    options = JobOptions(store=str(store_a / "store"), subscription_files=(str(store_a / "registrations.json"),),
+                         ad_hoc=(("G_NEW", "TopicTest", "SQL92", "a > 30 AND region IS NULL"),), support_retry=True)
+    result = replay_local(build_plan(options))
+    job = {name: {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]) for r in kind(result, name).to_pylist()}
+           for name in ("matched", "collision")}
+    ctx = load_context(options)
+    got = {"matched": set(), "collision": set()}
+    for (topic, queue_id), offsets in unit_offsets.items():
+        units, messages = read_queue_units(ctx, topic, queue_id, offsets)
+        for csub in (c for c in ctx.compiled if c.sub.topic == topic):
+            verdicts = decide(ctx, csub, units, messages)
+            for offset, stage in zip(units.column("queue_offset").to_pylist(), verdicts.stage):
+                key = (*csub.key, queue_id, offset)
+                if stage is None:
+                    got["matched"].add(key)
+                elif stage == "client":
+                    got["collision"].add(key)
+    assert any(k[0] == "G_NEW" for k in job["matched"]) and any(k[1].startswith("%RETRY%") for k in job["matched"])
+    assert got == job
+
+
+def test_sql92_trace_agrees_with_the_stage_two_verdict_on_every_unit_reaching_it(ctx, queues):
+    """The tree comes from the row evaluator, the verdict from the job's vectorized one: same answer."""
+    from jobs.explain_report import report
+
+    disagree = []
+    for csub in (c for c in ctx.compiled if c.sql is not None):
+        units, messages = queues[(csub.sub.topic, 0)]
+        verdicts = decide(ctx, csub, units, messages)
+        for i in range(len(verdicts.stage)):
+            stage2 = report(ctx, verdicts, i)["commit_log"]
+            if stage2["reached"] and stage2["passed"] != (stage2["result"] == "true"):
+                disagree.append((csub.key, i, stage2["result"], stage2["error"]))
+    assert not disagree[:5]
+
+
+def test_tag_hash_collision_names_both_tags(capsys, store_a, store_a_expected):
+    group, topic, queue_id, offset = min(k for k in store_a_expected[1] if k[0] == "G_TAG_Aa_collide")
+    assert store_a_expected[1][(group, topic, queue_id, offset)]["tags"] == "BB"
+    code, out, _ = _cli(capsys, *_args(store_a, "--group", group, "--topic", topic, "--queue-id", queue_id,
+                                       "--queue-offset", offset))
+    assert code == 0
+    assert "NOT DELIVERED (stage client)" in out
+    assert "tag BB has the hash code of Aa (2112)" in out
+
+
+def test_msg_id_finds_the_same_unit_as_its_queue_offset(capsys, store_a, store_a_expected):
+    (group, topic, queue_id, offset), row = min(store_a_expected[0].items())
+    code, out, _ = _cli(capsys, *_args(store_a, "--group", group, "--topic", topic, "--msg-id", row["msgId"],
+                                       "--json"))
+    assert code == 0
+    answer = json.loads(out)
+    assert (answer["queue_id"], answer["queue_offset"], answer["delivered"], answer["stage"]) == \
+        (queue_id, offset, True, None)
+    assert answer["unit"]["commitlog_offset"] == row["commitLogOffset"]
+
+
+def test_json_answer_shape(capsys, store_a):
+    code, out, _ = _cli(capsys, *_args(store_a, "--group", "G_SQL_MISSING", "--topic", "TopicTest",
+                                       "--queue-id", 0, "--queue-offset", 0, "--json"))
+    answer = json.loads(out)
+    assert code == 0 and isinstance(answer["delivered"], bool)
+    assert answer["stage"] is None if answer["delivered"] else answer["stage"] in STAGES
+    assert {"unit", "message", "subscription", "scope", "consume_queue", "commit_log", "client",
+            "verdict"} <= set(answer)
+    assert answer["subscription"]["bloom_bits"] == [10, 103, 73]  # registrations.json, as the broker holds it
+    assert answer["commit_log"]["tree"][0]["node"] == "OR"
+
+
+def test_late_registration_skips_the_bloom_for_messages_stored_before_it(ctx, queues):
+    """G_SQL_LATE was registered after 1500 messages: their bitmaps lack its bits, stage 1 passes them."""
+    from jobs.explain_report import report
+
+    csub = subscription_of(ctx, "G_SQL_LATE", "TopicTest")
+    units, messages = queues[("TopicTest", 0)]
+    first = report(ctx, decide(ctx, csub, units, messages), 0)["consume_queue"]
+    assert first["passed"] and not first["bloom_checked"] and "before the registration's bornTime" in first["reason"]
+
+
+def test_below_the_committed_offset_is_out_of_scope(capsys, store_a):
+    offsets = load_fastjson(store_a / "store" / "config" / "consumerOffset.json")
+    committed = offsets["offsetTable"]["TopicTest@G_TAG_ALL"]
+    assert committed["0"] > 3
+    code, out, _ = _cli(capsys, *_args(store_a, "--group", "G_TAG_ALL", "--topic", "TopicTest", "--queue-id", 0,
+                                       "--queue-offset", 3, "--from", "committed", "--json"))
+    answer = json.loads(out)
+    assert (code, answer["delivered"], answer["stage"]) == (0, False, "scope")
+    assert answer["scope"]["committed_offset"] == committed["0"]
+
+
+def test_store_time_window_is_since_inclusive_until_exclusive(capsys, store_a):
+    def stage(*window):
+        code, out, _ = _cli(capsys, *_args(store_a, "--group", "G_TAG_ALL", "--topic", "TopicTest", "--queue-id", 0,
+                                           "--queue-offset", 3, "--json", *window))
+        assert code == 0
+        return json.loads(out)
+
+    t = stage()["message"]["store_timestamp"]
+    assert stage("--since", t, "--until", t + 1)["stage"] is None
+    assert stage("--until", t)["stage"] == "scope"
+    assert stage("--since", t + 1)["stage"] == "scope"
+
+
+def test_iso_times_need_an_offset():
+    assert parse_store_time("2026-11-21T12:57:15.400+08:00") == 1795237035400
+    assert parse_store_time("2026-11-21T04:57:15.400Z") == 1795237035400
+    assert parse_store_time("1795237035400") == 1795237035400
+    with pytest.raises(ValueError, match="no UTC offset"):
+        parse_store_time("2026-11-21T12:57:15")
+
+
+@pytest.fixture(scope="module")
+def price_store(tmp_path_factory):
+    """A one-message store: price "512.40" (a decimal string), stored at 1000 ms, no filter registered."""
+    root = tmp_path_factory.mktemp("price")
+    with StoreWriter(str(root / "store"), commitlog_file_size=1 << 16, cq_file_size=6000, ext_file_size=4096) as w:
+        w.append(Message("Shop", 0, b"x", {"price": "512.40", "TAGS": "TagA"}, store_timestamp=1000))
+    return root
+
+
+def _price_subscription(root, expression, born_time):
+    path = root / f"subs-{born_time}.json"
+    path.write_text(json.dumps({"groups": [{"group": "G_PRICE", "topic": "Shop", "expressionType": "SQL92",
+                                            "expression": expression, "bornTime": born_time}]}))
+    return path
+
+
+def test_integer_literal_on_a_decimal_price_fails_on_the_commit_log(capsys, price_store):
+    """Registered after the message was stored: stage 1 passes, `price > 100` throws NumberFormatException."""
+    subs = _price_subscription(price_store, "price > 100", 2000)
+    code, out, _ = _cli(capsys, "--store", price_store / "store", "--subscriptions", subs, "--group", "G_PRICE",
+                        "--topic", "Shop", "--queue-id", 0, "--queue-offset", 0)
+    assert code == 0
+    assert "NOT DELIVERED (stage commit_log)" in out
+    assert 'Integer.valueOf("512.40") throws NumberFormatException' in out
+    assert "throws RuntimeException: java.lang.NumberFormatException" in out
+
+
+def test_double_literal_on_a_decimal_price_matches(capsys, price_store):
+    subs = _price_subscription(price_store, "price > 100.0", 2000)
+    code, out, _ = _cli(capsys, "--store", price_store / "store", "--subscriptions", subs, "--group", "G_PRICE",
+                        "--topic", "Shop", "--queue-id", 0, "--queue-offset", 0, "--json")
+    answer = json.loads(out)
+    assert (code, answer["delivered"], answer["stage"]) == (0, True, None)
+    assert answer["commit_log"]["result"] == "true"
+
+
+def test_registration_live_at_dispatch_drops_it_on_the_bloom_instead(capsys, price_store):
+    """With no bornTime the ad hoc registration counts from the first message: the dispatcher's evaluation
+    threw, so the recomputed bitmap lacks its bits and stage 1 drops the unit."""
+    code, out, _ = _cli(capsys, "--store", price_store / "store", "--subscription", "G_PRICE", "Shop", "SQL92",
+                        "price > 100", "--group", "G_PRICE", "--topic", "Shop", "--queue-id", 0, "--queue-offset", 0,
+                        "--json")
+    answer = json.loads(out)
+    assert (code, answer["stage"]) == (0, "consume_queue")
+    assert not any(answer["consume_queue"]["bits_set"].values())
+    assert "NumberFormatException" in answer["commit_log"]["error"]
+
+
+@pytest.mark.parametrize("more, message", [
+    (["--group", "G_TAG_A", "--topic", "TopicTest", "--queue-id", 0, "--queue-offset", 99999],
+     "has no message at queue offset 99999"),
+    (["--group", "G_TAG_A", "--topic", "TopicTest", "--queue-id", 7, "--queue-offset", 0],
+     "has no consume queue 7 of topic TopicTest"),
+    (["--group", "G_TAG_A", "--topic", "TopicTest", "--msg-id", "7F00000100002A9F0000000000000001"],
+     "no message record starts at commit-log offset 1"),
+    (["--group", "G_TAG_A", "--topic", "TopicTest", "--msg-id", "not-hex"], "is not an offsetMsgId"),
+    (["--group", "G_NOBODY", "--topic", "TopicTest", "--queue-id", 0, "--queue-offset", 0],
+     "group G_NOBODY has no subscription"),
+    (["--group", "G_TAG_A", "--topic", "订单Topic", "--queue-id", 0, "--queue-offset", 0],
+     "group G_TAG_A has no subscription to topic 订单Topic"),
+    (["--group", "G_TAG_A", "--topic", "TopicTest", "--queue-id", 0], "give either --queue-id and --queue-offset"),
+    (["--group", "G_TAG_A", "--topic", "TopicTest", "--queue-id", 0, "--queue-offset", 0, "--since", 5, "--until", 4],
+     "the window is empty"),
+])
+def test_questions_without_an_answer_exit_2_with_one_clear_line(capsys, store_a, more, message):
+    code, out, err = _cli(capsys, *_args(store_a, *more))
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err
+
+
+def test_unparsable_expression_exits_2_with_the_parsers_position(capsys, store_a):
+    code, out, err = _cli(capsys, "--store", store_a / "store", "--subscription", "G_BAD", "TopicTest", "SQL92",
+                          "a > > 1", "--group", "G_BAD", "--topic", "TopicTest", "--queue-id", 0, "--queue-offset", 0)
+    assert code == 2 and out == ""
+    lines = err.splitlines()
+    assert lines[0].startswith("error: group G_BAD topic TopicTest: the SQL92 expression does not compile")
+    assert lines[1:] == ["  a > > 1", "      ^"]  # the second `>`, offset 4
