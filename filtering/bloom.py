@@ -133,23 +133,6 @@ class BloomFilter:
         return all(bitmap[p >> 3] & (1 << (p & 7)) for p in positions)
 
 
-def bits_to_string(bitmap, bit_length: int | None = None) -> str:
-    """``BitsArray.toString()`` (diagnostics): bytes last to first, bits high to low, newline after byte 8i.
-
-    For a bit length that is not a multiple of 8, Java prints one bit more than the remainder of the last
-    byte; that quirk is kept.
-    """
-    data = bytes(bitmap)
-    bit_length = len(data) * 8 if bit_length is None else bit_length
-    parts = []
-    for i in range(len(data) - 1, -1, -1):
-        top = bit_length % 8 if i == len(data) - 1 and bit_length % 8 else 7
-        parts.extend("1" if data[i] >> j & 1 else "0" for j in range(top, -1, -1))
-        if i % 8 == 0:
-            parts.append("\n")
-    return "".join(parts)
-
-
 def _position_mask(bit_positions, m: int) -> np.ndarray:
     """The m // 8 byte mask of one registration's bits."""
     bits = np.zeros(m, dtype=bool)
@@ -242,21 +225,3 @@ def bitmap_matrix(column, m: int) -> tuple:
         else:
             out[valid] = raw[starts[:, None] + np.arange(width)]
     return out, valid
-
-
-def bitmap_column(matrix, valid=None) -> pa.FixedSizeBinaryArray:
-    """An (N, w) uint8 matrix as a fixed_size_binary(w) column; rows with ``valid`` False become null."""
-    matrix = np.ascontiguousarray(matrix, dtype=np.uint8)
-    if matrix.ndim != 2 or matrix.shape[1] < 1:
-        raise ValueError(f"matrix must be (N, w) with w >= 1, got {matrix.shape}")
-    n, width = matrix.shape
-    validity = None
-    if valid is not None:
-        valid = np.asarray(valid, dtype=bool)
-        if valid.shape != (n,):
-            raise ValueError(f"valid has shape {valid.shape}, expected ({n},)")
-        if not valid.all():
-            validity = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
-    return pa.FixedSizeBinaryArray.from_buffers(
-        pa.binary(width), n, [validity, pa.py_buffer(matrix.tobytes())],
-        null_count=-1 if validity is not None else 0)

@@ -91,8 +91,10 @@ def stage1_sql(sub, batch, bloom, bitmaps, bitmaps_valid):
     if sub.stored:
         live = batch.ext_ok & (batch.msg_store_time >= (sub.born_time if sub.born_time is not None else 0))
         checked = live & bitmaps_valid
-    else:  # ad hoc: recomputed bitmaps, live from its bornTime (all messages when none is given)
-        checked = bitmaps_valid & (batch.msg_store_time >= sub.born_time if sub.born_time is not None else True)
+    else:  # ad hoc: recomputed bitmaps where the broker keeps ext units, live from its bornTime (all
+        # messages when none is given); a broker without ext units has no bitmap to test: stage 1 passes
+        checked = batch.ext_ok & bitmaps_valid & (batch.msg_store_time >= sub.born_time
+                                                  if sub.born_time is not None else True)
     hit = bloom_mod.is_hit_array(bitmaps, bits) if checked.any() else np.zeros(n, dtype=bool)
     return ~checked | hit, checked & hit
 

@@ -33,13 +33,6 @@ def gather_bytes(buf, pos, width):
     return np.lib.stride_tricks.sliding_window_view(buf, width)[pos]
 
 
-def gather(buf, pos, dtype):
-    """Values of a big-endian `dtype` at byte positions `pos` of `buf`, in native byte order."""
-    dt = np.dtype(dtype)
-    rows = gather_bytes(buf, pos, dt.itemsize)
-    return np.ascontiguousarray(rows).view(dt).reshape(-1).astype(dt.newbyteorder("="))
-
-
 def gather_struct(buf, pos, dtype):
     """A structured big-endian record at each position: {field: native numpy array}."""
     dt = np.dtype(dtype)

@@ -3,7 +3,7 @@ import numpy as np
 import pyarrow as pa
 
 from schemas import layout as L
-from schemas.columns import gather, gather_bytes, gather_struct
+from schemas.columns import gather_bytes, gather_struct
 from schemas.errors import CorruptStoreError
 
 
@@ -97,22 +97,6 @@ def _bitmap_array(n, lengths, pieces):
     np.cumsum(lengths, out=offsets[1:])
     validity = pa.array(lengths > 0).buffers()[1]
     return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
-def iter_ext_units(data, file_start):
-    """Every unit of one ext file in write order: (address, size, tags_code, msg_store_time, bitmap)."""
-    data = np.asarray(data, dtype=np.uint8)
-    pos = 0
-    while pos + L.EXT_HEAD_SIZE <= len(data):
-        size = int(gather(data, np.array([pos]), ">i2")[0])
-        if size < 1:
-            return
-        head = gather_struct(data, np.array([pos]), L.EXT_HEAD_DTYPE)
-        bm = int(head["bitmap_size"][0])
-        bitmap = data[pos + L.EXT_HEAD_SIZE: pos + L.EXT_HEAD_SIZE + bm].tobytes() if bm > 0 else None
-        yield (L.ext_address(file_start + pos), size, int(head["tags_code"][0]),
-               int(head["msg_store_time"][0]), bitmap)
-        pos += size
 
 
 def cq_table(topic, queue_id, cols, tags_code, store_time, bitmaps, ok):

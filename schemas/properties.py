@@ -34,19 +34,3 @@ def parse_properties(blobs, extract=()):
 def properties_to_blob(props):
     """Encode a dict the way 4.9.x's messageProperties2String does (no separator after the last pair)."""
     return "\x02".join(f"{k}\x01{v}" for k, v in props.items() if v is not None)
-
-
-def properties_reference(blob):
-    """Row-at-a-time reference: 4.9.x `string2messageProperties`, as plainly as it reads in Java."""
-    out = {}
-    index, length = 0, len(blob)
-    while index < length:
-        new_index = blob.find("\x02", index)
-        if new_index < 0:
-            new_index = length
-        if new_index - index >= 3:
-            kv = blob.find("\x01", index)
-            if index < kv < new_index - 1:
-                out[blob[index:kv]] = blob[kv + 1:new_index]
-        index = new_index + 1
-    return out

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from filtering.bloom import BloomFilter, bitmap_column, bitmap_matrix, bits_to_string, is_hit_array, or_bits
+from filtering.bloom import BloomFilter, bitmap_matrix, is_hit_array, or_bits
 from tests.conftest import read_jsonl
 
 KM = read_jsonl("bloom_tags/bloom_km.jsonl.gz")
@@ -17,6 +17,41 @@ BITPOS = read_jsonl("bloom_tags/bloom_bitpos.jsonl.gz")
 ISHIT = read_jsonl("bloom_tags/bloom_ishit.jsonl.gz")
 HIT_LINES = [v for v in ISHIT if v.get("kind") != "single_bit_demo"]
 DEMO_LINES = [v for v in ISHIT if v.get("kind") == "single_bit_demo"]
+
+
+def bits_to_string(bitmap, bit_length: int | None = None) -> str:
+    """``BitsArray.toString()``, as the fixtures print it: bytes last to first, bits high to low, newline after byte 8i.
+
+    For a bit length that is not a multiple of 8, Java prints one bit more than the remainder of the last
+    byte; that quirk is kept.
+    """
+    data = bytes(bitmap)
+    bit_length = len(data) * 8 if bit_length is None else bit_length
+    parts = []
+    for i in range(len(data) - 1, -1, -1):
+        top = bit_length % 8 if i == len(data) - 1 and bit_length % 8 else 7
+        parts.extend("1" if data[i] >> j & 1 else "0" for j in range(top, -1, -1))
+        if i % 8 == 0:
+            parts.append("\n")
+    return "".join(parts)
+
+
+def bitmap_column(matrix, valid=None) -> pa.FixedSizeBinaryArray:
+    """An (N, w) uint8 matrix as a fixed_size_binary(w) column; rows with ``valid`` False become null."""
+    matrix = np.ascontiguousarray(matrix, dtype=np.uint8)
+    if matrix.ndim != 2 or matrix.shape[1] < 1:
+        raise ValueError(f"matrix must be (N, w) with w >= 1, got {matrix.shape}")
+    n, width = matrix.shape
+    validity = None
+    if valid is not None:
+        valid = np.asarray(valid, dtype=bool)
+        if valid.shape != (n,):
+            raise ValueError(f"valid has shape {valid.shape}, expected ({n},)")
+        if not valid.all():
+            validity = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+    return pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(width), n, [validity, pa.py_buffer(matrix.tobytes())],
+        null_count=-1 if validity is not None else 0)
 
 
 def test_fixtures_have_every_line():

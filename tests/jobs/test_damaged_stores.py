@@ -8,10 +8,10 @@ import shutil
 
 import pytest
 
-from jobs.local_replay import kind, replay_local
 from jobs.plan import JobOptions, build_plan
 from schemas.config import ConfigError
 from schemas.errors import CorruptStoreError
+from tests.local_replay import kind, replay_local
 
 CLOG = "00000000000000000000"
 

@@ -67,9 +67,9 @@ def test_every_unit_of_every_group_gets_rocketmqs_verdict(ctx, queues, store_a_e
 
 def test_verdicts_equal_the_jobs_output_with_retry_filters_and_an_ad_hoc_group(store_a, unit_offsets):
     """Paths RocketMQ's fixture does not cover (filterSupportRetry, an ad hoc SQL92 group with recomputed
-    bitmaps): explain and the job (jobs.local_replay, the Spark job's tasks in one process) agree."""
-    from jobs.local_replay import kind, replay_local
+    bitmaps): explain and the job (tests.local_replay, the Spark job's tasks in one process) agree."""
     from jobs.plan import build_plan
+    from tests.local_replay import kind, replay_local
 
     options = JobOptions(store=str(store_a / "store"), subscription_files=(str(store_a / "registrations.json"),),
                          ad_hoc=(("G_NEW", "TopicTest", "SQL92", "a > 30 AND region IS NULL"),), support_retry=True)

@@ -4,10 +4,10 @@ import dataclasses
 
 import pytest
 
-from jobs.local_replay import kind, replay_local
 from jobs.plan import JobOptions, build_plan, commitlog_splits
 from jobs.split_task import ReplayPlan
 from tests.jobs.conftest import assert_rows_equal
+from tests.local_replay import kind, replay_local
 
 GIB = 1 << 30
 

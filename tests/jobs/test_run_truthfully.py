@@ -14,10 +14,10 @@ import sys
 import pytest
 
 from jobs.errors import UsageError
-from jobs.local_replay import kind, replay_local
 from jobs.outputs import Counters, build_summary, exit_code, summary_table
 from jobs.plan import JobOptions, build_plan
 from schemas.errors import CorruptStoreError
+from tests.local_replay import kind, replay_local
 
 TOPIC_UNITS = {"TopicTest": 1929, "订单Topic": 1044}  # cq.jsonl.gz, counted by hand below as well
 

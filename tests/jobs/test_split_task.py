@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
-from jobs.local_replay import kind, replay_local
 from jobs.plan import JobOptions, build_plan
 from tests.jobs.conftest import assert_rows_equal
+from tests.local_replay import kind, replay_local
 
 
 def _replay(store_a, **kw):

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from schemas import layout as L
 from schemas.commitlog import decode_records, walk_records
 from schemas.config import ConfigError, load_fastjson
-from schemas.consume_queue import ExtReader, decode_cq_segment, iter_ext_units
+from schemas.consume_queue import ExtReader, decode_cq_segment
 from schemas.errors import CorruptStoreError, UnsupportedStoreError
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -58,7 +58,6 @@ def test_random_ext_files_and_addresses_resolve_or_count_as_missing(data, addres
     reader = ExtReader({0: lambda lo, hi: np.frombuffer(data, dtype=np.uint8)[lo:hi]}, max(len(data), 1))
     tags_code, store_time, bitmaps, ok = reader.resolve(np.array(addresses, dtype=np.int64))
     assert len(tags_code) == len(bitmaps) == len(ok) == len(addresses)
-    list(iter_ext_units(np.frombuffer(data, dtype=np.uint8), 0))
 
 
 @FUZZ

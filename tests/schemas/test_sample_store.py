@@ -5,9 +5,9 @@ import struct
 import pytest
 
 import schemas
-from jobs.local_replay import kind, replay_local
 from jobs.plan import JobOptions, build_plan
 from schemas.sample_store import DEFAULT_SUBSCRIPTIONS, generate_store
+from tests.local_replay import kind, replay_local
 
 
 @pytest.fixture(scope="module")
