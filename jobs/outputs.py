@@ -160,12 +160,14 @@ def _lost_per_subscription(planned):
 
 
 def _error_warnings(planned, rows, examples):
-    """Ad hoc SQL92 that throws for more than half of the messages it was evaluated on: say why, once."""
+    """Ad hoc SQL92 that throws for more than half of the messages it was evaluated on, or that throws and
+    matches nothing: say why, once."""
     adhoc = {c.key for c in planned.subscriptions if c.sub.expression_type == "SQL92" and not c.sub.stored}
     out = []
     for r in rows:
         key = (r["group"], r["topic"])
-        if key in adhoc and r["evaluation_errors"] * 2 > r["evaluated"] > 0:
+        errors = r["evaluation_errors"]
+        if key in adhoc and errors and (errors * 2 > r["evaluated"] or not r["broker_delivered"]):
             example = examples.get(key) or "an exception"
             out.append(f"{r['group']}/{r['topic']} `{r['expression']}`: {r['evaluation_errors']} of "
                        f"{r['evaluated']} messages threw {example}")

@@ -41,4 +41,4 @@ def test_out_uri_is_published_whole_with_the_store_uri_in_the_summary(uri_out):
 def test_existing_out_uri_is_refused(uri_out, store_a):
     _, store_uri, out_uri, _ = uri_out
     proc = _submit("--store", store_uri, "--out", out_uri)
-    assert proc.returncode == 1 and "exists" in proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "exists" in proc.stdout + proc.stderr
