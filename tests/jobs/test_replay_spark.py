@@ -61,6 +61,13 @@ def test_no_temporary_output_is_left_beside_out(job_out):
     assert [p.name for p in out.parent.iterdir()] == ["out"]
 
 
+def test_clean_run_writes_no_empty_corrupt_audit_and_no_log_lines_after_the_table(job_out):
+    out, proc = job_out
+    assert not (out / "audit" / "corrupt").exists()
+    after = proc.stdout[proc.stdout.index("group "):]
+    assert "INFO" not in after and "py4j" not in after
+
+
 def test_existing_out_is_refused_without_overwrite(job_out, store_a):
     out, _ = job_out
     proc = _submit("--store", store_a / "store", "--out", out)

@@ -74,3 +74,23 @@ def test_same_seed_gives_the_same_bytes(sample, tmp_path):
     generate_store(str(again), messages=1500, seed=3)
     for path in sorted(p for p in sample.rglob("*") if p.is_file()):
         assert (again / path.relative_to(sample)).read_bytes() == path.read_bytes(), path
+
+
+def test_sample_store_has_committed_offsets_at_80_percent_of_each_queue(sample):
+    """`make run` can show --from committed: every group's queues of its topic have an offset (4/5 of the
+    queue's units, counted here from the consume-queue files' sizes)."""
+    import json
+
+    table = json.loads((sample / "config" / "consumerOffset.json").read_text(encoding="utf-8"))["offsetTable"]
+    groups = json.loads(open(DEFAULT_SUBSCRIPTIONS, encoding="utf-8").read())["groups"]
+    for g in groups:
+        queues = sample / "consumequeue" / g["topic"]
+        want = {}
+        for q in queues.iterdir():
+            units = 0
+            for f in q.iterdir():
+                data = f.read_bytes()
+                units += sum(1 for i in range(0, len(data), 20) if data[i + 12:i + 20] != b"\0" * 8
+                             or data[i:i + 12] != b"\0" * 12)
+            want[q.name] = units * 4 // 5
+        assert table[f"{g['topic']}@{g['group']}"] == want
