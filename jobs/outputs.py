@@ -5,9 +5,11 @@ import time
 import unicodedata
 import uuid
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from jobs import transforms as T
+from jobs.sink import CORRUPT_FIELDS, CORRUPT_SCHEMA, SinkSpec, commit, write_driver_part
 from jobs.errors import UsageError
 from jobs.progress import Progress
 from schemas import storefs
@@ -68,36 +70,25 @@ def _run(spark, planned, out, options, sink="parquet"):
 
 
 def _run_with(spark, planned, out, options, sink, progress):
-    from pyspark import StorageLevel
-
-    split_rows = T.splits(spark, planned.plan)
-    if sink == "noop":  # one pass, nothing written but the summary: what a benchmark measures
-        result = T.replay(split_rows, planned, progress)
-        result.write.format("noop").mode("overwrite").save()
-        fs, path = storefs.resolve(out)
-        fs.create_dir(path)
-        summary = build_summary(planned, Counters(), options)
-        summary["sink"] = "noop: nothing written, counters not collected"
-        return summary
-    result = T.replay(split_rows, planned, progress).persist(StorageLevel.DISK_ONLY)
-    try:
-        T.write_partitioned(T.message_rows(result, "matched", options.with_body), f"{out}/matched")
-        T.write_partitioned(T.message_rows(result, "collision", options.with_body), f"{out}/audit/collisions")
-        (T.bitmap_rows(result).orderBy("topic", "queue_id", "queue_offset")
-         .write.mode("errorifexists").parquet(f"{out}/audit/bitmaps"))
-        corrupt = T.corrupt_count(result) + len(planned.problems or [])
-        if corrupt:  # an empty audit/corrupt/ would only say "nothing" in a harder way
-            (T.corrupt_rows(result).unionByName(T.problem_rows(spark, planned.problems or []))
-             .orderBy("file", "offset", "topic", "queue_id", "queue_offset")
-             .write.mode("errorifexists").parquet(f"{out}/audit/corrupt"))
-        counters = Counters(
-            groups={(r["group"], r["topic"]): r.asDict() for r in T.stats(result).collect()},
-            topics={r["topic"]: r.asDict() for r in T.topic_stats(result).collect()},
-            examples={(r["group"], r["topic"]): r["example"] for r in T.error_examples(result).collect()},
-            corrupt_items=corrupt)
-    finally:
-        result.unpersist()
-    return build_summary(planned, counters, options)
+    """The one Spark stage (tasks write their parts), then the commit of what successful attempts wrote."""
+    spec = SinkSpec(out, "noop" if sink == "noop" else options.layout, options.with_body)
+    reports = T.replay(T.splits(spark, planned.plan), planned, spec, progress).toArrow().to_pylist()
+    fs, path = storefs.resolve(out)
+    fs.create_dir(path, recursive=True)
+    problems = planned.problems or []
+    if sink == "noop":  # every decision made, nothing written: what a benchmark measures
+        written = {}
+    else:
+        written = commit(out, reports)
+        if problems:
+            write_driver_part(out, "audit/corrupt", pa.Table.from_pylist(
+                [{**{k: p.get(k) for k in CORRUPT_FIELDS}, "queue_offset": None} for p in problems],
+                schema=CORRUPT_SCHEMA))
+    summary = build_summary(planned, Counters.of(reports, len(problems)), options)
+    summary["outputs"] = {name: {"files": f, "rows": r, "bytes": b} for name, (f, r, b) in sorted(written.items())}
+    if sink == "noop":
+        summary["sink"] = "noop: every decision made, nothing written"
+    return summary
 
 
 class Counters:
@@ -106,6 +97,26 @@ class Counters:
     def __init__(self, groups=None, topics=None, examples=None, corrupt_items=0):
         self.groups, self.topics = groups or {}, topics or {}
         self.examples, self.corrupt_items = examples or {}, corrupt_items
+
+    @classmethod
+    def of(cls, reports, driver_problems=0):
+        """The counters of the successful attempts' reports (jobs.sink.REPORT_SCHEMA rows)."""
+        groups, topics, examples, corrupt = {}, {}, {}, driver_problems
+        for r in reports:
+            if r["kind"] == "stats":
+                _add(groups.setdefault((r["group"], r["topic"]), {}), STAT_FIELDS, r["stats"])
+            elif r["kind"] == "topic_stats":
+                _add(topics.setdefault(r["topic"], {}), TOPIC_STAT_FIELDS, r["stats"])
+            elif r["kind"] == "example":
+                examples.setdefault((r["group"], r["topic"]), r["reason"])
+            elif r["kind"] == "file" and r["output"] == "audit/corrupt":
+                corrupt += r["rows"]
+        return cls(groups, topics, examples, corrupt)
+
+
+def _add(into, names, values):
+    for name, value in zip(names, values):
+        into[name] = into.get(name, 0) + value
 
 
 def build_summary(planned, counters, options):

@@ -51,6 +51,7 @@ class JobOptions:
     on_corrupt: str = "fail"
     verify_crc: bool = False
     allow_missing: bool = False  # names that match nothing become warnings, not usage errors
+    layout: str = "normalized"  # normalized (messages once, narrow matched rows) or wide
 
 
 @dataclass

@@ -12,6 +12,7 @@ OUT/audit/corrupt); 5 the job failed for another reason (a crashed worker, out o
 import argparse
 import logging
 import os
+import re
 import sys
 
 if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
@@ -46,6 +47,8 @@ def parse_args(argv):
     p.add_argument("--clean-stale", action="store_true",
                    help="remove the OUT.tmp-* directories that dead runs left beside OUT")
     p.add_argument("--master", help="Spark master when not run by spark-submit (default local[*])")
+    p.add_argument("--layout", choices=["normalized", "wide"], default="normalized",
+                   help="normalized: messages/ once, narrow matched/ rows; wide: every column in matched/ rows")
     p.add_argument("--sink", choices=["parquet", "noop"], default="parquet",
                    help="noop: run everything but write nothing (benchmarks); parquet: the outputs")
     return p.parse_args(argv)
@@ -62,6 +65,7 @@ def options_from(args, settings):
         on_corrupt=args.on_corrupt or settings["on_corrupt"],
         verify_crc=settings["verify_crc"] or args.verify_crc,
         allow_missing=args.allow_missing,
+        layout=args.layout,
     )
 
 
@@ -107,6 +111,10 @@ def spark_cause(exc):
         if known in text:
             return known
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if "Traceback (most recent call last)" in text:  # a Python exception in a task: its own last line
+        raised = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Interrupt|Exit)\b.*:", line)]
+        if raised:
+            return raised[0][:300]
     for line in lines:
         if "most recent failure:" in line:
             return line.split("most recent failure:", 1)[1].strip()[:300]

@@ -1,22 +1,20 @@
-"""The replay as Spark DataFrame transforms: units in, result rows out, outputs split by kind.
+"""The replay as one Spark stage: a task per commit-log split, each writing its own Parquet parts.
 
 Data flow: the driver lists files and cuts the commit log into splits; `replay` runs one mapInArrow
 task per split, which finds its units in the consume queues, reads its byte range of the commit log,
-decodes each message once and applies every group's subscription; the outputs are selections of the one
-result DataFrame, fanned out per group by Spark when written."""
+decodes each message once, applies every group's subscription and writes the answer with pyarrow
+(jobs/sink.py). Spark carries back only the small reports (a row per file, the counters): no result
+row goes through the JVM."""
 import gc
 from typing import Iterator
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from jobs.plan import commitlog_splits, split_units
+from jobs.sink import REPORT_SCHEMA, SplitWriter
 from jobs.split_task import iter_split
-from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, RESULT_SCHEMA, STAT_FIELDS, TOPIC_STAT_FIELDS, spark_schema
-
-# rows per Arrow batch a task hands to the JVM (measured: 2,048 and 64 k rows were no faster)
-RESULT_BATCH_ROWS = 20000
+from schemas.arrow_schemas import spark_schema
 
 
 def splits(spark, plan) -> DataFrame:
@@ -32,26 +30,34 @@ def split_bytes(plan, start, end):
     return max(0, end - start)
 
 
-def replay(split_rows: DataFrame, planned, progress=None) -> DataFrame:
-    """All groups in one pass, one task per commit-log split, returning RESULT_SCHEMA rows.
+def attempt_name():
+    """Unique per task attempt (retries and speculative copies included): stage, partition, attempt id."""
+    from pyspark import TaskContext
 
-    A task finds the units pointing into its split by binary search in every consume queue (units are
-    in commit-log order), reads that byte range of the commit log, decodes each message once and applies
-    every subscription of its topic: no shuffle, and memory bounded by the split. `progress`: the
+    tc = TaskContext.get()
+    if tc is None:  # outside Spark (tests): one attempt
+        return "local"
+    return f"{tc.stageId()}-{tc.partitionId()}-{tc.taskAttemptId()}"
+
+
+def replay(split_rows: DataFrame, planned, spec, progress=None) -> DataFrame:
+    """All groups in one pass, one task per commit-log split, returning REPORT_SCHEMA rows.
+
+    A task finds the units pointing into its split (units are in commit-log order), reads that byte range
+    of the commit log, decodes each message once, applies every subscription of its topic and writes
+    its parts (jobs.sink.SplitWriter): no shuffle, and memory bounded by the split. `progress`: the
     accumulators (units, bytes, splits) of jobs.progress.Progress, added to as each split is done."""
     plan, layout = planned.plan, planned.layout
-
     ranges = commitlog_splits(plan)
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for index in batch.column(0).to_pylist():
-                start, end = ranges[index]
-                units = split_units(plan, layout, start, end)
-                for table in iter_split(plan, units):
-                    yield from table.to_batches(max_chunksize=RESULT_BATCH_ROWS)
+                report, n_units = run_split(plan, layout, spec, index, ranges[index], attempt_name())
+                yield from report.to_batches()
                 if progress is not None:
-                    for counter, value in zip(progress, (units.num_rows, split_bytes(plan, start, end), 1)):
+                    start, end = ranges[index]
+                    for counter, value in zip(progress, (n_units, split_bytes(plan, start, end), 1)):
                         counter.add(value)
         # PySpark's daemon runs a full garbage collection after every task, which walks every object of the
         # worker (numba's typing tables, PyArrow, PySpark: some 140,000). Collect this task's garbage now,
@@ -59,62 +65,18 @@ def replay(split_rows: DataFrame, planned, progress=None) -> DataFrame:
         gc.collect()
         gc.freeze()
 
-    return split_rows.mapInArrow(task, spark_schema(RESULT_SCHEMA))
+    return split_rows.mapInArrow(task, spark_schema(REPORT_SCHEMA))
 
 
-def message_rows(result: DataFrame, kind: str, with_body=True) -> DataFrame:
-    """matched / collision rows: one per (group, message), the message columns fanned out per group."""
-    lists = "delivered" if kind == "matched" else "collided"
-    cols = [name for name, _ in OUTPUT_MESSAGE_FIELDS if with_body or name != "body"]
-    return (result.filter((F.col("kind") == "message") & (F.size(lists) > 0))
-            .select(F.explode(lists).alias("group"), "topic", *cols))
-
-
-def bitmap_rows(result: DataFrame) -> DataFrame:
-    return result.filter(F.col("kind") == "bitmap").select(
-        "topic", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "store_timestamp",
-        F.hex("stored_bitmap").alias("stored_bitmap"), F.hex("recomputed_bitmap").alias("recomputed_bitmap"),
-        "reason", F.col("detail").alias("groups_missing"))
-
-
-def corrupt_rows(result: DataFrame) -> DataFrame:
-    return result.filter(F.col("kind") == "corrupt").select(
-        "file", "offset", "topic", "queue_id", "queue_offset", "reason")
-
-
-def problem_rows(spark, problems):
-    """Listing and config problems found by the driver, in the shape of corrupt_rows."""
-    schema = "file string, offset long, topic string, queue_id int, queue_offset long, reason string"
-    return spark.createDataFrame([(p["file"], p["offset"], p["topic"], p["queue_id"], None, p["reason"])
-                                  for p in problems], schema)
-
-
-def stats(result: DataFrame) -> DataFrame:
-    """Counters per (group, topic), summed over tasks (a small aggregate, not a collect of rows)."""
-    return result.filter(F.col("kind") == "stats").groupBy("group", "topic").agg(
-        *[F.sum(F.col("stats")[i]).alias(name) for i, name in enumerate(STAT_FIELDS)])
-
-
-def topic_stats(result: DataFrame) -> DataFrame:
-    """The bitmap audit's counters per topic, summed over tasks."""
-    return result.filter(F.col("kind") == "topic_stats").groupBy("topic").agg(
-        *[F.sum(F.col("stats")[i]).alias(name) for i, name in enumerate(TOPIC_STAT_FIELDS)])
-
-
-def error_examples(result: DataFrame) -> DataFrame:
-    """One described evaluation error per (group, topic) that has any (the summary's warnings)."""
-    return result.filter(F.col("kind") == "example").groupBy("group", "topic").agg(
-        F.min("reason").alias("example"))
-
-
-def corrupt_count(result: DataFrame) -> int:
-    """How many items the tasks audited as damaged."""
-    return result.filter(F.col("kind") == "corrupt").count()
-
-
-def write_partitioned(df: DataFrame, path: str, partitions=("group", "topic")):
-    """Parquet, Hive-style partitions; each task writes its own files (no shuffle of message rows).
-
-    Row order within a file follows the commit log of the task's split, so a rerun writes the same rows
-    in the same order (file names are Spark's own)."""
-    df.write.mode("errorifexists").partitionBy(*partitions).parquet(path)
+def run_split(plan, layout, spec, index, split_range, attempt):
+    """One split, decided and written: (its report as a REPORT_SCHEMA table, the units it read)."""
+    start, end = split_range
+    writer = SplitWriter(spec, index, attempt)
+    try:
+        units = split_units(plan, layout, start, end)
+        for table in iter_split(plan, units):
+            writer.write(table)
+        return writer.close(), units.num_rows
+    except BaseException:
+        writer.abort()
+        raise
