@@ -9,9 +9,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from jobs import transforms as T
-from jobs.sink import CORRUPT_FIELDS, CORRUPT_SCHEMA, SinkSpec, commit, write_driver_part
 from jobs.errors import UsageError
 from jobs.progress import Progress
+from jobs.sink import CORRUPT_FIELDS, CORRUPT_SCHEMA, SinkSpec, commit, write_driver_part
 from schemas import storefs
 from schemas.arrow_schemas import STAT_FIELDS, TOPIC_STAT_FIELDS
 

@@ -94,7 +94,7 @@ class SplitWriter:
                 fields = NARROW_FIELDS if narrow else [f for f, _ in OUTPUT_MESSAGE_FIELDS if self._keeps(f)]
                 self._append(output, f"{output}/part-{self.split:05d}.parquet",
                              exploded.select(["group", "topic"] + fields))
-        if self.spec.layout == "normalized":
+        if self.spec.layout != "wide":  # normalized, or noop (counted as normalized, not written)
             fields = [f for f, _ in OUTPUT_MESSAGE_FIELDS if self._keeps(f)]
             topics = rows.column("topic").unique().to_pylist()
             for topic in topics:

@@ -2,8 +2,9 @@
 
 Generates once (cached, seeded) a store of the workload shape: 3 topics x 4 queues, bodies of 200-400
 bytes, 3-5 user properties, 1 GiB commit-log segments, 8 SQL92 and 8 TAG groups each subscribed to all
-3 topics. Prints figures as messages/s per core and as ratios to the Java anchors, and the floor Spark
-alone sets for the noop run (tools/bench_floor.py); asserts nothing.
+3 topics. Prints figures as messages/s per core and as ratios to the Java anchors: decode, dispatch,
+SQL92, and the job end to end to the noop sink and to Parquet in both layouts (bytes and files written),
+at full size and at a tenth; asserts nothing.
 
     python tools/bench.py [--messages 3000000] [--seed 7] [--no-tenth]
 """
@@ -144,7 +145,7 @@ def spark_submit(script, *args):
     return proc.stdout
 
 
-def run_job(store, subs, sink, out):
+def run_job(store, subs, sink, out, *extra):
     import shutil
 
     shutil.rmtree(out, ignore_errors=True)
@@ -152,19 +153,12 @@ def run_job(store, subs, sink, out):
     rss.start()
     t = time.time()
     spark_submit("jobs/replay.py", "--store", store, "--out", out, "--subscriptions", subs, "--sink", sink,
-                 "--no-retry")
+                 "--no-retry", *extra)
     wall = time.time() - t
     rss.stop = True
     rss.join()
     summary = json.load(open(os.path.join(out, "summary.json")))
-    return wall, summary.get("job_seconds", wall), rss.peak
-
-
-def run_floor(store, subs):
-    """tools/bench_floor.py on the store: Spark's own cost of taking the result rows from Python."""
-    out = spark_submit("tools/bench_floor.py", "--store", store, "--subscriptions", subs,
-                       "--out", os.path.join(ROOT, "build", "bench", "floor"))
-    return json.loads(out.strip().splitlines()[-1])
+    return wall, summary.get("job_seconds", wall), rss.peak, summary.get("outputs", {})
 
 
 def in_process(store, sample_rows=100000):
@@ -259,44 +253,50 @@ def main(argv=None):
           f"8 SQL92 filters x 3 topics + bloom bits")
     print(f"SQL92 vectorized vs row evaluator on {n_sample:,} rows: {t_row / t_vec:.1f}x "
           f"({n_sample / t_vec:,.0f} vs {n_sample / t_row:,.0f} rows/s)")
-    runs = [("noop", store, args.messages)]
     tenth = ensure_store(args.messages // 10, args.seed) if not args.no_tenth else None
-    if tenth:
-        runs.append(("noop", tenth, args.messages // 10))
     if not glob.glob(os.path.join(ROOT, "build", "jvm", "spark-*.jsa")):
         # the venv's spark-submit writes its class-data archive at the end of its first job run, which
         # adds some 15 s to that run's wall time: make it on an untimed run
         print("(one untimed run first: it writes the JVM's class-data archive)")
         run_job(tenth or ensure_store(100000, args.seed), subs, "noop",
                 os.path.join(ROOT, "build", "bench", "out-archive"))
-    runs.append(("parquet", store, args.messages))
-    per_message = {}
-    for sink, path, size in runs:
-        out = os.path.join(ROOT, "build", "bench", f"out-{sink}-{size}")
-        wall, job, peak = run_job(path, subs, sink, out)
+    runs = [("noop", "normalized", store, args.messages), ("parquet", "normalized", store, args.messages),
+            ("parquet", "wide", store, args.messages)]
+    if tenth:
+        runs += [("noop", "normalized", tenth, args.messages // 10),
+                 ("parquet", "normalized", tenth, args.messages // 10)]
+    per_message, jobs = {}, {}
+    for sink, layout, path, size in runs:
+        out = os.path.join(ROOT, "build", "bench", f"out-{sink}-{layout}-{size}")
+        wall, job, peak, outputs = run_job(path, subs, sink, out, "--layout", layout)
+        jobs[(sink, layout, size)] = job
         gu = group_units if size == args.messages else group_units * size // args.messages
         per_core = gu / job / CORES
-        if sink == "noop":
-            per_message[size] = job / size
+        per_message[(sink, layout, size)] = job / size
         ratio = per_core / JAVA["read_path_group_units"]
-        line = (f"end to end -> {sink:7s} {size:>10,} msgs: job {job:6.1f} s, wall {wall:6.1f} s "
+        label = "noop" if sink == "noop" else f"parquet, {layout}"
+        line = (f"end to end -> {label:19s} {size:>10,} msgs: job {job:6.1f} s, wall {wall:6.1f} s "
                 f"(with Spark start-up); {per_core:,.0f} group-units/s per core = {ratio:.2f}x Java read path")
-        if sink == "parquet":
-            written = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(out) for f in fs)
-            line += f"; {written / job / 1e6:,.1f} MB/s written"
+        if sink == "noop" and size == args.messages:
+            line += f"; target 6.4 s (2x Java): {'met' if job <= 6.4 else 'not met'}"
         print(line)
+        if outputs:
+            total = sum(o["bytes"] for o in outputs.values())
+            parts = ", ".join(f"{name} {o['files']} files {o['rows']:,} rows {o['bytes'] / 1e6:,.0f} MB"
+                              for name, o in sorted(outputs.items()))
+            print(f"    written {total / 1e6:,.0f} MB ({total / job / 1e6:,.1f} MB/s): {parts}")
         print(f"    peak RSS: driver JVM {peak['driver_jvm'] / 2**20:,.0f} MiB, driver Python "
               f"{peak['driver_python'] / 2**20:,.0f} MiB, Python worker {peak['python_worker'] / 2**20:,.0f} MiB")
-        if sink == "noop" and size == args.messages:
-            floor = run_floor(path, subs)
-            print(f"    Spark alone on the same rows (tools/bench_floor.py: {floor['splits']} splits returning "
-                  f"{floor['rows']:,} stored result rows, no replay work): job {floor['cold_seconds']:.1f} s cold "
-                  f"(as above: workers started, JIT cold), {floor['warm_seconds']:.1f} s warm; the replay's own "
-                  f"work adds {job - floor['cold_seconds']:.1f} s")
-    if len(per_message) > 1:
-        sizes = sorted(per_message)
-        print(f"cost per message (noop job time / messages), full size / tenth: "
-              f"{per_message[sizes[-1]] / per_message[sizes[0]]:.2f} (1.00 = flat; below 1: fixed costs amortized)")
+    for size in sorted({size for _, _, size in jobs}):
+        if ("noop", "normalized", size) in jobs and ("parquet", "normalized", size) in jobs:
+            print(f"parquet (normalized) / noop at {size:,} messages: "
+                  f"{jobs[('parquet', 'normalized', size)] / jobs[('noop', 'normalized', size)]:.2f}x")
+    for sink in ("noop", "parquet"):
+        sizes = sorted(size for s_, layout, size in per_message if s_ == sink and layout == "normalized")
+        if len(sizes) > 1:
+            print(f"cost per message ({sink} job time / messages), full size / tenth: "
+                  f"{per_message[(sink, 'normalized', sizes[-1])] / per_message[(sink, 'normalized', sizes[0])]:.2f}"
+                  f" (1.00 = flat; below 1: fixed costs amortized)")
 
 
 if __name__ == "__main__":

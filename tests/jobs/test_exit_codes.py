@@ -1,5 +1,5 @@
 """Every exit code of jobs/replay.py, and the README's promises that only a real spark-submit run shows:
---overwrite, --no-body, PYTHON filters shipped with --py-files, partition names of %RETRY% groups."""
+--overwrite, --no-body, PYTHON filters shipped with --py-files, partition names of %RETRY% topics."""
 import json
 import os
 import shutil
@@ -112,14 +112,16 @@ def test_readme_promises_overwrite_no_body_py_files_and_retry_partitions(store_a
     assert proc.returncode == 0, proc.console[-2000:]
     assert not (out / "old-file").exists()  # replaced whole
     matched = ds.dataset(out / "matched", format="parquet", partitioning="hive").to_table()
-    assert "body" not in matched.column_names
+    messages = ds.dataset(out / "messages", format="parquet", partitioning="hive").to_table()
+    assert "body" not in messages.column_names and "properties" in messages.column_names
     hangzhou = sum(1 for line in _messages(store_a) if line["topic"] == "订单Topic"
                    and line["properties"].get("region") == "杭州")
     groups = matched.column("group").to_pylist()
     assert groups.count("G_PY") == hangzhou > 0
     # %RETRY% is escaped in partition names as Hive escapes them (% -> %25), and reads back unescaped
-    assert (out / "matched" / "group=G_TAG_A" / "topic=%25RETRY%25G_TAG_A").is_dir()
+    assert (out / "messages" / "topic=%25RETRY%25G_TAG_A").is_dir()
     assert "%RETRY%G_TAG_A" in set(matched.column("topic").to_pylist())
+    assert "%RETRY%G_TAG_A" in set(messages.column("topic").to_pylist())
 
 
 def _messages(store_a):

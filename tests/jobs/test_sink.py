@@ -1,0 +1,86 @@
+"""jobs/sink.py: a split's parts, the commit of successful attempts only, names safe as paths."""
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from jobs.outputs import Counters
+from jobs.sink import SinkSpec, SplitWriter, commit, hive_escape
+from schemas.arrow_schemas import RESULT_SCHEMA, STAT_FIELDS
+
+
+def _result(rows):
+    base = {f.name: None for f in RESULT_SCHEMA}
+    return pa.Table.from_pylist([dict(base, **r) for r in rows], schema=RESULT_SCHEMA)
+
+
+MESSAGES = [
+    dict(kind="message", topic="T", queue_id=1, queue_offset=5, commitlog_offset=500, body=b"x",
+         properties=[("a", "1")], delivered=["G2", "G1"], collided=[]),
+    dict(kind="message", topic="T", queue_id=1, queue_offset=6, commitlog_offset=600, body=b"y",
+         delivered=[], collided=["G3"]),
+    dict(kind="stats", group="G1", topic="T", stats=[2] + [0] * (len(STAT_FIELDS) - 1)),
+]
+
+
+def _write(tmp_path, attempt, layout="normalized", rows=MESSAGES, split=0):
+    writer = SplitWriter(SinkSpec(str(tmp_path / "out"), layout), split, attempt)
+    writer.write(_result(rows))
+    return writer.close().to_pylist()
+
+
+def test_a_message_is_written_once_and_fanned_out_narrow_per_group(tmp_path):
+    reports = _write(tmp_path, "a1")
+    commit(str(tmp_path / "out"), reports)
+    matched = pq.read_table(tmp_path / "out" / "matched" / "part-00000.parquet")
+    got = [(r["group"], r["topic"], r["queue_offset"]) for r in matched.to_pylist()]
+    assert got == [("G1", "T", 5), ("G2", "T", 5)]
+    assert "body" not in matched.column_names and "properties" not in matched.column_names
+    collided = pq.read_table(tmp_path / "out" / "audit" / "collisions" / "part-00000.parquet").to_pylist()
+    assert [(r["group"], r["queue_offset"]) for r in collided] == [("G3", 6)]
+    messages = ds.dataset(tmp_path / "out" / "messages", partitioning="hive").to_table().to_pylist()
+    assert [(m["topic"], m["commitlog_offset"], m["body"]) for m in messages] == [("T", 500, b"x"), ("T", 600, b"y")]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["audit", "matched", "messages"]
+
+
+def test_wide_layout_carries_every_column_in_matched_rows(tmp_path):
+    commit(str(tmp_path / "out"), _write(tmp_path, "a1", layout="wide"))
+    matched = pq.read_table(tmp_path / "out" / "matched" / "part-00000.parquet")
+    assert matched.column("body").to_pylist() == [b"x", b"x"]
+    assert not (tmp_path / "out" / "messages").exists()
+
+
+def test_only_the_reported_attempt_is_committed(tmp_path):
+    _write(tmp_path, "failed-attempt")  # a first attempt that died: its files exist, its report never arrives
+    reports = _write(tmp_path, "retried")
+    written = commit(str(tmp_path / "out"), reports)
+    files = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert files == ["audit/collisions/part-00000.parquet", "matched/part-00000.parquet",
+                     "messages/topic=T/part-00000.parquet"]
+    assert written["matched"][:2] == (1, 2) and written["messages"][:2] == (1, 2)
+
+
+def test_counters_are_summed_over_the_reports(tmp_path):
+    reports = _write(tmp_path, "a", split=0) + _write(tmp_path, "b", split=1)
+    counters = Counters.of(reports)
+    assert counters.groups[("G1", "T")]["units"] == 4
+
+
+def test_noop_layout_writes_nothing_but_counts(tmp_path):
+    reports = _write(tmp_path, "a", layout="noop")
+    assert {r["final"]: r["rows"] for r in reports if r["kind"] == "file"} == {
+        "audit/collisions/part-00000.parquet": 1, "matched/part-00000.parquet": 2,
+        "messages/topic=T/part-00000.parquet": 2}
+    assert not (tmp_path / "out").exists()
+
+
+def test_names_become_path_parts_only_escaped_as_hive_escapes_them(tmp_path):
+    assert hive_escape("%RETRY%G") == "%25RETRY%25G"
+    assert hive_escape("../../evil/x") == "..%2F..%2Fevil%2Fx"
+    assert hive_escape("a=b:c") == "a%3Db%3Ac"
+    assert hive_escape("订单Topic") == "订单Topic"
+    rows = [dict(MESSAGES[0], topic="../../evil/x")]
+    commit(str(tmp_path / "out"), _write(tmp_path, "a", rows=rows))
+    inside = [p for p in tmp_path.rglob("*.parquet")]
+    assert all((tmp_path / "out") in p.parents for p in inside)
+    messages = ds.dataset(tmp_path / "out" / "messages", partitioning="hive").to_table()
+    assert messages.column("topic").to_pylist() == ["../../evil/x"]
