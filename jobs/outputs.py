@@ -11,9 +11,9 @@ import pyarrow.fs as pafs
 from jobs import transforms as T
 from jobs.errors import UsageError
 from jobs.progress import Progress
-from jobs.sink import CORRUPT_FIELDS, CORRUPT_SCHEMA, SinkSpec, commit, write_driver_part
+from jobs.sink import SinkSpec, commit, write_driver_part
 from schemas import storefs
-from schemas.arrow_schemas import STAT_FIELDS, TOPIC_STAT_FIELDS
+from schemas.arrow_schemas import CORRUPT_SCHEMA, STAT_FIELDS, TOPIC_STAT_FIELDS
 
 TMP_MARK = ".tmp-"
 
@@ -82,8 +82,7 @@ def _run_with(spark, planned, out, options, sink, progress):
         written = commit(out, reports)
         if problems:
             write_driver_part(out, "audit/corrupt", pa.Table.from_pylist(
-                [{**{k: p.get(k) for k in CORRUPT_FIELDS}, "queue_offset": None} for p in problems],
-                schema=CORRUPT_SCHEMA))
+                [{f.name: p.get(f.name) for f in CORRUPT_SCHEMA} for p in problems], schema=CORRUPT_SCHEMA))
     summary = build_summary(planned, Counters.of(reports, len(problems)), options)
     summary["outputs"] = {name: {"files": f, "rows": r, "bytes": b} for name, (f, r, b) in sorted(written.items())}
     if sink == "noop":

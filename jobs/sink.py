@@ -19,7 +19,6 @@ Audits: audit/bitmaps/, audit/corrupt/ (only when there are rows)."""
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -30,22 +29,21 @@ ATTEMPTS = "_attempts"
 # the narrow row of matched/ and audit/collisions/ (besides group and topic)
 NARROW_FIELDS = ["queue_id", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys", "born_timestamp",
                  "store_timestamp"]
-BITMAP_FIELDS = ["topic", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "store_timestamp",
-                 "stored_bitmap", "recomputed_bitmap", "reason", "groups_missing"]
-CORRUPT_FIELDS = ["file", "offset", "topic", "queue_id", "queue_offset", "reason"]
-CORRUPT_SCHEMA = pa.schema([("file", pa.string()), ("offset", pa.int64()), ("topic", pa.string()),
-                            ("queue_id", pa.int32()), ("queue_offset", pa.int64()), ("reason", pa.string())])
 # What a task returns: `file` rows (where a part was written, its rows and bytes) and counter rows
-# (`stats` per group and topic, `topic_stats` per topic, `example` of an evaluation error).
+# (`stats` per group and topic, `topic_stats` per topic, `example` of an evaluation error): tens of rows,
+# where the answer itself has millions.
 REPORT_SCHEMA = pa.schema([
     ("kind", pa.string()), ("output", pa.string()), ("path", pa.string()), ("final", pa.string()),
     ("rows", pa.int64()), ("bytes", pa.int64()), ("group", pa.string()), ("topic", pa.string()),
     ("stats", pa.list_(pa.int64())), ("reason", pa.string()),
 ])
-# Measured on the bench store (tools/bench.py): zstd level 1 writes as fast as snappy and 30% smaller;
-# dictionaries pay for the repeated strings (tags, keys, topics, hosts), not for bodies or message ids.
-PARQUET_OPTIONS = dict(compression="zstd", compression_level=1, write_statistics=True)
-NO_DICTIONARY = {"body", "msg_id", "properties", "stored_bitmap", "recomputed_bitmap"}
+# Measured on a 270k-message split of the bench store (1.38 M matched rows), writing with pyarrow:
+#   zstd level 1 vs 3: as small, 20% faster; lz4: 25% faster, but twice the bytes; snappy: 2.5x the bytes;
+#   dictionaries: slower and larger here (bodies, properties and message ids never repeat, and tags and keys
+#   compress as well without); statistics only on the columns readers filter by (min/max of every body
+#   cost 15%). So: zstd 1, no dictionary, statistics on the keys below.
+STATISTICS = ["group", "topic", "queue_id", "queue_offset", "commitlog_offset", "born_timestamp", "store_timestamp"]
+PARQUET_OPTIONS = dict(compression="zstd", compression_level=1, use_dictionary=False)
 
 
 @dataclass(frozen=True)
@@ -69,76 +67,68 @@ def hive_escape(value):
 
 
 class SplitWriter:
-    """Writes one split's result tables (split_task's RESULT_SCHEMA batches) as Parquet parts, streaming:
-    one row group per batch, one open writer per output file."""
+    """Writes one split's pieces (split_task.iter_split's (kind, piece) pairs) as Parquet parts, streaming:
+    one row group per piece, one open writer per output file; sums the split's counters."""
 
     def __init__(self, spec, split, attempt):
         self.spec, self.split, self.attempt = spec, split, attempt
         self.fs, self.root = storefs.resolve(spec.out_uri)
-        self.writers = {}  # final relative path -> (writer, stream, output, rows)
+        self.writers = {}  # final relative path -> [writer, stream, output, rows]
         self.stats, self.topic_stats, self.examples = {}, {}, {}
 
-    def write(self, table):
-        kinds = pc.dictionary_encode(table.column("kind")).combine_chunks()
-        names = kinds.dictionary.to_pylist()
-        codes = kinds.indices.to_numpy(zero_copy_only=False)
-        for code, kind in enumerate(names):
-            rows = table.filter(pa.array(codes == code))
-            getattr(self, "_" + kind)(rows)
+    def write(self, kind, piece):
+        getattr(self, "_" + kind)(piece)
 
-    def _message(self, rows):
-        for lists, output in (("delivered", "matched"), ("collided", "audit/collisions")):
-            exploded = _per_group(rows, lists)
-            if exploded.num_rows:
-                narrow = self.spec.layout != "wide"
-                fields = NARROW_FIELDS if narrow else [f for f, _ in OUTPUT_MESSAGE_FIELDS if self._keeps(f)]
-                self._append(output, f"{output}/part-{self.split:05d}.parquet",
-                             exploded.select(["group", "topic"] + fields))
+    def _message(self, piece):
+        names = NARROW_FIELDS if self.spec.layout != "wide" else [f for f, _ in OUTPUT_MESSAGE_FIELDS if self._keeps(f)]
+        for (groups, rows), output in ((piece.delivered, "matched"), (piece.collided, "audit/collisions")):
+            if len(rows) and self.spec.layout == "noop":
+                self._count(output, f"{output}/part-{self.split:05d}.parquet", len(rows))
+            elif len(rows):
+                table = piece.table.select(names).take(pa.array(rows))
+                table = table.add_column(0, "topic", pa.repeat(pa.scalar(piece.topic), len(rows)))
+                table = table.add_column(0, "group", piece.groups.take(pa.array(groups)))
+                self._append(output, f"{output}/part-{self.split:05d}.parquet", table)
         if self.spec.layout != "wide":  # normalized, or noop (counted as normalized, not written)
             fields = [f for f, _ in OUTPUT_MESSAGE_FIELDS if self._keeps(f)]
-            topics = rows.column("topic").unique().to_pylist()
-            for topic in topics:
-                part = rows if len(topics) == 1 else rows.filter(pc.equal(rows.column("topic"), topic))
-                self._append("messages", f"messages/topic={hive_escape(topic)}/part-{self.split:05d}.parquet",
-                             part.select(fields))
+            self._append("messages", f"messages/topic={hive_escape(piece.topic)}/part-{self.split:05d}.parquet",
+                         piece.table.select(fields))
 
     def _keeps(self, field):
         return self.spec.with_body or field != "body"
 
-    def _bitmap(self, rows):
-        self._append("audit/bitmaps", f"audit/bitmaps/part-{self.split:05d}.parquet", pa.table({
-            **{f: rows.column(f) for f in BITMAP_FIELDS[:6]},
-            "stored_bitmap": _hex(rows.column("stored_bitmap")),
-            "recomputed_bitmap": _hex(rows.column("recomputed_bitmap")),
-            "reason": rows.column("reason"), "groups_missing": rows.column("detail")}))
+    def _bitmap(self, table):
+        self._append("audit/bitmaps", f"audit/bitmaps/part-{self.split:05d}.parquet", table)
 
-    def _corrupt(self, rows):
-        self._append("audit/corrupt", f"audit/corrupt/part-{self.split:05d}.parquet",
-                     rows.select(CORRUPT_FIELDS).cast(CORRUPT_SCHEMA))
+    def _corrupt(self, table):
+        self._append("audit/corrupt", f"audit/corrupt/part-{self.split:05d}.parquet", table)
 
-    def _stats(self, rows):
-        _add_counters(self.stats, zip(rows.column("group").to_pylist(), rows.column("topic").to_pylist()),
-                      rows.column("stats"), len(STAT_FIELDS))
+    def _stats(self, table):
+        for row in table.to_pylist():
+            _add(self.stats, (row["group"], row["topic"]), [row[f] for f in STAT_FIELDS])
 
-    def _topic_stats(self, rows):
-        _add_counters(self.topic_stats, rows.column("topic").to_pylist(), rows.column("stats"),
-                      len(TOPIC_STAT_FIELDS))
+    def _topic_stats(self, table):
+        for row in table.to_pylist():
+            _add(self.topic_stats, row["topic"], [row[f] for f in TOPIC_STAT_FIELDS])
 
-    def _example(self, rows):
-        for group, topic, reason in zip(*(rows.column(c).to_pylist() for c in ("group", "topic", "reason"))):
-            self.examples.setdefault((group, topic), reason)
+    def _example(self, table):
+        for row in table.to_pylist():
+            self.examples.setdefault((row["group"], row["topic"]), row["reason"])
+
+    def _count(self, output, final, n):
+        """noop: the rows a part would have, nothing written."""
+        self.writers.setdefault(final, [None, None, output, 0])[3] += n
 
     def _append(self, output, final, table):
         if self.spec.layout == "noop":
-            self.writers.setdefault(final, [None, None, output, 0])[3] += table.num_rows
-            return
+            return self._count(output, final, table.num_rows)
         entry = self.writers.get(final)
         if entry is None:
             path = f"{self.root}/{ATTEMPTS}/{self.attempt}/{final}"
             self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
             stream = self.fs.open_output_stream(path)
-            dictionary = [f.name for f in table.schema if f.name not in NO_DICTIONARY]
-            writer = pq.ParquetWriter(stream, table.schema, use_dictionary=dictionary, **PARQUET_OPTIONS)
+            statistics = [name for name in STATISTICS if name in table.schema.names]
+            writer = pq.ParquetWriter(stream, table.schema, write_statistics=statistics, **PARQUET_OPTIONS)
             entry = self.writers[final] = [writer, stream, output, 0]
         entry[0].write_table(table)
         entry[3] += table.num_rows
@@ -155,9 +145,9 @@ class SplitWriter:
             path = None if writer is None else f"{ATTEMPTS}/{self.attempt}/{final}"
             rows.append(dict(kind="file", output=output, path=path, final=final, rows=n, bytes=size))
         for (group, topic), counters in sorted(self.stats.items()):
-            rows.append(dict(kind="stats", group=group, topic=topic, stats=counters.tolist()))
+            rows.append(dict(kind="stats", group=group, topic=topic, stats=counters))
         for topic, counters in sorted(self.topic_stats.items()):
-            rows.append(dict(kind="topic_stats", topic=topic, stats=counters.tolist()))
+            rows.append(dict(kind="topic_stats", topic=topic, stats=counters))
         for (group, topic), reason in sorted(self.examples.items()):
             rows.append(dict(kind="example", group=group, topic=topic, reason=reason))
         return pa.Table.from_pylist(rows, schema=REPORT_SCHEMA)
@@ -172,30 +162,8 @@ class SplitWriter:
                     pass
 
 
-def _per_group(rows, lists):
-    """One row per (group, message) of the message rows, from their group list column."""
-    rows = rows.drop_columns(["group"])
-    groups = rows.column(lists).combine_chunks()
-    parents = pc.list_parent_indices(groups)
-    if not len(parents):
-        return rows.slice(0, 0).append_column("group", pa.array([], pa.string()))
-    flat = pc.list_flatten(groups)
-    order = pc.sort_indices(pa.table({"g": flat, "i": parents}), [("g", "ascending"), ("i", "ascending")])
-    return rows.take(pc.take(parents, order)).append_column("group", pc.take(flat, order))
-
-
-def _hex(column):
-    """Bitmaps as upper-case hex text (few rows: audits only; Arrow has no hex kernel)."""
-    return pa.array([None if v is None else v.hex().upper() for v in column.to_pylist()], pa.string())
-
-
-def _add_counters(into, keys, lists, width):
-    values = pc.list_flatten(lists).to_numpy().reshape(-1, width)
-    for key, row in zip(keys, values):
-        if key in into:
-            into[key] += row
-        else:
-            into[key] = row.copy()
+def _add(into, key, values):
+    into[key] = [a + b for a, b in zip(into[key], values)] if key in into else list(values)
 
 
 def commit(out_uri, reports):

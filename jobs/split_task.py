@@ -15,8 +15,8 @@ from filtering.message_filter import UnitBatch, apply_subscription
 from schemas import kernels as K
 from schemas import layout as L
 from schemas import storefs
-from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, RESULT_SCHEMA, STAT_FIELDS, TOPIC_STAT_FIELDS
-from schemas.columns import distinct_rows
+from schemas.arrow_schemas import (BITMAP_SCHEMA, CORRUPT_SCHEMA, OUTPUT_MESSAGE_FIELDS, STAT_FIELDS,
+                                   TOPIC_STAT_FIELDS)
 from schemas.commitlog import decode_records
 from schemas.errors import CorruptStoreError
 
@@ -54,20 +54,29 @@ class ReplayPlan:
         return self.files_by_start.get(start)
 
 
-def process_split(plan, units):
-    """Result rows (RESULT_SCHEMA) for the units of one split (a pyarrow Table of CONSUME_QUEUE_SCHEMA)."""
-    pieces = list(iter_split(plan, units))
-    return pa.concat_tables(pieces) if pieces else RESULT_SCHEMA.empty_table()
+@dataclass(frozen=True)
+class MessageRows:
+    """The messages of one topic's batch that some group receives or that collide, once (`table`: the
+    OUTPUT_MESSAGE_FIELDS), and who gets which: `delivered` and `collided` are (group index, row index)
+    arrays into `groups` and `table`, ordered by group, then row."""
+
+    topic: str
+    table: pa.Table
+    groups: pa.Array
+    delivered: tuple
+    collided: tuple
 
 
 def iter_split(plan, units):
-    """process_split as a stream of tables, one per decoded batch: the Spark task sends each as soon as it
-    is ready, so the JVM converts one batch while Python computes the next."""
+    """What one split's units (a CONSUME_QUEUE_SCHEMA table) produce, as a stream of (kind, piece) pairs,
+    batch by batch: `message` (MessageRows), `bitmap` (BITMAP_SCHEMA), `corrupt` (CORRUPT_SCHEMA),
+    `stats` (group, topic and STAT_FIELDS), `topic_stats` (topic and TOPIC_STAT_FIELDS), `example`
+    (group, topic, reason: why an expression throws). The sink writes each as it comes."""
     if units.num_rows == 0:
         return
     # topic by topic, each in log order: every topic is then a zero-copy slice of the decoded columns
     units = _by_topic_then_offset(units)
-    out = _Rows()
+    out = _Pieces()
     _check_ext(plan, units, out)
     messages, units = _decode_messages(plan, units, out)
     _skipped_stats(plan, out)
@@ -98,30 +107,19 @@ def _by_topic_then_offset(units):
     return units.take(pa.array(order))
 
 
-class _Rows:
-    """Collects result pieces; every piece is widened to RESULT_SCHEMA with nulls."""
+class _Pieces:
+    """(kind, piece) pairs collected until the task hands them on; units audited and left out, by topic."""
 
     def __init__(self):
         self.pieces = []
-        self.skipped = []  # (topic, queue_id, queue_offset) arrays of units audited and left out
+        self.skipped = []  # (topic, queue_id, queue_offset) tables of units audited and left out
 
-    def add(self, kind, columns, n):
-        arrays = []
-        for f in RESULT_SCHEMA:
-            value = kind if f.name == "kind" else columns.get(f.name)
-            if value is None:
-                arrays.append(pa.nulls(n, f.type))
-            elif isinstance(value, (str, int)):
-                arrays.append(pa.repeat(pa.scalar(value, f.type), n))
-            else:
-                arrays.append(pa.array(value, f.type) if isinstance(value, (np.ndarray, list)) else value.cast(f.type))
-        self.pieces.append(pa.Table.from_arrays(arrays, schema=RESULT_SCHEMA))
+    def add(self, kind, piece):
+        self.pieces.append((kind, piece))
 
     def flush(self):
-        """The rows collected since the last flush, as one table (nothing when there are none)."""
-        if self.pieces:
-            table, self.pieces = pa.concat_tables(self.pieces), []
-            yield table
+        pieces, self.pieces = self.pieces, []
+        yield from pieces
 
 
 def _corrupt(plan, out, units, rows, reason, path, offsets=None):
@@ -136,9 +134,12 @@ def _corrupt(plan, out, units, rows, reason, path, offsets=None):
         raise CorruptStoreError(path, where[0].as_py(), reason, first["topic"], first["queue_id"])
     if not reason.startswith(EXT_UNREADABLE):
         out.skipped.append(sel.select(["topic", "queue_id", "queue_offset"]))
-    out.add("corrupt", {"topic": sel.column("topic"), "queue_id": sel.column("queue_id"),
-                        "queue_offset": sel.column("queue_offset"), "commitlog_offset": sel.column("commitlog_offset"),
-                        "reason": reason, "file": path, "offset": where}, len(rows))
+    n = len(rows)
+    out.add("corrupt", pa.table({
+        "file": pa.repeat(pa.scalar(path), n), "offset": where, "topic": sel.column("topic"),
+        "queue_id": sel.column("queue_id"), "queue_offset": sel.column("queue_offset"),
+        "commitlog_offset": sel.column("commitlog_offset"), "reason": pa.repeat(pa.scalar(reason), n)},
+        schema=CORRUPT_SCHEMA))
 
 
 def _check_ext(plan, units, out):
@@ -171,8 +172,7 @@ def _skipped_stats(plan, out):
         scope = in_scope(plan, csub.sub, sel.column("queue_id").to_numpy(), sel.column("queue_offset").to_numpy())
         n = len(rows) if scope is None else int(scope.sum())
         if n:
-            out.add("stats", {"group": csub.sub.group, "topic": csub.sub.topic,
-                              "stats": _counter_lists({"units": n, "skipped": n}, 1)}, 1)
+            out.add("stats", _counters([csub.sub.group], csub.sub.topic, {"units": n, "skipped": n}))
 
 
 def _decode_messages(plan, units, out):
@@ -384,7 +384,7 @@ def _replay_topic(plan, topic, units, messages, out):
              "evaluation_errors": count(errors), "ext_unreadable": ext_unreadable}
     groups = [c.sub.group for c in subs]
     if g:
-        out.add("stats", {"group": groups, "topic": topic, "stats": _counter_lists(stats, g)}, g)
+        out.add("stats", _counters(groups, topic, stats))
     _message_rows(out, topic, messages, units, client, collided, groups)
 
 
@@ -405,15 +405,17 @@ def _audit_bitmaps(topic, registered, match, bloom, batch, units, messages, raw_
         if len(rows):
             own, _ = dispatcher.recompute_bitmaps(registered, match, bloom.m)
             cols = _message_columns(messages, units, rows)
-            cols.update(topic=topic, stored_bitmap=units.column("filter_bitmap").take(pa.array(rows)),
-                        recomputed_bitmap=[own[i].tobytes() if registered else None for i in rows],
-                        reason=[dispatcher.REASON_BORN_AFTER if explained[i] else None for i in rows],
-                        detail=[",".join(missing.get(i, ())) or None for i in rows])
-            out.add("bitmap", cols, len(rows))
+            out.add("bitmap", pa.table({
+                "topic": pa.repeat(pa.scalar(topic), len(rows)),
+                **{f: cols[f] for f in ("queue_id", "queue_offset", "commitlog_offset", "msg_id", "store_timestamp")},
+                "stored_bitmap": units.column("filter_bitmap").take(pa.array(rows)),
+                "recomputed_bitmap": [own[i].tobytes() if registered else None for i in rows],
+                "reason": [dispatcher.REASON_BORN_AFTER if explained[i] else None for i in rows],
+                "groups_missing": [",".join(missing.get(i, ())) or None for i in rows]}, schema=BITMAP_SCHEMA))
     counters = {"units": len(batch), "bitmaps_compared": int(compared.sum()),
                 "bitmap_mismatches": int((mismatch & ~explained).sum()),
                 "bitmap_mismatches_explained": int((mismatch & explained).sum())}
-    out.add("topic_stats", {"topic": topic, "stats": _counter_lists(counters, 1, TOPIC_STAT_FIELDS)}, 1)
+    out.add("topic_stats", pa.table({"topic": [topic], **{f: [counters[f]] for f in TOPIC_STAT_FIELDS}}))
 
 
 def _error_example(csub, properties, row, out):
@@ -421,49 +423,28 @@ def _error_example(csub, properties, row, out):
     from filtering.sql92.diagnose import failure
 
     text = failure(csub.sql, dict(properties.slice(row, 1).to_pylist()[0] or []))
-    out.add("example", {"group": csub.sub.group, "topic": csub.sub.topic, "reason": text}, 1)
+    out.add("example", pa.table({"group": [csub.sub.group], "topic": [csub.sub.topic], "reason": [text]}))
 
 
 def _message_rows(out, topic, messages, units, delivered, collided, groups):
-    """One row per message that some group receives (or that collides), with the lists of those groups:
-    the payload crosses to the JVM once, and Spark fans it out per group (explode) when writing.
+    """The messages some group receives (or that collide), once, with who gets which (MessageRows).
     delivered, collided: (groups, units) bool."""
     rows = np.flatnonzero(delivered.any(axis=0) | collided.any(axis=0))
     if not len(rows):
         return
-    names = pa.array(groups, pa.string())
     cols = _message_columns(messages, units, rows)
-    cols.update(topic=topic, delivered=_group_lists(delivered[:, rows], names),
-                collided=_group_lists(collided[:, rows], names))
-    out.add("message", cols, len(rows))
+    table = pa.table({name: cols[name] for name, _ in OUTPUT_MESSAGE_FIELDS})
+    # np.nonzero walks the (group, row) matrix row by row: pairs come ordered by group, then message
+    out.add("message", MessageRows(topic, table, pa.array(groups, pa.string()),
+                                   np.nonzero(delivered[:, rows]), np.nonzero(collided[:, rows])))
 
 
-def _group_lists(mask, names):
-    """list<string> per column of a (groups, rows) bool matrix: the names of the groups set in it.
-
-    Rows share few distinct group sets, so each set's list is built once and the rows gather them."""
-    g, n = mask.shape
-    if 0 < g <= 62 and n >= 64:
-        sets, index = distinct_rows(mask.T)
-        return _name_lists(sets, names).take(pa.array(index))
-    return _name_lists(mask.T, names)
-
-
-def _name_lists(rows, names):
-    """list<string> per row of an (N, groups) bool matrix: the names of its set columns, in order."""
-    offsets = np.zeros(len(rows) + 1, dtype=np.int32)
-    np.cumsum(rows.sum(axis=1), out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), names.take(pa.array(np.nonzero(rows)[1])))
-
-
-def _counter_lists(counters, g, fields=STAT_FIELDS):
-    """The `stats` column of g rows: every counter of `fields` of each row, in order (absent ones 0)."""
-    matrix = np.zeros((g, len(fields)), dtype=np.int64)
-    for i, name in enumerate(fields):
-        if name in counters:
-            matrix[:, i] = counters[name]
-    offsets = np.arange(0, (g + 1) * len(fields), len(fields), dtype=np.int32)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(matrix.reshape(-1)))
+def _counters(groups, topic, counters):
+    """A `stats` piece: a row per group, every STAT_FIELDS counter (absent ones 0)."""
+    g = len(groups)
+    return pa.table({"group": pa.array(groups, pa.string()), "topic": pa.repeat(pa.scalar(topic), g),
+                     **{f: pa.array(np.broadcast_to(np.asarray(counters.get(f, 0), dtype=np.int64), (g,)))
+                        for f in STAT_FIELDS}})
 
 
 def _one_array(column):

@@ -74,8 +74,8 @@ def run_split(plan, layout, spec, index, split_range, attempt):
     writer = SplitWriter(spec, index, attempt)
     try:
         units = split_units(plan, layout, start, end)
-        for table in iter_split(plan, units):
-            writer.write(table)
+        for kind, piece in iter_split(plan, units):
+            writer.write(kind, piece)
         return writer.close(), units.num_rows
     except BaseException:
         writer.abort()

@@ -62,17 +62,13 @@ STAT_FIELDS = ["units", "skipped", "stage1_passed", "broker_delivered", "client_
 # Counters of one topic's bitmap audit (stored ConsumeQueueExt bitmaps against all the store's registrations).
 TOPIC_STAT_FIELDS = ["units", "bitmaps_compared", "bitmap_mismatches", "bitmap_mismatches_explained"]
 
-# What a replay task returns: one union of row kinds, so that one pass over the store yields them all.
-#   message: a message with the groups that receive it (delivered) and those whose client check drops
-#   it (collided); bitmap: a stored-vs-recomputed difference; corrupt: an item skipped with a reason;
-#   stats: counters of one (group, topic) in one batch of a task (the `stats` list, in STAT_FIELDS order);
-#   topic_stats: the bitmap audit's counters of one topic in one batch (TOPIC_STAT_FIELDS order);
-#   example: one evaluation error of a (group, topic), described in `reason` (for the summary's warnings).
-RESULT_SCHEMA = pa.schema(
-    [("kind", pa.string()), ("group", pa.string()), ("topic", pa.string())]
-    + OUTPUT_MESSAGE_FIELDS
-    + [("delivered", pa.list_(pa.string())), ("collided", pa.list_(pa.string()))]
-    + [("stored_bitmap", pa.binary()), ("recomputed_bitmap", pa.binary()), ("reason", pa.string()),
-       ("detail", pa.string()), ("file", pa.string()), ("offset", pa.int64())]
-    + [("stats", pa.list_(pa.int64()))]  # counters in order: other rows carry one null, not 10 zeroed columns
-)
+# The audits a replay writes (OUT/audit/corrupt, OUT/audit/bitmaps).
+CORRUPT_SCHEMA = pa.schema([
+    ("file", pa.string()), ("offset", pa.int64()), ("topic", pa.string()), ("queue_id", pa.int32()),
+    ("queue_offset", pa.int64()), ("commitlog_offset", pa.int64()), ("reason", pa.string()),
+])
+BITMAP_SCHEMA = pa.schema([
+    ("topic", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()), ("commitlog_offset", pa.int64()),
+    ("msg_id", pa.string()), ("store_timestamp", pa.int64()), ("stored_bitmap", pa.binary()),
+    ("recomputed_bitmap", pa.binary()), ("reason", pa.string()), ("groups_missing", pa.string()),
+])

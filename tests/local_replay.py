@@ -1,34 +1,52 @@
-"""The whole replay in one process, without Spark: the reference the Spark job is tested against, and a
-quick way to replay a small store."""
+"""The whole replay in one process, without Spark: the job's tasks one after another, written by the job's
+own sink into a temporary directory and committed as the driver commits them; the reference the Spark
+job is tested against."""
+import tempfile
+
 import pyarrow as pa
-import pyarrow.compute as pc
+import pyarrow.dataset as ds
 
-from jobs.plan import commitlog_splits, split_units
-from jobs.split_task import process_split
-from schemas.arrow_schemas import RESULT_SCHEMA, STAT_FIELDS, TOPIC_STAT_FIELDS
+from jobs.outputs import Counters
+from jobs.plan import commitlog_splits
+from jobs.sink import SinkSpec, commit
+from jobs.transforms import run_split
+from schemas.arrow_schemas import STAT_FIELDS, TOPIC_STAT_FIELDS
+
+OUTPUTS = {"matched": "matched", "collision": "audit/collisions", "bitmap": "audit/bitmaps",
+           "corrupt": "audit/corrupt", "message": "messages"}
 
 
-def replay_local(planned):
-    """RESULT_SCHEMA table for a planned job: the Spark job's tasks, one after another."""
+def replay_local(planned, layout="wide"):
+    """{kind: pyarrow Table} of a planned job. The wide layout by default: matched rows carry every
+    message column, as the tests read them."""
     plan = planned.plan
-    parts = [process_split(plan, split_units(plan, planned.layout, a, b)) for a, b in commitlog_splits(plan)]
-    return pa.concat_tables(parts) if parts else RESULT_SCHEMA.empty_table()
+    out = tempfile.mkdtemp(prefix="mqreplay-local-")
+    spec = SinkSpec(out, layout, plan.with_body)
+    reports = []
+    for index, split in enumerate(commitlog_splits(plan)):
+        report, _ = run_split(plan, planned.layout, spec, index, split, "local")
+        reports += report.to_pylist()
+    commit(out, reports)
+    result = {}
+    for name, output in OUTPUTS.items():
+        try:
+            result[name] = ds.dataset(f"{out}/{output}", format="parquet", partitioning="hive").to_table()
+        except (FileNotFoundError, pa.ArrowInvalid):
+            result[name] = pa.table({})
+    counters = Counters.of(reports)
+    result["stats"] = _counter_table(["group", "topic"], STAT_FIELDS, counters.groups)
+    result["topic_stats"] = _counter_table(["topic"], TOPIC_STAT_FIELDS, counters.topics)
+    result["example"] = pa.Table.from_pylist([{"group": g, "topic": t, "reason": r}
+                                              for (g, t), r in counters.examples.items()])
+    return result
 
 
-def kind(table, name):
-    """Rows of one kind; "matched" and "collision" are fanned out per group as the outputs are."""
-    if name in ("stats", "topic_stats"):  # the counters list as named columns, as the summary reports them
-        fields = STAT_FIELDS if name == "stats" else TOPIC_STAT_FIELDS
-        rows = table.filter(pc.equal(table.column("kind"), name))
-        counters = pc.list_flatten(rows.column("stats")).to_numpy().reshape(-1, len(fields))
-        rows = rows.drop_columns(["stats"])
-        for i, field in enumerate(fields):
-            rows = rows.append_column(field, pa.array(counters[:, i], pa.int64()))
-        return rows
-    if name not in ("matched", "collision"):
-        return table.filter(pc.equal(table.column("kind"), name))
-    messages = table.filter(pc.equal(table.column("kind"), "message"))
-    lists = messages.column("delivered" if name == "matched" else "collided").combine_chunks()
-    parents = pc.list_parent_indices(lists)
-    out = messages.take(parents).drop_columns(["group", "delivered", "collided"])
-    return out.append_column("group", pc.list_flatten(lists))
+def _counter_table(keys, fields, counters):
+    rows = [{**dict(zip(keys, key if isinstance(key, tuple) else (key,))), **{f: v.get(f, 0) for f in fields}}
+            for key, v in counters.items()]
+    return pa.Table.from_pylist(rows) if rows else pa.table({k: pa.array([], pa.string()) for k in keys})
+
+
+def kind(result, name):
+    """One kind of the result: an output as written, or counters summed per (group, topic) / topic."""
+    return result[name]

@@ -1,30 +1,32 @@
 """jobs/sink.py: a split's parts, the commit of successful attempts only, names safe as paths."""
+import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from jobs.outputs import Counters
 from jobs.sink import SinkSpec, SplitWriter, commit, hive_escape
-from schemas.arrow_schemas import RESULT_SCHEMA, STAT_FIELDS
+from jobs.split_task import MessageRows
+from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, STAT_FIELDS
 
 
-def _result(rows):
-    base = {f.name: None for f in RESULT_SCHEMA}
-    return pa.Table.from_pylist([dict(base, **r) for r in rows], schema=RESULT_SCHEMA)
+def _pieces(topic="T"):
+    """Two messages of one topic: the first delivered to G1 and G2, the second collided for G3."""
+    base = {f.name: None for f in pa.schema(OUTPUT_MESSAGE_FIELDS)}
+    table = pa.Table.from_pylist([dict(base, queue_id=1, queue_offset=5, commitlog_offset=500, body=b"x",
+                                       properties=[("a", "1")]),
+                                  dict(base, queue_id=1, queue_offset=6, commitlog_offset=600, body=b"y")],
+                                 schema=pa.schema(OUTPUT_MESSAGE_FIELDS))
+    groups = pa.array(["G1", "G2", "G3"])
+    message = MessageRows(topic, table, groups, (np.array([0, 1]), np.array([0, 0])), (np.array([2]), np.array([1])))
+    stats = pa.table({"group": ["G1"], "topic": [topic], **{f: [2 if f == "units" else 0] for f in STAT_FIELDS}})
+    return [("message", message), ("stats", stats)]
 
 
-MESSAGES = [
-    dict(kind="message", topic="T", queue_id=1, queue_offset=5, commitlog_offset=500, body=b"x",
-         properties=[("a", "1")], delivered=["G2", "G1"], collided=[]),
-    dict(kind="message", topic="T", queue_id=1, queue_offset=6, commitlog_offset=600, body=b"y",
-         delivered=[], collided=["G3"]),
-    dict(kind="stats", group="G1", topic="T", stats=[2] + [0] * (len(STAT_FIELDS) - 1)),
-]
-
-
-def _write(tmp_path, attempt, layout="normalized", rows=MESSAGES, split=0):
+def _write(tmp_path, attempt, layout="normalized", pieces=None, split=0):
     writer = SplitWriter(SinkSpec(str(tmp_path / "out"), layout), split, attempt)
-    writer.write(_result(rows))
+    for kind, piece in pieces or _pieces():
+        writer.write(kind, piece)
     return writer.close().to_pylist()
 
 
@@ -78,9 +80,8 @@ def test_names_become_path_parts_only_escaped_as_hive_escapes_them(tmp_path):
     assert hive_escape("../../evil/x") == "..%2F..%2Fevil%2Fx"
     assert hive_escape("a=b:c") == "a%3Db%3Ac"
     assert hive_escape("订单Topic") == "订单Topic"
-    rows = [dict(MESSAGES[0], topic="../../evil/x")]
-    commit(str(tmp_path / "out"), _write(tmp_path, "a", rows=rows))
+    commit(str(tmp_path / "out"), _write(tmp_path, "a", pieces=_pieces("../../evil/x")))
     inside = [p for p in tmp_path.rglob("*.parquet")]
     assert all((tmp_path / "out") in p.parents for p in inside)
     messages = ds.dataset(tmp_path / "out" / "messages", partitioning="hive").to_table()
-    assert messages.column("topic").to_pylist() == ["../../evil/x"]
+    assert messages.column("topic").to_pylist() == ["../../evil/x"] * 2

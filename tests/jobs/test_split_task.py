@@ -78,7 +78,8 @@ def test_stored_bitmaps_differ_only_where_a_registration_was_born_later(replayed
     bitmaps = kind(result, "bitmap").to_pylist()
     assert {(r["topic"], r["queue_id"], r["queue_offset"]) for r in bitmaps} == {("TopicTest", *k) for k in want}
     assert len(bitmaps) == len(want) > 0
-    assert {(r["reason"], r["detail"]) for r in bitmaps} == {("registration born after the message", "G_SQL_LATE")}
+    assert {(r["reason"], r["groups_missing"]) for r in bitmaps} == {
+        ("registration born after the message", "G_SQL_LATE")}
 
 
 def test_late_sql_group_uses_bloom_only_for_messages_stored_after_its_born_time(replayed, store_a, store_a_cq,
@@ -203,21 +204,6 @@ def test_python_filter_runs_and_counts_its_exceptions(store_a, store_a_messages)
     assert len(want) == 307
     assert _stats(result, ("G_PY_ERR", "TopicTest"))["evaluation_errors"] == 1929  # every unit of TopicTest
     assert not [r for r in matched if r["group"] == "G_PY_ERR"]
-
-
-@pytest.mark.parametrize("groups,rows", [(5, 10), (5, 3000), (20, 3000), (70, 300)])
-def test_group_lists_name_the_groups_set_in_each_row(groups, rows):
-    """Both ways of building the lists (per cell, per distinct group set) against a plain loop."""
-    import numpy as np
-    import pyarrow as pa
-
-    from jobs.split_task import _group_lists
-
-    rng = np.random.default_rng(groups * rows)
-    mask = rng.random((groups, rows)) < rng.random((groups, 1))  # groups of different selectivity
-    names = [f"G{i}" for i in range(groups)]
-    got = _group_lists(mask, pa.array(names)).to_pylist()
-    assert got == [[names[g] for g in range(groups) if mask[g, r]] for r in range(rows)]
 
 
 def test_units_are_ordered_by_topic_then_commit_log_offset():

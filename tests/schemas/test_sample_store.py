@@ -65,7 +65,7 @@ def test_sample_store_has_every_message_in_its_consume_queue(sample):
 def test_sample_store_bitmaps_differ_only_where_the_late_group_was_not_born(sample):
     planned = build_plan(JobOptions(store=str(sample), subscription_files=(DEFAULT_SUBSCRIPTIONS,)))
     audit = kind(replay_local(planned), "bitmap").to_pylist()
-    assert audit and {(r["reason"], r["detail"]) for r in audit} == {
+    assert audit and {(r["reason"], r["groups_missing"]) for r in audit} == {
         ("registration born after the message", "G_SQL_LATE")}
 
 
