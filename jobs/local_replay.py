@@ -11,7 +11,7 @@ from schemas.arrow_schemas import RESULT_SCHEMA, STAT_FIELDS
 def replay_local(planned):
     """RESULT_SCHEMA table for a planned job: the Spark job's tasks, one after another."""
     plan = planned.plan
-    parts = [process_split(plan, split_units(plan, planned.layout, a, b)) for a, b in commitlog_splits(plan)]
+    parts = [process_split(plan, split_units(plan, planned.segments, a, b)) for a, b in commitlog_splits(plan)]
     return pa.concat_tables(parts) if parts else RESULT_SCHEMA.empty_table()
 
 

@@ -1,9 +1,10 @@
 """The replay as Spark DataFrame transforms: units in, result rows out, outputs split by kind.
 
-Data flow: the driver lists files and cuts the commit log into splits; `replay` runs one mapInArrow
-task per split, which finds its units in the consume queues, reads its byte range of the commit log,
-decodes each message once and applies every group's subscription; the outputs are selections of the one
-result DataFrame, fanned out per group by Spark when written."""
+Data flow: the driver lists files, probes the needed consume-queue segments and cuts the commit log into
+splits; `replay` runs one mapInArrow task per split, which finds its units in the segments that point
+into it, reads its byte range of the commit log, decodes each message once and applies every group's
+subscription; the outputs are selections of the one result DataFrame, fanned out per group by Spark when
+written."""
 import gc
 from typing import Iterator
 
@@ -29,10 +30,11 @@ def splits(spark, plan) -> DataFrame:
 def replay(split_rows: DataFrame, planned) -> DataFrame:
     """All groups in one pass, one task per commit-log split, returning RESULT_SCHEMA rows.
 
-    A task finds the units pointing into its split by binary search in every consume queue (units are
-    in commit-log order), reads that byte range of the commit log, decodes each message once and applies
-    every subscription of its topic: no shuffle, and memory bounded by the split."""
-    plan, layout = planned.plan, planned.layout
+    A task finds the units pointing into its split in the consume-queue segments that can hold them (the
+    plan's SegmentIndex: units are in commit-log order), reads that byte range of the commit log, decodes
+    each message once and applies every subscription of its topic: no shuffle, and memory bounded by the
+    split."""
+    plan, segments = planned.plan, planned.segments
 
     ranges = commitlog_splits(plan)
 
@@ -40,7 +42,7 @@ def replay(split_rows: DataFrame, planned) -> DataFrame:
         for batch in batches:
             for index in batch.column(0).to_pylist():
                 start, end = ranges[index]
-                units = split_units(plan, layout, start, end)
+                units = split_units(plan, segments, start, end)
                 for table in iter_split(plan, units):
                     yield from table.to_batches(max_chunksize=RESULT_BATCH_ROWS)
         # PySpark's daemon runs a full garbage collection after every task, which walks every object of the

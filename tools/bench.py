@@ -166,7 +166,7 @@ def planning_costs(store, subs, split_size):
     t_plan = time.perf_counter() - t
     ranges = commitlog_splits(planned.plan)
     t = time.perf_counter()
-    units = sum(split_units(planned.plan, planned.layout, a, b).num_rows for a, b in ranges)
+    units = sum(split_units(planned.plan, planned.segments, a, b).num_rows for a, b in ranges)
     t_units = time.perf_counter() - t
     with counting() as lookups:
         planned = build_plan(options)
@@ -174,7 +174,7 @@ def planning_costs(store, subs, split_size):
         per_split, ext_opens = [], 0
         for a, b in ranges:
             lookups.reset()
-            split_units(planned.plan, planned.layout, a, b)
+            split_units(planned.plan, planned.segments, a, b)
             per_split.append(sum(lookups.count(CQ)))
             ext_opens += lookups.count(EXT)[0]
     segments = sum(len(q.cq) for q in planned.layout.queues)

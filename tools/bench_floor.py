@@ -32,7 +32,7 @@ def stored_result(store, subscriptions, path):
     from schemas.arrow_schemas import RESULT_SCHEMA
 
     planned = build_plan(JobOptions(store=store, retry=False, subscription_files=(subscriptions,)))
-    units = [split_units(planned.plan, planned.layout, start, end) for start, end in commitlog_splits(planned.plan)]
+    units = [split_units(planned.plan, planned.segments, start, end) for start, end in commitlog_splits(planned.plan)]
     biggest = max(range(len(units)), key=lambda i: units[i].num_rows)
     with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, RESULT_SCHEMA) as writer:
         for table in iter_split(planned.plan, units[biggest]):
