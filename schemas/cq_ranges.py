@@ -66,7 +66,8 @@ def segment_bounds(fs, segment):
     segment holds none (all pre-blank or zero fill).
 
     One open and two reads of PROBE_UNITS (one for a small file); a binary search only past a longer
-    pre-blank head, or into a longer zero tail (the last file of a queue)."""
+    pre-blank head, or where a longer zero tail begins (in the last file of a queue with more units than a
+    read holds)."""
     n = segment.length // L.CQ_UNIT_SIZE
     if not n:
         return None
@@ -80,13 +81,36 @@ def segment_bounds(fs, segment):
         first_key = _unit_at(f, chunks, first)[0] if first < n else _TAIL_KEY
         if first_key == _TAIL_KEY:
             return None
-        real = np.flatnonzero((tail[1] >= 0) & (tail[1] < _TAIL_KEY))
-        if len(real):
-            last = tail[0] + int(real[-1])
-        else:  # the tail read is all zero fill: the end of the data is before it (first < tail[0] here)
-            last = max(first, _first_at_or_after(f, _TAIL_KEY, first, tail[0]) - 1)
+        in_tail, in_head = _real(tail[1]), _real(head[1])
+        if len(in_tail):
+            last = tail[0] + int(in_tail[-1])
+        elif len(in_head) and in_head[-1] < len(head[1]) - 1:  # the data ends inside the head read
+            last = int(in_head[-1])
+        else:  # between the two reads (first < tail[0] here)
+            last = _last_before_fill(f, first + 1, tail[0])
         last_key, last_size = _unit_at(f, chunks, last)
     return first, last, first_key, last_key, last_key + last_size
+
+
+def _real(keys):
+    """Positions of the real units (neither pre-blank nor fill) among sort keys."""
+    return np.flatnonzero((keys >= 0) & (keys < _TAIL_KEY))
+
+
+def _last_before_fill(f, lo, hi):
+    """Index of the last real unit, given that unit lo - 1 is real and the units from hi on are zero fill:
+    a binary search that reads PROBE_UNITS units a step, so it ends in about log2((hi - lo) / PROBE_UNITS)."""
+    while lo < hi:
+        a = max(lo, (lo + hi) // 2 - PROBE_UNITS // 2)
+        b = min(hi, a + PROBE_UNITS)
+        real = _real(_read_keys(f, a, b)[1])
+        if not len(real):  # all fill: the data ends before this read
+            hi = a
+        elif real[-1] < b - a - 1 or b == hi:  # the fill starts inside this read, or right after it
+            return a + int(real[-1])
+        else:  # the read ends on a real unit: the data goes on after it
+            lo = b
+    return lo - 1
 
 
 def units_in_range(fs, segment, bounds, start, end):

@@ -114,11 +114,12 @@ def shape_topics(n_topics):
     return [f"Shape{t:04d}" for t in range(n_topics)]
 
 
-def shape_subscriptions(path, n_topics):
-    """Five TAG groups, group i on topic i (of the first five): the run needs a few of many queues."""
+def shape_subscriptions(path, n_topics, subscribed):
+    """Five TAG groups on the first `subscribed` topics, group i on topics i, i + 5, ...: by default one topic
+    each, so that the run needs a few of many queues."""
     topics = shape_topics(n_topics)
-    groups = [{"group": f"G_TAG_{i}", "topic": topics[i % n_topics], "expressionType": "TAG",
-               "expression": TAG_SUBS[i]} for i in range(SHAPE_GROUPS)]
+    groups = [{"group": f"G_TAG_{t % SHAPE_GROUPS}", "topic": topics[t % n_topics], "expressionType": "TAG",
+               "expression": TAG_SUBS[t % SHAPE_GROUPS]} for t in range(max(subscribed, SHAPE_GROUPS))]
     with open(path, "w") as f:
         json.dump({"groups": groups}, f)
 
@@ -186,8 +187,8 @@ def run_shape(args):
     """The store shape's planning costs beside the noop job's time."""
     base = shape_dir(args)
     os.makedirs(base, exist_ok=True)
-    subs = os.path.join(base, "subscriptions.json")
-    shape_subscriptions(subs, args.topics)
+    subs = os.path.join(base, f"subscriptions-{args.subscribed_topics}.json")
+    shape_subscriptions(subs, args.topics, args.subscribed_topics)
     store = ensure_shape_store(args)
     conf = []
     split_size = 128 << 20
@@ -202,7 +203,7 @@ def run_shape(args):
     print(f"\nshape: {args.topics} topics x {args.queues_per_topic} queues ({c['queues']:,} listed, "
           f"{c['segments']:,} consume-queue files of {args.cq_file_units:,} units), {args.messages:,} messages, "
           f"{args.commitlog_mb} MiB commit-log files, {c['splits']} splits, {SHAPE_GROUPS} TAG groups on "
-          f"{min(SHAPE_GROUPS, args.topics)} topics; {c['units']:,} units read")
+          f"{min(max(SHAPE_GROUPS, args.subscribed_topics), args.topics)} topics; {c['units']:,} units read")
     print(f"planning (build_plan, driver): {c['plan_s']:.2f} s; split_units, all splits: {c['split_units_s']:.2f} s")
     print(f"consume-queue lookups (opens + reads): {total:,} = driver {c['driver']:,} + splits "
           f"{sum(c['per_split']):,} (per split: mean {sum(c['per_split']) / len(c['per_split']):,.0f}, "
@@ -359,6 +360,8 @@ def main(argv=None):
     p.add_argument("--cq-file-units", type=int, default=300000, help="store shape: units per consume-queue file")
     p.add_argument("--commitlog-mb", type=int, default=4, help="store shape: commit-log file size")
     p.add_argument("--split-mb", type=int, help="store shape: the job's split size (default the job's own)")
+    p.add_argument("--subscribed-topics", type=int, default=SHAPE_GROUPS,
+                   help="store shape: topics the five TAG groups subscribe to")
     args = p.parse_args(argv)
     if args.topics:
         args.messages = args.messages or 200_000

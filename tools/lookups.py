@@ -5,6 +5,7 @@ PyFileSystem wrapping the real one, which counts per path; it reads like a remot
 memory maps), so every read of the driver and of the tasks passes through it."""
 import collections
 import contextlib
+import threading
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -15,11 +16,16 @@ CQ, EXT, COMMITLOG = "/consumequeue/", "/consumequeue_ext/", "/commitlog/"
 
 
 class Lookups:
-    """Opens and reads per path."""
+    """Opens and reads per path (the driver's probes run in threads on a filesystem that is not local)."""
 
     def __init__(self):
         self.opens = collections.Counter()
         self.reads = collections.Counter()
+        self.lock = threading.Lock()
+
+    def add(self, counter, path):
+        with self.lock:
+            counter[path] += 1
 
     def count(self, kind=CQ):
         """(opens, reads) of the paths under one kind of folder (CQ, EXT, COMMITLOG)."""
@@ -39,7 +45,7 @@ class _CountingReader:
         self.closed = False
 
     def read(self, n=-1):
-        self.lookups.reads[self.path] += 1
+        self.lookups.add(self.lookups.reads, self.path)
         return self.f.read() if n is None or n < 0 else self.f.read(n)
 
     def seek(self, pos, whence=0):
@@ -63,7 +69,7 @@ class _CountingHandler(pafs.FileSystemHandler):
         self.fs, self.lookups = fs, lookups
 
     def open_input_file(self, path):
-        self.lookups.opens[path] += 1
+        self.lookups.add(self.lookups.opens, path)
         return pa.PythonFile(_CountingReader(self.fs.open_input_file(path), path, self.lookups), mode="r")
 
     def open_input_stream(self, path):

@@ -30,7 +30,7 @@ def small_probes(monkeypatch):
     monkeypatch.setattr(cq_ranges, "PROBE_UNITS", PROBE)
 
 
-CASES = list(itertools.product([0, 1, 3, 9], [0, 1, 2, 5, 12], [0, 1, 4, 11])) + [(0, 3, 0, b"junk!")]
+CASES = list(itertools.product([0, 1, 3, 9, 30], [0, 1, 2, 5, 12, 45], [0, 1, 4, 11, 40])) + [(0, 3, 0, b"junk!")]
 
 
 @pytest.mark.parametrize("case", CASES)
