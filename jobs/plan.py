@@ -6,11 +6,13 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from filtering.bloom import BloomFilter
 from filtering.subscriptions import compile_subscription, merge_subscriptions
+from jobs.cq_index import SegmentIndex, probe_segments
 from jobs.errors import UsageError
 from jobs.split_task import ReplayPlan
 from schemas import layout as L
@@ -63,6 +65,7 @@ class Planned:
     problems: list = None  # listing and config problems: [{file, offset, topic, queue_id, reason}]
     lost_units: tuple = ()  # LostUnits: consume-queue units a truncated file no longer holds
     warnings: list = field(default_factory=list)  # what the run must say besides its counters
+    segments: SegmentIndex = None  # the consume-queue segments of the needed queues, probed once
 
 
 @dataclass(frozen=True)
@@ -104,19 +107,23 @@ def build_plan(options):
             log.error("group %s topic %s: %s", c.sub.group, c.sub.topic, c.error)
         if c.warning:
             warnings.append(f"{c.sub.group}/{c.sub.topic}: {c.warning}")
+    runnable = tuple(c for c in compiled if not c.error)
+    topics = needed_topics(runnable, stored, options.groups, options.topics)
+    segments = probe_segments(layout.filesystem(), [q for q in layout.queues if q.topic in topics])
     plan = ReplayPlan(
         store_uri=str(options.store),
         commitlog_file_size=layout.commitlog_file_size or 1,
         commitlog_files=tuple((s.start, s.path, s.length) for s in layout.commitlog),
-        subscriptions=tuple(c for c in compiled if not c.error),
+        subscriptions=runnable,
         registrations=_dispatched_registrations(stored, compiled, bloom, options.dialect),
         bloom_f=options.bloom_f, bloom_n=options.bloom_n, with_body=options.with_body,
         support_retry=options.support_retry, on_corrupt=options.on_corrupt, verify_crc=options.verify_crc,
         split_size=min(options.split_size, layout.commitlog_file_size or options.split_size),
         start_offsets=_start_offsets(options, compiled, config.consumer_offsets),
-        data_end=_data_end(layout),
+        data_end=segments.data_end,
     )
-    return Planned(plan, layout, compiled, config.consumer_offsets, problems, _lost_units(layout), warnings)
+    return Planned(plan, layout, compiled, config.consumer_offsets, problems, _lost_units(layout), warnings,
+                   segments)
 
 
 def plan_from_config(options, config, topics_present, commitlog):
@@ -221,12 +228,14 @@ def _lost_units(layout):
     return tuple(lost)
 
 
-def _data_end(layout):
-    """Where the queues' data ends in the commit log (a binary search per queue): splits past it are empty."""
-    from schemas.cq_ranges import queue_data_end
-
-    fs = layout.filesystem()
-    return max([queue_data_end(fs, q.cq) for q in layout.queues] + [0])
+def needed_topics(subscriptions, stored_filters, groups=(), topics=()):
+    """Topics whose consume queues the run reads: those of its subscriptions (the %RETRY% topics they
+    include), and those of the store's SQL92 registrations, whose stored bitmaps the audit compares;
+    within --groups and --topics, so that a narrowed run reads nothing else."""
+    needed = {c.sub.topic for c in subscriptions}
+    needed.update(fd.topic for fd in stored_filters
+                  if (not groups or fd.consumer_group in groups) and (not topics or fd.topic in topics))
+    return needed
 
 
 def _start_offsets(options, compiled, committed):
@@ -299,15 +308,20 @@ def commitlog_splits(plan):
     return splits
 
 
-def split_units(plan, layout, start, end):
-    """CONSUME_QUEUE_SCHEMA table of every queue's units pointing into [start, end) (run by a task)."""
-    from schemas.cq_ranges import segment_units_in_range
+def split_units(plan, segments, start, end):
+    """CONSUME_QUEUE_SCHEMA table of the needed queues' units pointing into [start, end) (run by a task):
+    only the segments of the SegmentIndex whose range overlaps the split are opened."""
+    from schemas.cq_ranges import units_in_range
     from schemas.local_api import resolve_units
 
     fs = storefs.resolve(plan.store_uri)[0]
+    rows = segments.overlapping(start, end)
     batches = []
-    for queue in layout.queues:
-        parts = [p for p in (segment_units_in_range(fs, s, start, end) for s in queue.cq) if p is not None]
+    for q in np.unique(segments.queue[rows]):  # in queue order, each queue's files in order
+        queue = segments.queues[q]
+        parts = [units_in_range(fs, queue.cq[segments.segment[r]], segments.bounds(r), start, end)
+                 for r in rows[segments.queue[rows] == q]]
+        parts = [p for p in parts if p is not None]
         if parts:
             batches.append(resolve_units(fs, queue, parts))
     return pa.Table.from_batches(batches, schema=CONSUME_QUEUE_SCHEMA)

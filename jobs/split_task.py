@@ -15,8 +15,7 @@ from filtering.message_filter import UnitBatch, apply_subscription
 from schemas import kernels as K
 from schemas import layout as L
 from schemas import storefs
-from schemas.arrow_schemas import (BITMAP_SCHEMA, CORRUPT_SCHEMA, OUTPUT_MESSAGE_FIELDS, STAT_FIELDS,
-                                   TOPIC_STAT_FIELDS)
+from schemas.arrow_schemas import BITMAP_SCHEMA, CORRUPT_SCHEMA, OUTPUT_MESSAGE_FIELDS, STAT_FIELDS, TOPIC_STAT_FIELDS
 from schemas.commitlog import decode_records
 from schemas.errors import CorruptStoreError
 

@@ -1,7 +1,8 @@
 """The replay as one Spark stage: a task per commit-log split, each writing its own Parquet parts.
 
-Data flow: the driver lists files and cuts the commit log into splits; `replay` runs one mapInArrow
-task per split, which finds its units in the consume queues, reads its byte range of the commit log,
+Data flow: the driver lists files, probes the needed consume-queue segments and cuts the commit log into
+splits; `replay` runs one mapInArrow task per split, which finds its units in the segments that point
+into it, reads its byte range of the commit log,
 decodes each message once, applies every group's subscription and writes the answer with pyarrow
 (jobs/sink.py). Spark carries back only the small reports (a row per file, the counters): no result
 row goes through the JVM."""
@@ -43,17 +44,18 @@ def attempt_name():
 def replay(split_rows: DataFrame, planned, spec, progress=None) -> DataFrame:
     """All groups in one pass, one task per commit-log split, returning REPORT_SCHEMA rows.
 
-    A task finds the units pointing into its split (units are in commit-log order), reads that byte range
-    of the commit log, decodes each message once, applies every subscription of its topic and writes
-    its parts (jobs.sink.SplitWriter): no shuffle, and memory bounded by the split. `progress`: the
+    A task finds the units pointing into its split in the consume-queue segments that can hold them (the
+    plan's SegmentIndex: units are in commit-log order), reads that byte range of the commit log, decodes
+    each message once, applies every subscription of its topic and writes its parts
+    (jobs.sink.SplitWriter): no shuffle, and memory bounded by the split. `progress`: the
     accumulators (units, bytes, splits) of jobs.progress.Progress, added to as each split is done."""
-    plan, layout = planned.plan, planned.layout
+    plan, segments = planned.plan, planned.segments
     ranges = commitlog_splits(plan)
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for index in batch.column(0).to_pylist():
-                report, n_units = run_split(plan, layout, spec, index, ranges[index], attempt_name())
+                report, n_units = run_split(plan, segments, spec, index, ranges[index], attempt_name())
                 yield from report.to_batches()
                 if progress is not None:
                     start, end = ranges[index]
@@ -68,12 +70,12 @@ def replay(split_rows: DataFrame, planned, spec, progress=None) -> DataFrame:
     return split_rows.mapInArrow(task, spark_schema(REPORT_SCHEMA))
 
 
-def run_split(plan, layout, spec, index, split_range, attempt):
+def run_split(plan, segments, spec, index, split_range, attempt):
     """One split, decided and written: (its report as a REPORT_SCHEMA table, the units it read)."""
     start, end = split_range
     writer = SplitWriter(spec, index, attempt)
     try:
-        units = split_units(plan, layout, start, end)
+        units = split_units(plan, segments, start, end)
         for kind, piece in iter_split(plan, units):
             writer.write(kind, piece)
         return writer.close(), units.num_rows

@@ -24,7 +24,7 @@ def replay_local(planned, layout="wide"):
     spec = SinkSpec(out, layout, plan.with_body)
     reports = []
     for index, split in enumerate(commitlog_splits(plan)):
-        report, _ = run_split(plan, planned.layout, spec, index, split, "local")
+        report, _ = run_split(plan, planned.segments, spec, index, split, "local")
         reports += report.to_pylist()
     commit(out, reports)
     result = {}

@@ -6,7 +6,12 @@ bytes, 3-5 user properties, 1 GiB commit-log segments, 8 SQL92 and 8 TAG groups 
 SQL92, and the job end to end to the noop sink and to Parquet in both layouts (bytes and files written),
 at full size and at a tenth; asserts nothing.
 
+With --topics, a store shape instead (issue 17: planning that scales): N topics x M queues, consume-queue
+files of K units, 4 MiB commit-log files, bodies of about 100 bytes, five TAG groups on five topics;
+prints the planning time, the consume-queue lookups of the driver and of every split, and the noop job.
+
     python tools/bench.py [--messages 3000000] [--seed 7] [--no-tenth]
+    python tools/bench.py --topics 250 --queues-per-topic 8 --cq-file-units 1000 [--messages 200000] [--split-mb 1]
 """
 import argparse
 import glob
@@ -95,6 +100,117 @@ def generate(store, n, seed):
                                                                         "bitNum": bloom.m}}
         w.write_config("consumerFilter.json", {"filterDataByTopic": table})
     open(os.path.join(store, ".complete"), "w").close()
+
+
+SHAPE_GROUPS = 5  # TAG groups of a store shape, each on one of its first topics
+SHAPE_BORN = 1795000000000
+
+
+def shape_dir(args):
+    shape = f"t{args.topics}-q{args.queues_per_topic}-k{args.cq_file_units}-c{args.commitlog_mb}"
+    return os.path.join(ROOT, "build", f"bench-{shape}")
+
+
+def shape_topics(n_topics):
+    return [f"Shape{t:04d}" for t in range(n_topics)]
+
+
+def shape_subscriptions(path, n_topics, subscribed):
+    """Five TAG groups on the first `subscribed` topics, group i on topics i, i + 5, ...: by default one topic
+    each, so that the run needs a few of many queues."""
+    topics = shape_topics(n_topics)
+    groups = [{"group": f"G_TAG_{t % SHAPE_GROUPS}", "topic": topics[t % n_topics], "expressionType": "TAG",
+               "expression": TAG_SUBS[t % SHAPE_GROUPS]} for t in range(max(subscribed, SHAPE_GROUPS))]
+    with open(path, "w") as f:
+        json.dump({"groups": groups}, f)
+
+
+def generate_shape(store, n, seed, n_topics, queues_per_topic, cq_file_units, commitlog_mb):
+    """A store of many queues: messages spread evenly over n_topics x queues_per_topic, bodies of about
+    100 bytes, a tag and keys each; consume-queue files of cq_file_units units (TAG groups only: no bitmaps)."""
+    from schemas.writer import Message, StoreWriter
+
+    rng = random.Random(seed)
+    topics = shape_topics(n_topics)
+    body_pool = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(5000)).encode()
+    with StoreWriter(store, commitlog_file_size=commitlog_mb << 20, cq_file_size=cq_file_units * 20,
+                     ext_file_size=1 << 20) as w:
+        for i in range(n):
+            off, stored = rng.randrange(4800), SHAPE_BORN + i // 10
+            w.append(Message(topic=rng.choice(topics), queue_id=rng.randrange(queues_per_topic),
+                             body=body_pool[off:off + rng.randint(80, 120)],
+                             properties={"TAGS": rng.choice(TAGS), "KEYS": f"k{i}", "UNIQ_KEY": f"{i:032X}"},
+                             born_timestamp=stored - 5, born_host="10.0.0.7:5555", store_timestamp=stored,
+                             store_host="127.0.0.1:10911"))
+    open(os.path.join(store, ".complete"), "w").close()
+
+
+def ensure_shape_store(args):
+    store = os.path.join(shape_dir(args), f"store-{args.messages}-{args.seed}")
+    if not os.path.exists(os.path.join(store, ".complete")):
+        print(f"generating a store of {args.messages:,} messages in {store} (once; cached)", flush=True)
+        t = time.time()
+        generate_shape(store, args.messages, args.seed, args.topics, args.queues_per_topic, args.cq_file_units,
+                       args.commitlog_mb)
+        print(f"  generated in {time.time() - t:.0f} s", flush=True)
+    return store
+
+
+def planning_costs(store, subs, split_size):
+    """Planning on the driver and every split's unit lookup, in this process: times, then lookups counted
+    through a filesystem wrapper (a second pass: the wrapper's own cost stays out of the times)."""
+    from jobs.plan import JobOptions, build_plan, commitlog_splits, split_units
+    from tools.lookups import CQ, EXT, counting
+
+    options = JobOptions(store=store, subscription_files=(subs,), retry=False, split_size=split_size)
+    t = time.perf_counter()
+    planned = build_plan(options)
+    t_plan = time.perf_counter() - t
+    ranges = commitlog_splits(planned.plan)
+    t = time.perf_counter()
+    units = sum(split_units(planned.plan, planned.segments, a, b).num_rows for a, b in ranges)
+    t_units = time.perf_counter() - t
+    with counting() as lookups:
+        planned = build_plan(options)
+        driver = sum(lookups.count(CQ))
+        per_split, ext_opens = [], 0
+        for a, b in ranges:
+            lookups.reset()
+            split_units(planned.plan, planned.segments, a, b)
+            per_split.append(sum(lookups.count(CQ)))
+            ext_opens += lookups.count(EXT)[0]
+    segments = sum(len(q.cq) for q in planned.layout.queues)
+    return dict(queues=len(planned.layout.queues), segments=segments, splits=len(ranges), units=units,
+                plan_s=t_plan, split_units_s=t_units, driver=driver, per_split=per_split, ext_opens=ext_opens)
+
+
+def run_shape(args):
+    """The store shape's planning costs beside the noop job's time."""
+    base = shape_dir(args)
+    os.makedirs(base, exist_ok=True)
+    subs = os.path.join(base, f"subscriptions-{args.subscribed_topics}.json")
+    shape_subscriptions(subs, args.topics, args.subscribed_topics)
+    store = ensure_shape_store(args)
+    conf = []
+    split_size = 128 << 20
+    if args.split_mb:
+        split_size = args.split_mb << 20
+        settings = json.load(open(os.path.join(ROOT, "conf", "replay.json")))
+        settings["split_size_mb"] = args.split_mb
+        conf = ["--conf", os.path.join(base, f"replay-split-{args.split_mb}.json")]
+        json.dump(settings, open(conf[1], "w"))
+    c = planning_costs(store, subs, split_size)
+    total = c["driver"] + sum(c["per_split"])
+    print(f"\nshape: {args.topics} topics x {args.queues_per_topic} queues ({c['queues']:,} listed, "
+          f"{c['segments']:,} consume-queue files of {args.cq_file_units:,} units), {args.messages:,} messages, "
+          f"{args.commitlog_mb} MiB commit-log files, {c['splits']} splits, {SHAPE_GROUPS} TAG groups on "
+          f"{min(max(SHAPE_GROUPS, args.subscribed_topics), args.topics)} topics; {c['units']:,} units read")
+    print(f"planning (build_plan, driver): {c['plan_s']:.2f} s; split_units, all splits: {c['split_units_s']:.2f} s")
+    print(f"consume-queue lookups (opens + reads): {total:,} = driver {c['driver']:,} + splits "
+          f"{sum(c['per_split']):,} (per split: mean {sum(c['per_split']) / len(c['per_split']):,.0f}, "
+          f"max {max(c['per_split']):,}); ext files opened by the splits: {c['ext_opens']:,}")
+    wall, job, _, _ = run_job(store, subs, "noop", os.path.join(base, "out-noop"), *conf)
+    print(f"job to noop: {job:.1f} s (wall {wall:.1f} s with Spark start-up)")
 
 
 def ensure_store(n, seed):
@@ -230,10 +346,21 @@ def in_process(store, sample_rows=100000):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--messages", type=int, default=3_000_000)
+    p.add_argument("--messages", type=int, help="default 3,000,000; 200,000 for a store shape")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--no-tenth", action="store_true", help="skip the run at a tenth of the size")
+    p.add_argument("--topics", type=int, help="a store shape of N topics instead of the workload above")
+    p.add_argument("--queues-per-topic", type=int, default=8, help="store shape: queues of each topic")
+    p.add_argument("--cq-file-units", type=int, default=300000, help="store shape: units per consume-queue file")
+    p.add_argument("--commitlog-mb", type=int, default=4, help="store shape: commit-log file size")
+    p.add_argument("--split-mb", type=int, help="store shape: the job's split size (default the job's own)")
+    p.add_argument("--subscribed-topics", type=int, default=SHAPE_GROUPS,
+                   help="store shape: topics the five TAG groups subscribe to")
     args = p.parse_args(argv)
+    if args.topics:
+        args.messages = args.messages or 200_000
+        return run_shape(args)
+    args.messages = args.messages or 3_000_000
     subs = os.path.join(ROOT, "build", "bench", "subscriptions.json")
     os.makedirs(os.path.dirname(subs), exist_ok=True)
     groups = subscriptions_file(subs)
