@@ -1,8 +1,8 @@
 """The replay's decision for one group over a few units of one queue, made by the job's own code.
 
 The units and their records are read where they are (schemas.lookup), joined into the job's UnitBatch
-(split_task.topic_batch), dispatched (split_task.dispatch_topic) and filtered (message_filter.
-apply_subscription) exactly as a replay task does; --from committed is split_task.in_scope. Nothing here
+(topic_replay.topic_batch), dispatched (topic_replay.dispatch_topic) and filtered (message_filter.
+apply_subscription) exactly as a replay task does; --from committed is topic_replay.in_scope. Nothing here
 decides a match: it only says which stage dropped a unit (jobs/explain_report.py says why).
 """
 from dataclasses import dataclass
@@ -12,8 +12,9 @@ import pyarrow.compute as pc
 
 from filtering.bloom import BloomFilter
 from filtering.message_filter import apply_subscription
+from filtering.topic_replay import dispatch_topic, in_scope, lazy_messages, retry_filters, topic_batch
 from jobs.plan import load_store_config_uri, plan_from_config
-from jobs.split_task import ReplayPlan, dispatch_topic, in_scope, lazy_messages, retry_filters, topic_batch
+from jobs.replay_plan import ReplayPlan
 from schemas import storefs
 from schemas.errors import CorruptStoreError
 from schemas.lookup import NotInStore, parse_offset_msg_id, queue_files, read_records, read_units, record_size_at

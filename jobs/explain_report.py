@@ -11,7 +11,7 @@ from filtering.sql92 import trace as sql_trace
 from filtering.sql92.diagnose import describe
 from filtering.subscriptions import RETRY_PREFIX
 from filtering.tags import int32, java_hash
-from jobs.split_task import retry_filters
+from filtering.topic_replay import retry_filters
 from schemas import layout as L
 
 VERDICTS = {

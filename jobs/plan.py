@@ -6,18 +6,15 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 
-import numpy as np
-import pyarrow as pa
 import pyarrow.fs as pafs
 
 from filtering.bloom import BloomFilter
 from filtering.subscriptions import compile_subscription, merge_subscriptions
 from jobs.cq_index import SegmentIndex, probe_segments
 from jobs.errors import UsageError
-from jobs.split_task import ReplayPlan
+from jobs.replay_plan import ReplayPlan
 from schemas import layout as L
 from schemas import storefs
-from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA
 from schemas.config import (
     CONSUMER_FILTER_FILE,
     EXPRESSION_TYPES,
@@ -279,49 +276,3 @@ def _load_config_dir(root, on_corrupt, problems):
             problems.append(dict(file=str(exc.path), offset=None, topic=None, queue_id=None,
                                  reason=f"malformed config, read as absent: {exc}"))
             absent.add(str(exc.path))
-
-
-def commitlog_splits(plan):
-    """(start, end) byte ranges a task each: every commit-log file cut into equal pieces of at most
-    split_size, plus the ranges no file covers (below the first file: deleted by retention; holes; beyond
-    the last), so that units pointing there are still audited.
-
-    The file holding the end of the data is cut over its data only: its pieces are then as even as the
-    others, where cutting the whole file at split_size left one short piece whose task ended early and a
-    full one that ran alone."""
-    splits, covered = [], 0
-    for start, _, length in plan.commitlog_files:
-        if start > covered:
-            splits.append((covered, start))
-        size = max(length, plan.commitlog_file_size)  # a truncated file keeps its nominal range
-        used = size if plan.data_end is None else min(size, max(plan.data_end - start, 1))
-        pieces = -(-used // plan.split_size)
-        cuts = [start + k * used // pieces for k in range(pieces + 1)]  # sizes differ by one byte at most
-        splits += list(zip(cuts[:-1], cuts[1:]))
-        if used < size:
-            splits.append((start + used, start + size))
-        covered = start + plan.commitlog_file_size
-    splits.append((covered, 1 << 62))
-    if plan.data_end is not None:  # splits past the last unit hold nothing: one catch-all instead
-        kept = [s for s in splits[:-1] if s[0] < plan.data_end]
-        splits = kept + [(kept[-1][1] if kept else 0, 1 << 62)]
-    return splits
-
-
-def split_units(plan, segments, start, end):
-    """CONSUME_QUEUE_SCHEMA table of the needed queues' units pointing into [start, end) (run by a task):
-    only the segments of the SegmentIndex whose range overlaps the split are opened."""
-    from schemas.cq_ranges import units_in_range
-    from schemas.local_api import resolve_units
-
-    fs = storefs.resolve(plan.store_uri)[0]
-    rows = segments.overlapping(start, end)
-    batches = []
-    for q in np.unique(segments.queue[rows]):  # in queue order, each queue's files in order
-        queue = segments.queues[q]
-        parts = [units_in_range(fs, queue.cq[segments.segment[r]], segments.bounds(r), start, end)
-                 for r in rows[segments.queue[rows] == q]]
-        parts = [p for p in parts if p is not None]
-        if parts:
-            batches.append(resolve_units(fs, queue, parts))
-    return pa.Table.from_batches(batches, schema=CONSUME_QUEUE_SCHEMA)

@@ -23,6 +23,7 @@ from jobs.cli import add_subscription_arguments, subscription_options  # noqa: E
 from jobs.errors import UsageError  # noqa: E402
 from jobs.plan import JobOptions, build_plan  # noqa: E402
 from jobs.settings import load_settings  # noqa: E402
+from jobs.summary import exit_code, summary_table  # noqa: E402
 from schemas.config import ConfigError  # noqa: E402
 from schemas.errors import CorruptStoreError, UnsupportedStoreError  # noqa: E402
 
@@ -167,12 +168,12 @@ def main(argv=None):
         return EXIT_FAILED
     finally:
         spark.stop()
-    print(outputs.summary_table(summary))
+    print(summary_table(summary))
     if summary["corrupt_items"]:
         print(f"damaged data skipped: {summary['skipped_units']} unit(s) of the subscriptions, "
               f"{summary['corrupt_items']} item(s) audited in {args.out}/audit/corrupt/", file=sys.stderr)
     print(f"output: {args.out}")
-    return outputs.exit_code(summary)
+    return exit_code(summary)
 
 
 if __name__ == "__main__":

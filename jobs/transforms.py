@@ -12,9 +12,9 @@ from typing import Iterator
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from jobs.plan import commitlog_splits, split_units
 from jobs.sink import REPORT_SCHEMA, SplitWriter
 from jobs.split_task import iter_split
+from jobs.split_units import commitlog_splits, split_units
 from schemas.arrow_schemas import spark_schema
 
 

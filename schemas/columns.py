@@ -77,3 +77,8 @@ def to_utf8(binary):
     except pa.ArrowInvalid:
         return pa.array([None if b is None else b.decode("utf-8", "replace") for b in binary.to_pylist()],
                         pa.string())
+
+
+def one_array(column):
+    """A ChunkedArray as one Array: its only chunk as is (combine_chunks would copy it)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()

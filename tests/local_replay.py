@@ -6,9 +6,9 @@ import tempfile
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from jobs.outputs import Counters
-from jobs.plan import commitlog_splits
 from jobs.sink import SinkSpec, commit
+from jobs.split_units import commitlog_splits
+from jobs.summary import Counters
 from jobs.transforms import run_split
 from schemas.arrow_schemas import STAT_FIELDS, TOPIC_STAT_FIELDS
 

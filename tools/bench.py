@@ -159,7 +159,8 @@ def ensure_shape_store(args):
 def planning_costs(store, subs, split_size):
     """Planning on the driver and every split's unit lookup, in this process: times, then lookups counted
     through a filesystem wrapper (a second pass: the wrapper's own cost stays out of the times)."""
-    from jobs.plan import JobOptions, build_plan, commitlog_splits, split_units
+    from jobs.plan import JobOptions, build_plan
+    from jobs.split_units import commitlog_splits, split_units
     from tools.lookups import CQ, EXT, counting
 
     options = JobOptions(store=store, subscription_files=(subs,), retry=False, split_size=split_size)
@@ -283,8 +284,9 @@ def in_process(store, sample_rows=100000):
     from filtering import dispatcher, sql92
     from filtering.bloom import BloomFilter
     from filtering.message_filter import row_outcomes, sql_outcomes
-    from jobs.plan import JobOptions, build_plan, commitlog_splits
-    from jobs.split_task import BATCH_ROWS
+    from jobs.plan import JobOptions, build_plan
+    from jobs.split_decode import BATCH_ROWS
+    from jobs.split_units import commitlog_splits
     from schemas import storefs
     from schemas.commitlog import decode_records
 

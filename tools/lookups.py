@@ -118,7 +118,7 @@ class _CountingHandler(pafs.FileSystemHandler):
 @contextlib.contextmanager
 def counting():
     """Yields a Lookups that counts every open and read made through storefs until the block ends."""
-    from jobs import split_task
+    from jobs import split_decode
 
     lookups = Lookups()
     real = storefs.resolve
@@ -128,9 +128,9 @@ def counting():
         return pafs.PyFileSystem(_CountingHandler(fs, lookups)), path
 
     storefs.resolve = resolve
-    split_task._FS.clear()  # the tasks' cached filesystem
+    split_decode._FS.clear()  # the tasks' cached filesystem
     try:
         yield lookups
     finally:
         storefs.resolve = real
-        split_task._FS.clear()
+        split_decode._FS.clear()

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import schemas
-from jobs.plan import JobOptions, build_plan, commitlog_splits, split_units
+from jobs.plan import JobOptions, build_plan
+from jobs.split_units import commitlog_splits, split_units
 from schemas import cq_ranges
 from schemas.store import open_store
 from schemas.writer import Message, StoreWriter

@@ -4,8 +4,9 @@ import dataclasses
 
 import pytest
 
-from jobs.plan import JobOptions, build_plan, commitlog_splits
-from jobs.split_task import ReplayPlan
+from jobs.plan import JobOptions, build_plan
+from jobs.replay_plan import ReplayPlan
+from jobs.split_units import commitlog_splits
 from tests.jobs.conftest import assert_rows_equal
 from tests.local_replay import kind, replay_local
 

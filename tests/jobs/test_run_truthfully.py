@@ -14,8 +14,8 @@ import sys
 import pytest
 
 from jobs.errors import UsageError
-from jobs.outputs import Counters, build_summary, exit_code, summary_table
 from jobs.plan import JobOptions, build_plan
+from jobs.summary import Counters, build_summary, exit_code, summary_table
 from schemas.errors import CorruptStoreError
 from tests.local_replay import kind, replay_local
 

@@ -4,9 +4,9 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from jobs.outputs import Counters
+from filtering.topic_replay import MessageRows
 from jobs.sink import SinkSpec, SplitWriter, commit, hive_escape
-from jobs.split_task import MessageRows
+from jobs.summary import Counters
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, STAT_FIELDS
 
 

@@ -1,0 +1,141 @@
+"""What a run says it did: summary.json (counters per group and topic, the bitmap audit per topic, warnings)
+from the tasks' reports, the console table, and the exit code that goes with it."""
+import unicodedata
+
+from schemas.arrow_schemas import STAT_FIELDS, TOPIC_STAT_FIELDS
+
+
+class Counters:
+    """What the tasks counted, summed over tasks: per (group, topic), per topic, and the audit's size."""
+
+    def __init__(self, groups=None, topics=None, examples=None, corrupt_items=0):
+        self.groups, self.topics = groups or {}, topics or {}
+        self.examples, self.corrupt_items = examples or {}, corrupt_items
+
+    @classmethod
+    def of(cls, reports, driver_problems=0):
+        """The counters of the successful attempts' reports (jobs.sink.REPORT_SCHEMA rows)."""
+        groups, topics, examples, corrupt = {}, {}, {}, driver_problems
+        for r in reports:
+            if r["kind"] == "stats":
+                _add(groups.setdefault((r["group"], r["topic"]), {}), STAT_FIELDS, r["stats"])
+            elif r["kind"] == "topic_stats":
+                _add(topics.setdefault(r["topic"], {}), TOPIC_STAT_FIELDS, r["stats"])
+            elif r["kind"] == "example":
+                examples.setdefault((r["group"], r["topic"]), r["reason"])
+            elif r["kind"] == "file" and r["output"] == "audit/corrupt":
+                corrupt += r["rows"]
+        return cls(groups, topics, examples, corrupt)
+
+
+def _add(into, names, values):
+    for name, value in zip(names, values):
+        into[name] = into.get(name, 0) + value
+
+
+def build_summary(planned, counters, options):
+    """summary.json: per group and topic every counter, per topic the bitmap audit, failed subscriptions
+    with RocketMQ's status, and the warnings a user must read."""
+    rows = []
+    lost = _lost_per_subscription(planned)
+    for c in planned.subscriptions:
+        key = (c.sub.group, c.sub.topic)
+        row = {"group": c.sub.group, "topic": c.sub.topic, "expression_type": c.sub.expression_type,
+               "expression": c.sub.expression, "status": "FAILED" if c.error else "OK"}
+        found = counters.groups.get(key, {})
+        row.update({name: int(found.get(name) or 0) for name in STAT_FIELDS})
+        if not c.error:  # units a truncated consume-queue file lost: skipped, with the file in audit/corrupt
+            row["units"] += lost.get(key, 0)
+            row["skipped"] += lost.get(key, 0)
+        row["filtered_out"] = row["units"] - row["skipped"] - row["broker_delivered"]
+        if c.error:
+            row["error"] = c.error
+        if c.warning:
+            row["warning"] = c.warning
+        rows.append(row)
+    topics = [{"topic": t, **{name: int(v.get(name) or 0) for name in TOPIC_STAT_FIELDS}}
+              for t, v in sorted(counters.topics.items())]
+    return {
+        "store": options.store,
+        "from": options.start_from,
+        "rocketmq_version": options.dialect,
+        "subscriptions": rows,
+        "failed_subscriptions": [r["group"] + "/" + r["topic"] for r in rows if r["status"] != "OK"],
+        "store_problems": planned.problems or [],
+        "corrupt_items": counters.corrupt_items,
+        "skipped_units": sum(r["skipped"] for r in rows),
+        "totals": {name: sum(r[name] for r in rows) for name in STAT_FIELDS + ["filtered_out"]},
+        "bitmap_audit": {"topics": topics,
+                         "totals": {name: sum(t[name] for t in topics) for name in TOPIC_STAT_FIELDS}},
+        "warnings": list(planned.warnings) + _error_warnings(planned, rows, counters.examples),
+    }
+
+
+def _lost_per_subscription(planned):
+    """{(group, topic): units of its queues that truncated consume-queue files lost, in its scope}."""
+    starts = {(g, t, q): o for g, t, q, o in planned.plan.start_offsets}
+    out = {}
+    for c in planned.subscriptions:
+        for lost in planned.lost_units:
+            if lost.topic != c.sub.topic:
+                continue
+            first = max(lost.first, starts.get((c.sub.group, c.sub.topic, lost.queue_id), 0))
+            out[c.key] = out.get(c.key, 0) + max(0, lost.first + lost.count - first)
+    return out
+
+
+def _error_warnings(planned, rows, examples):
+    """Ad hoc SQL92 that throws for more than half of the messages it was evaluated on, or that throws and
+    matches nothing: say why, once."""
+    adhoc = {c.key for c in planned.subscriptions if c.sub.expression_type == "SQL92" and not c.sub.stored}
+    out = []
+    for r in rows:
+        key = (r["group"], r["topic"])
+        errors = r["evaluation_errors"]
+        if key in adhoc and errors and (errors * 2 > r["evaluated"] or not r["broker_delivered"]):
+            example = examples.get(key) or "an exception"
+            out.append(f"{r['group']}/{r['topic']} `{r['expression']}`: {r['evaluation_errors']} of "
+                       f"{r['evaluated']} messages threw {example}")
+    return out
+
+
+def exit_code(summary):
+    """0 clean; 4 finished, but damaged data was skipped (audit/corrupt); 3 some subscription failed."""
+    if summary.get("corrupt_items"):
+        return 4
+    if summary["failed_subscriptions"]:
+        return 3
+    return 0
+
+
+def summary_table(summary):
+    """The summary as a fixed-width text table for the console, then what a user must read."""
+    heads = ["group", "topic", "units", "skipped", "stage1", "broker", "client", "collisions", "bloom_fp",
+             "errors", "status"]
+    keys = ["group", "topic", "units", "skipped", "stage1_passed", "broker_delivered", "client_delivered",
+            "collisions", "bloom_false_positives", "evaluation_errors", "status"]
+    rows = [[str(r[k]) for k in keys] for r in summary["subscriptions"]]
+    out = _table(heads, rows)
+    audit = [t for t in summary.get("bitmap_audit", {}).get("topics", []) if t["bitmaps_compared"]]
+    if audit:
+        out += ["", "bitmap audit (stored ConsumeQueueExt bitmaps against all the store's registrations):"]
+        out += _table(["topic", "compared", "mismatches", "explained"],
+                      [[t["topic"], str(t["bitmaps_compared"]), str(t["bitmap_mismatches"]),
+                        str(t["bitmap_mismatches_explained"])] for t in audit])
+    for r in summary["subscriptions"]:
+        if r.get("error"):
+            out.append(f"{r['group']}/{r['topic']}: {r['error']}")
+    for w in summary.get("warnings", []):
+        out.append(f"warning: {w}")
+    return "\n".join(out)
+
+
+def _table(heads, rows):
+    """Columns padded by display width: a CJK character takes two cells of a terminal."""
+    widths = [max([_width(h)] + [_width(r[i]) for r in rows]) for i, h in enumerate(heads)]
+    line = lambda cells: "  ".join(c + " " * (w - _width(c)) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return [line(heads), line(["-" * w for w in widths])] + [line(r) for r in rows]
+
+
+def _width(text):
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
