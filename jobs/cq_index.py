@@ -6,6 +6,7 @@ few integers per segment (never per unit) and ships with the tasks; each task se
 it, so tasks stay independent and a retried task finds the same units."""
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pyarrow.fs as pafs
@@ -43,12 +44,12 @@ def probe_segments(fs, queues):
     filesystem, where every probe is a round trip)."""
     queues = tuple(queues)
     where = [(q, s) for q, queue in enumerate(queues) for s in range(len(queue.cq))]
-    probe = lambda qs: segment_bounds(fs, queues[qs[0]].cq[qs[1]])  # noqa: E731
-    if isinstance(fs, pafs.LocalFileSystem) or len(where) < 2:
-        found = list(map(probe, where))
+    files = [queues[q].cq[s] for q, s in where]
+    if isinstance(fs, pafs.LocalFileSystem) or len(files) < 2:
+        found = [segment_bounds(fs, f) for f in files]
     else:
         with ThreadPoolExecutor(REMOTE_PROBE_THREADS) as pool:
-            found = list(pool.map(probe, where))
+            found = list(pool.map(partial(segment_bounds, fs), files))
     rows = [(q, s) + b for (q, s), b in zip(where, found) if b is not None]
     cols = np.array(rows, dtype=np.int64).reshape(-1, 7).T
     return SegmentIndex(queues, *cols[:6], data_end=int(cols[6].max()) if len(rows) else 0)

@@ -1,6 +1,7 @@
 """Driver-side planning: list the store, merge and compile subscriptions, describe the work units.
 
-Only metadata is handled here (file names, sizes, config JSON); store bytes are read by the tasks."""
+Only metadata is handled here (file names, sizes, config JSON, and the head and tail of each consume-queue
+file the run needs: jobs/cq_index.py); the rest of the store's bytes are read by the tasks."""
 import logging
 import os
 import tempfile

@@ -41,12 +41,11 @@ def split_units(plan, segments, start, end):
     from schemas.local_api import resolve_units
 
     fs = storefs.resolve(plan.store_uri)[0]
-    rows = segments.overlapping(start, end)
+    rows = segments.overlapping(start, end)  # in (queue, file) order: a run of rows per queue
     batches = []
-    for q in np.unique(segments.queue[rows]):  # in queue order, each queue's files in order
-        queue = segments.queues[q]
-        parts = [units_in_range(fs, queue.cq[segments.segment[r]], segments.bounds(r), start, end)
-                 for r in rows[segments.queue[rows] == q]]
+    for run in np.split(rows, np.flatnonzero(np.diff(segments.queue[rows])) + 1) if len(rows) else ():
+        queue = segments.queues[segments.queue[run[0]]]
+        parts = [units_in_range(fs, queue.cq[segments.segment[r]], segments.bounds(r), start, end) for r in run]
         parts = [p for p in parts if p is not None]
         if parts:
             batches.append(resolve_units(fs, queue, parts))
