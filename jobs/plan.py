@@ -78,7 +78,8 @@ class LostUnits:
 
 
 def build_plan(options):
-    """Everything the tasks need; with on_corrupt=fail the first problem found stops the job here.
+    """Everything the tasks need; with on_corrupt=fail the first problem found in what the run reads (the
+    listing of the queues it needs, the config) stops the job here.
 
     Raises UsageError (exit 2) for arguments that name nothing: unknown expression types, topics the
     store does not have, --groups / --topics that match no subscription (warnings with allow_missing)."""
@@ -86,9 +87,6 @@ def build_plan(options):
     problems = layout_problems(layout)
     config = load_store_config_uri(options.store, options.on_corrupt, problems)
     stored = _stored_sql92(config, problems)
-    if problems and options.on_corrupt != "skip":
-        p = problems[0]
-        raise CorruptStoreError(p["file"], p["offset"], p["reason"], p["topic"], p["queue_id"])
     regs = _user_registrations(options)
     bloom = BloomFilter(options.bloom_f, options.bloom_n)
     topics_present = {q.topic for q in layout.queues}
@@ -107,6 +105,11 @@ def build_plan(options):
             warnings.append(f"{c.sub.group}/{c.sub.topic}: {c.warning}")
     runnable = tuple(c for c in compiled if not c.error)
     topics = needed_topics(runnable, stored, options.groups, options.topics)
+    # a damaged file of a queue this run does not read is not this run's business
+    problems = [p for p in problems if p["queue_id"] is None or p["topic"] in topics]
+    if problems and options.on_corrupt != "skip":
+        p = problems[0]
+        raise CorruptStoreError(p["file"], p["offset"], p["reason"], p["topic"], p["queue_id"])
     segments = probe_segments(layout.filesystem(), [q for q in layout.queues if q.topic in topics])
     plan = ReplayPlan(
         store_uri=str(options.store),
@@ -120,8 +123,8 @@ def build_plan(options):
         start_offsets=_start_offsets(options, compiled, config.consumer_offsets),
         data_end=segments.data_end,
     )
-    return Planned(plan, layout, compiled, config.consumer_offsets, problems, _lost_units(layout), warnings,
-                   segments)
+    lost = tuple(x for x in _lost_units(layout) if x.topic in topics)
+    return Planned(plan, layout, compiled, config.consumer_offsets, problems, lost, warnings, segments)
 
 
 def plan_from_config(options, config, topics_present, commitlog):

@@ -293,3 +293,13 @@ def test_stale_temporary_outputs_are_found_and_removed(tmp_path):
     assert found == [str(tmp_path / "out.tmp-dead0001")]
     remove_temporaries(str(tmp_path / "out"), found)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.tmp-x"]
+
+
+def test_damage_in_a_queue_the_run_does_not_read_does_not_stop_it(copy, store_a):
+    with open(copy / "consumequeue" / "订单Topic" / "0" / "00000000000000000000", "r+b") as f:
+        f.truncate(3001)
+    with pytest.raises(CorruptStoreError):  # a run that reads 订单Topic stops
+        build_plan(JobOptions(store=str(copy), subscription_files=(str(store_a / "registrations.json"),)))
+    planned = build_plan(JobOptions(store=str(copy), subscription_files=(str(store_a / "registrations.json"),),
+                                    groups=("G_TAG_A",)))
+    assert not planned.problems and not planned.lost_units
