@@ -1,4 +1,4 @@
-"""Compare two replay outputs: the same rows in matched/ and audit/*, and the same summary.json.
+"""Compare two replay outputs: the same rows in matched/, messages/ and audit/*, and the same summary.json.
 
     python tools/compare_outputs.py OUT_A OUT_B
 
@@ -12,7 +12,7 @@ import sys
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-PARTS = ("matched", "audit/collisions", "audit/bitmaps", "audit/corrupt")
+PARTS = ("matched", "messages", "audit/collisions", "audit/bitmaps", "audit/corrupt")
 
 
 def sorted_rows(path):
@@ -23,6 +23,9 @@ def sorted_rows(path):
 
 def compare_part(a, b, part):
     pa_, pb = os.path.join(a, part), os.path.join(b, part)
+    if not os.path.exists(pa_) and not os.path.exists(pb):  # written only when there are rows
+        print(f"  {part}: absent from both")
+        return []
     if not os.path.exists(pa_) or not os.path.exists(pb):
         return [f"{part}: missing in {pa_ if not os.path.exists(pa_) else pb}"]
     ta, tb = sorted_rows(pa_), sorted_rows(pb)
