@@ -1,5 +1,6 @@
 """Expected results of fixture store_a, from RocketMQ's own read path."""
 import json
+import shutil
 
 import pytest
 
@@ -30,3 +31,12 @@ def assert_rows_equal(got_rows, want):
     assert sorted(set(want) - set(got))[:5] == [] and sorted(set(got) - set(want))[:5] == []
     wrong = [(k, j) for k, w in want.items() for j, c in FIELDS if w[j] != got[k][c]]
     assert not wrong[:5]
+
+
+def writable_copy(store_a, tmp_path):
+    """A writable copy of store_a/store under tmp_path, to damage or append to."""
+    dst = tmp_path / "store"
+    shutil.copytree(store_a / "store", dst)
+    for p in dst.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return dst

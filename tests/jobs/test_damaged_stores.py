@@ -11,6 +11,7 @@ import pytest
 from jobs.plan import JobOptions, build_plan
 from schemas.config import ConfigError
 from schemas.errors import CorruptStoreError
+from tests.jobs.conftest import writable_copy
 from tests.local_replay import kind, replay_local
 
 CLOG = "00000000000000000000"
@@ -19,11 +20,7 @@ CLOG = "00000000000000000000"
 @pytest.fixture
 def damaged(store_a, tmp_path):
     """A writable copy of store_a/store."""
-    dst = tmp_path / "store"
-    shutil.copytree(store_a / "store", dst)
-    for p in dst.rglob("*"):
-        p.chmod(0o755 if p.is_dir() else 0o644)
-    return dst
+    return writable_copy(store_a, tmp_path)
 
 
 def _plan(store, store_a, on_corrupt):

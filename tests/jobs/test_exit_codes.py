@@ -2,13 +2,14 @@
 --overwrite, --no-body, PYTHON filters shipped with --py-files, partition names of %RETRY% topics."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
+
+from tests.jobs.conftest import writable_copy
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.spark
@@ -24,14 +25,6 @@ def _submit(*args, py_files=None):
     return proc
 
 
-def _copy(store_a, tmp_path):
-    dst = tmp_path / "store"
-    shutil.copytree(store_a / "store", dst)
-    for p in dst.rglob("*"):
-        p.chmod(0o755 if p.is_dir() else 0o644)
-    return dst
-
-
 def _zip_tests(tmp_path):
     import zipfile
 
@@ -44,7 +37,7 @@ def _zip_tests(tmp_path):
 
 
 def test_exit_1_damage_found_in_a_task_is_one_line_without_stack_traces(store_a, tmp_path):
-    store = _copy(store_a, tmp_path)
+    store = writable_copy(store_a, tmp_path)
     with open(store / "commitlog" / "00000000000002097152", "r+b") as f:
         f.seek(2278843 - 2097152 + 4)  # the magic code of a TopicTest record (messages.jsonl.gz)
         f.write(b"\0\0\0\0")
@@ -79,7 +72,7 @@ def test_exit_3_a_subscription_that_does_not_parse(store_a, tmp_path):
 
 
 def test_exit_4_skipped_damage_is_named_on_the_console(store_a, tmp_path):
-    store = _copy(store_a, tmp_path)
+    store = writable_copy(store_a, tmp_path)
     with open(store / "consumequeue" / "TopicTest" / "0" / "00000000000000000000", "r+b") as f:
         f.truncate(3001)
     proc = _submit("--store", store, "--out", tmp_path / "out", "--subscriptions", store_a / "registrations.json",

@@ -8,7 +8,6 @@ import base64
 import gzip
 import json
 import re
-import shutil
 import sys
 
 import pytest
@@ -17,6 +16,7 @@ from jobs.errors import UsageError
 from jobs.plan import JobOptions, build_plan
 from jobs.summary import Counters, build_summary, exit_code, summary_table
 from schemas.errors import CorruptStoreError
+from tests.jobs.conftest import writable_copy
 from tests.local_replay import kind, replay_local
 
 TOPIC_UNITS = {"TopicTest": 1929, "订单Topic": 1044}  # cq.jsonl.gz, counted by hand below as well
@@ -29,11 +29,7 @@ def _dump(store_a, name):
 
 @pytest.fixture
 def copy(store_a, tmp_path):
-    dst = tmp_path / "store"
-    shutil.copytree(store_a / "store", dst)
-    for p in dst.rglob("*"):
-        p.chmod(0o755 if p.is_dir() else 0o644)
-    return dst
+    return writable_copy(store_a, tmp_path)
 
 
 def _run(store, store_a, **options):
