@@ -22,6 +22,7 @@ from jobs.cli import parse_store_time
 from jobs.cq_index import SegmentIndex
 from jobs.errors import UsageError
 from schemas import layout as L
+from schemas.errors import CorruptStoreError
 from schemas.lookup import NotInStore, read_records, read_units
 
 EARLIEST, LATEST = -2, -1
@@ -183,15 +184,16 @@ def _unknown_names(window, layout, topics_present, allow_missing):
 
 def _store_time(fs, layout, queue):
     """The store time of the unit at a queue offset: its ext unit's msgStoreTime, else its record's
-    storeTimestamp; -1 (before any window) when the record is gone (retention) or unreadable."""
+    storeTimestamp; -1 (before any window) when the unit or its record is gone (a truncated consume-queue
+    file, retention) or damaged: the tasks audit those units as they do in any run."""
     def time_of(offset):
-        unit = read_units(fs, queue, [offset]).to_pylist()[0]
-        if unit["msg_store_time"] is not None:
-            return unit["msg_store_time"]
         try:
+            unit = read_units(fs, queue, [offset]).to_pylist()[0]
+            if unit["msg_store_time"] is not None:
+                return unit["msg_store_time"]
             record = read_records(fs, layout.commitlog, layout.commitlog_file_size, [unit["commitlog_offset"]],
                                   [unit["size"]])
-        except (NotInStore, ValueError):
+        except (NotInStore, CorruptStoreError, ValueError):
             return -1
         return record.column("store_timestamp")[0].as_py()
     return time_of

@@ -159,3 +159,14 @@ def test_a_window_that_ends_before_it_starts_exits_2_and_writes_nothing(store_a,
                         "--out", str(out), "--since", "1795237035400", "--until", "2026-11-21T12:57:15.000+08:00"])
     assert code == 2 and not out.exists() and not list(tmp_path.iterdir())
     assert "--since 1795237035400" in capsys.readouterr().err
+
+
+def test_a_starting_offset_below_the_earliest_is_reported_as_offset_too_small(tmp_path):
+    store = tmp_path / "store"
+    _write(store, _messages(120, [0], 1_000))
+    (store / "consumequeue" / "T" / "0" / "00000000000000000000").unlink()  # retention: units 0 to 49 gone
+    planned, got = _matched(store, parse_window(starting='{"T": {"0": 10}}'), ad_hoc=(("G", "T", "TAG", "*"),),
+                            retry=False)
+    [problem] = planned.problems
+    assert problem["reason"].startswith("OFFSET_TOO_SMALL") and "10" in problem["reason"] and "50" in problem["reason"]
+    assert sorted(o for _, _, _, o in got) == list(range(50, 120))
