@@ -281,16 +281,16 @@ def run_job(store, subs, sink, out, *extra):
 
 def window_figures(store, subs, messages, full_job):
     """A 10% time window of the store (the middle tenth of its store times: message i is stored at
-    BORN + i // 10) and an empty one (the fixed cost: planning, Spark's stage, the binary searches), both
-    to the noop sink, beside the full noop run: the window's job time above the fixed cost, as a share of
-    the full run's (issue 14: at most 20%)."""
+    BORN + i // 10) and one of a millisecond (the fixed cost: planning, the binary searches, Spark's stage
+    and a Python worker's start), both to the noop sink, beside the full noop run: the window's job time
+    above the fixed cost, as a share of the full run's (issue 14: at most 20%)."""
     last = (messages - 1) // 10
     since, until = BORN + last * 45 // 100, BORN + last * 55 // 100
     out = os.path.join(ROOT, "build", "bench", f"out-window-{messages}")
     window = run_job(store, subs, "noop", out, "--since", str(since), "--until", str(until))[1]
-    fixed = run_job(store, subs, "noop", out, "--since", str(since), "--until", str(since))[1]
+    fixed = run_job(store, subs, "noop", out + "-fixed", "--since", str(since), "--until", str(since + 1))[1]
     share = (window - fixed) / max(full_job - fixed, 1e-9)
-    print(f"10% time window -> noop {messages:>10,} msgs: job {window:6.1f} s; empty window (fixed cost) "
+    print(f"10% time window -> noop {messages:>10,} msgs: job {window:6.1f} s; 1 ms window (fixed cost) "
           f"{fixed:.1f} s; full run {full_job:.1f} s; above the fixed cost {share:.0%} of the full run's "
           f"(target at most 20%: {'met' if share <= 0.2 else 'not met'})")
 
