@@ -12,6 +12,7 @@ from jobs.errors import UsageError
 from jobs.progress import Progress
 from jobs.sink import SinkSpec, commit, write_driver_part
 from jobs.summary import Counters, build_summary
+from jobs.window import offsets_json
 from schemas import storefs
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 
@@ -39,7 +40,9 @@ def remove_temporaries(out, paths):
 
 
 def run_and_publish(spark, planned, out, options, sink="parquet"):
-    """Run the job, write every output under OUT.tmp-*, then publish it as OUT; returns the summary.
+    """Run the job, write every output under OUT.tmp-* (summary.json, and offsets.json: the exclusive end
+    per topic and queue of what the run covered, for --starting-offsets), then publish it as OUT; returns
+    the summary.
 
     Progress (splits, units, MiB/s) goes to stderr while the tasks run."""
     fs, final = storefs.resolve(out)
@@ -52,6 +55,8 @@ def run_and_publish(spark, planned, out, options, sink="parquet"):
         summary["job_seconds"] = round(time.time() - started, 3)
         with fs.open_output_stream(f"{tmp_path}/summary.json") as f:
             f.write(json.dumps(summary, indent=2, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+        with fs.open_output_stream(f"{tmp_path}/offsets.json") as f:  # where the next run starts
+            f.write(json.dumps(offsets_json(planned.ranges), indent=2, ensure_ascii=False).encode("utf-8"))
         if fs.get_file_info(final).type != pafs.FileType.NotFound:
             fs.delete_dir(final)
         fs.move(tmp_path, final)

@@ -14,6 +14,7 @@ from filtering.subscriptions import compile_subscription, merge_subscriptions
 from jobs.cq_index import SegmentIndex, probe_segments
 from jobs.errors import UsageError
 from jobs.replay_plan import ReplayPlan
+from jobs.window import Window, resolve, spans
 from schemas import layout as L
 from schemas import storefs
 from schemas.config import (
@@ -52,6 +53,7 @@ class JobOptions:
     verify_crc: bool = False
     allow_missing: bool = False  # names that match nothing become warnings, not usage errors
     layout: str = "normalized"  # normalized (messages once, narrow matched rows) or wide
+    window: Window = field(default_factory=Window)  # --since/--until, --starting/--ending-offsets
 
 
 @dataclass
@@ -64,6 +66,7 @@ class Planned:
     lost_units: tuple = ()  # LostUnits: consume-queue units a truncated file no longer holds
     warnings: list = field(default_factory=list)  # what the run must say besides its counters
     segments: SegmentIndex = None  # the consume-queue segments of the needed queues, probed once
+    ranges: tuple = ()  # ((topic, queue_id, first, end), ...): the queue offsets the run covers (jobs/window.py)
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,9 @@ def build_plan(options):
         p = problems[0]
         raise CorruptStoreError(p["file"], p["offset"], p["reason"], p["topic"], p["queue_id"])
     segments = probe_segments(layout.filesystem(), [q for q in layout.queues if q.topic in topics])
+    window = resolve(options.window, layout, segments, topics_present, options.allow_missing)
+    warnings += window.warnings
+    problems += window.problems  # OFFSET_TOO_SMALL: audited whatever --on-corrupt, as for a deleted record
     plan = ReplayPlan(
         store_uri=str(options.store),
         commitlog_file_size=layout.commitlog_file_size or 1,
@@ -121,10 +127,12 @@ def build_plan(options):
         support_retry=options.support_retry, on_corrupt=options.on_corrupt, verify_crc=options.verify_crc,
         split_size=min(options.split_size, layout.commitlog_file_size or options.split_size),
         start_offsets=_start_offsets(options, compiled, config.consumer_offsets),
-        data_end=segments.data_end,
+        data_end=segments.data_end, since=options.window.since, until=options.window.until,
+        spans=spans(window.segments) if options.window.given else None,
     )
-    lost = tuple(x for x in _lost_units(layout) if x.topic in topics)
-    return Planned(plan, layout, compiled, config.consumer_offsets, problems, lost, warnings, segments)
+    lost = tuple(x for x in _lost_units(layout, window.ranges if options.window.given else ()) if x.topic in topics)
+    return Planned(plan, layout, compiled, config.consumer_offsets, problems, lost, warnings, window.segments,
+                   window.ranges)
 
 
 def plan_from_config(options, config, topics_present, commitlog):
@@ -212,9 +220,11 @@ def _dispatched_registrations(stored, compiled, bloom, dialect):
     return tuple(out)
 
 
-def _lost_units(layout):
+def _lost_units(layout, ranges):
     """Units that truncated consume-queue files no longer hold: a file shorter than the others lost the
-    units up to the next file's start; the last file of a queue lost at least its partial unit."""
+    units up to the next file's start; the last file of a queue lost at least its partial unit. Within the
+    run's ranges of queue offsets where it has one for the queue."""
+    window = {(t, q): (a, b) for t, q, a, b in ranges}
     cq_size = max([q.cq_file_size for q in layout.queues] + [s.length for q in layout.queues for s in q.cq] + [0])
     lost = []
     for q in layout.queues:
@@ -224,8 +234,11 @@ def _lost_units(layout):
             kept = seg.length // L.CQ_UNIT_SIZE
             end = q.cq[k + 1].start if k + 1 < len(q.cq) else seg.start + seg.length + L.CQ_UNIT_SIZE - 1
             count = (min(end, seg.start + cq_size) - seg.start) // L.CQ_UNIT_SIZE - kept
+            first = (seg.start // L.CQ_UNIT_SIZE) + kept
+            lo, hi = window.get((q.topic, q.queue_id), (first, first + count))
+            first, count = max(first, lo), min(first + count, hi) - max(first, lo)
             if count > 0:
-                lost.append(LostUnits(q.topic, q.queue_id, (seg.start // L.CQ_UNIT_SIZE) + kept, count, seg.path))
+                lost.append(LostUnits(q.topic, q.queue_id, first, count, seg.path))
     return tuple(lost)
 
 

@@ -2,7 +2,8 @@
 
     spark-submit jobs/replay.py --store STORE --out OUT [--subscriptions FILE ...]
         [--subscription GROUP TOPIC TYPE EXPRESSION ...] [--rocketmq-version {4,5}]
-        [--from {earliest,committed}] [--groups G,...] [--topics T,...] [--conf FILE] [--no-body]
+        [--from {earliest,committed}] [--since T] [--until T] [--starting-offsets JSON|FILE]
+        [--ending-offsets JSON|FILE] [--groups G,...] [--topics T,...] [--conf FILE] [--no-body]
 
 Exit codes (for schedulers), one meaning each: 0 clean; 1 input damaged (store or config), the run
 stopped; 2 usage (bad arguments, names that match nothing, an existing OUT); 3 finished, but some
@@ -24,6 +25,7 @@ from jobs.errors import UsageError  # noqa: E402
 from jobs.plan import JobOptions, build_plan  # noqa: E402
 from jobs.settings import load_settings  # noqa: E402
 from jobs.summary import exit_code, summary_table  # noqa: E402
+from jobs.window import add_window_arguments, window_of  # noqa: E402
 from schemas.config import ConfigError  # noqa: E402
 from schemas.errors import CorruptStoreError, UnsupportedStoreError  # noqa: E402
 
@@ -37,6 +39,7 @@ def parse_args(argv):
     p.add_argument("--store", required=True, help="the broker's storePathRootDir (path or URI)")
     p.add_argument("--out", required=True, help="output directory (path or URI); must not exist")
     add_subscription_arguments(p)
+    add_window_arguments(p)
     p.add_argument("--groups", help="comma-separated groups to replay (default all)")
     p.add_argument("--topics", help="comma-separated topics to replay (default all)")
     p.add_argument("--no-body", action="store_true", help="leave message bodies out of the output")
@@ -67,6 +70,7 @@ def options_from(args, settings):
         verify_crc=settings["verify_crc"] or args.verify_crc,
         allow_missing=args.allow_missing,
         layout=args.layout,
+        window=window_of(args),
     )
 
 

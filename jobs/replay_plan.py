@@ -20,6 +20,9 @@ class ReplayPlan:
     split_size: int = 128 << 20
     start_offsets: tuple = ()  # ((group, topic, queue_id, first queue offset), ...) for --from committed
     data_end: int = None  # end of the last record any consume queue points at: no split starts beyond it
+    since: int = None  # the store-time window, epoch ms, since <= t < until, checked on every unit
+    until: int = None
+    spans: tuple = None  # with a window: commit-log [start, end) ranges its units point into (jobs/window.py)
     files_by_start: dict = field(default=None, compare=False)
 
     def file_of(self, start):

@@ -29,6 +29,8 @@ def iter_split(plan, units):
     _skipped_stats(plan, out)
     yield from out.flush()
     if units.num_rows:
+        messages, units = _in_window(plan, messages, units)
+    if units.num_rows:
         # one batch per topic and decoded chunk: each is a zero-copy slice of one chunk
         # topic runs from integer codes (comparing 270 k Python strings costs more than the encoding)
         encoded = pc.dictionary_encode(one_array(units.column("topic")))
@@ -38,6 +40,23 @@ def iter_split(plan, units):
         for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(codes)]):
             replay_topic(plan, names[codes[lo]], units.slice(lo, hi - lo), messages.slice(lo, hi - lo), out)
             yield from out.flush()
+
+
+def _in_window(plan, messages, units):
+    """(messages, units) stored since <= t < until: the exact check of each unit the window's offset range
+    holds (jobs/window.py); units outside are not counted anywhere."""
+    if plan.since is None and plan.until is None:
+        return messages, units
+    t = messages.column("store_timestamp").to_numpy()
+    keep = np.ones(len(t), dtype=bool)
+    if plan.since is not None:
+        keep &= t >= plan.since
+    if plan.until is not None:
+        keep &= t < plan.until
+    if keep.all():
+        return messages, units
+    rows = pa.array(np.flatnonzero(keep))
+    return messages.take(rows), units.take(rows)
 
 
 def _by_topic_then_offset(units):

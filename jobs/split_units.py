@@ -31,7 +31,24 @@ def commitlog_splits(plan):
     if plan.data_end is not None:  # splits past the last unit hold nothing: one catch-all instead
         kept = [s for s in splits[:-1] if s[0] < plan.data_end]
         splits = kept + [(kept[-1][1] if kept else 0, 1 << 62)]
+    if plan.spans is not None:  # a window: only the splits its units point into
+        splits = _holding(splits, plan.spans)
     return splits
+
+
+def _holding(splits, spans):
+    """The splits that overlap one of the spans (both lists of [start, end) byte ranges)."""
+    if not spans:
+        return []
+    starts, ends = (np.array(x, dtype=np.int64) for x in zip(*spans))
+    order = np.argsort(starts)
+    starts, ends = starts[order], np.maximum.accumulate(ends[order])
+    kept = []
+    for start, end in splits:
+        k = np.searchsorted(starts, end) - 1  # the last span starting before the split ends
+        if k >= 0 and ends[k] > start:
+            kept.append((start, end))
+    return kept
 
 
 def split_units(plan, segments, start, end):

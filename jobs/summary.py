@@ -2,6 +2,7 @@
 from the tasks' reports, the console table, and the exit code that goes with it."""
 import unicodedata
 
+from jobs.window import describe
 from schemas.arrow_schemas import STAT_FIELDS, TOPIC_STAT_FIELDS
 
 
@@ -68,6 +69,7 @@ def build_summary(planned, counters, options):
         "bitmap_audit": {"topics": topics,
                          "totals": {name: sum(t[name] for t in topics) for name in TOPIC_STAT_FIELDS}},
         "warnings": list(planned.warnings) + _error_warnings(planned, rows, counters.examples),
+        "window": describe(options.window, planned.ranges) if options.window.given else None,
     }
 
 
@@ -122,12 +124,26 @@ def summary_table(summary):
         out += _table(["topic", "compared", "mismatches", "explained"],
                       [[t["topic"], str(t["bitmaps_compared"]), str(t["bitmap_mismatches"]),
                         str(t["bitmap_mismatches_explained"])] for t in audit])
+    out += _window_lines(summary.get("window"))
     for r in summary["subscriptions"]:
         if r.get("error"):
             out.append(f"{r['group']}/{r['topic']}: {r['error']}")
     for w in summary.get("warnings", []):
         out.append(f"warning: {w}")
     return "\n".join(out)
+
+
+def _window_lines(window):
+    """The window asked, and the queue offsets [first, end) it covered (those of 20 queues at most)."""
+    if not window:
+        return []
+    asked = [f"{k.replace('_', '-')} {window[k]}" for k in ("since", "until", "starting_offsets", "ending_offsets")
+             if window[k] is not None]
+    covered = [(t, q, a, b) for t, queues in sorted(window["offsets"].items()) for q, (a, b) in sorted(queues.items())]
+    out = ["", f"window: {', '.join(asked)}: {window['units']} unit(s) of {len(covered)} queue(s)"]
+    if len(covered) <= 20:
+        out += _table(["topic", "queue", "first", "end"], [[t, q, str(a), str(b)] for t, q, a, b in covered])
+    return out
 
 
 def _table(heads, rows):

@@ -36,6 +36,7 @@ SQL = ["a between 10 and 40", "TAGS in ('TagA', 'TagC')", "price > 500.5", "regi
 TAGS = ["TagA", "TagB", "TagC", "TagD", "TagE", "TagF", "TagG", "TagH"]
 TAG_SUBS = ["TagA", "TagA || TagB", "*", "TagC", "TagD||TagE||TagF", "TagH", "NoSuchTag", "TagB || TagG"]
 CORES = 2
+BORN = 1795000000000  # the bench store's first store time
 
 
 def subscriptions_file(path):
@@ -59,7 +60,7 @@ def generate(store, n, seed):
 
     rng = random.Random(seed)
     bloom = BloomFilter(20, 32)
-    born = 1795000000000
+    born = BORN
     regs = [compile_subscription(Subscription(f"G_SQL_{i}", t, "SQL92", e, born - 1000,
                                               tuple(bloom.registration_bits(f"G_SQL_{i}", t)), True))
             for i, e in enumerate(SQL) for t in TOPICS]
@@ -278,6 +279,22 @@ def run_job(store, subs, sink, out, *extra):
     return wall, summary.get("job_seconds", wall), rss.peak, summary.get("outputs", {})
 
 
+def window_figures(store, subs, messages, full_job):
+    """A 10% time window of the store (the middle tenth of its store times: message i is stored at
+    BORN + i // 10) and one of a millisecond (the fixed cost: planning, the binary searches, Spark's stage
+    and a Python worker's start), both to the noop sink, beside the full noop run: the window's job time
+    above the fixed cost, as a share of the full run's (issue 14: at most 20%)."""
+    last = (messages - 1) // 10
+    since, until = BORN + last * 45 // 100, BORN + last * 55 // 100
+    out = os.path.join(ROOT, "build", "bench", f"out-window-{messages}")
+    window = run_job(store, subs, "noop", out, "--since", str(since), "--until", str(until))[1]
+    fixed = run_job(store, subs, "noop", out + "-fixed", "--since", str(since), "--until", str(since + 1))[1]
+    share = (window - fixed) / max(full_job - fixed, 1e-9)
+    print(f"10% time window -> noop {messages:>10,} msgs: job {window:6.1f} s; 1 ms window (fixed cost) "
+          f"{fixed:.1f} s; full run {full_job:.1f} s; above the fixed cost {share:.0%} of the full run's "
+          f"(target at most 20%: {'met' if share <= 0.2 else 'not met'})")
+
+
 def in_process(store, sample_rows=100000):
     """decode and dispatch rates, one core, the job's own code; row vs vectorized SQL92."""
     import schemas
@@ -416,6 +433,7 @@ def main(argv=None):
             print(f"    written {total / 1e6:,.0f} MB ({total / job / 1e6:,.1f} MB/s): {parts}")
         print(f"    peak RSS: driver JVM {peak['driver_jvm'] / 2**20:,.0f} MiB, driver Python "
               f"{peak['driver_python'] / 2**20:,.0f} MiB, Python worker {peak['python_worker'] / 2**20:,.0f} MiB")
+    window_figures(store, subs, args.messages, jobs[("noop", "normalized", args.messages)])
     for size in sorted({size for _, _, size in jobs}):
         if ("noop", "normalized", size) in jobs and ("parquet", "normalized", size) in jobs:
             print(f"parquet (normalized) / noop at {size:,} messages: "

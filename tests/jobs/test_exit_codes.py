@@ -122,3 +122,16 @@ def _messages(store_a):
 
     with gzip.open(store_a / "messages.jsonl.gz", "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f]
+
+
+def test_a_window_run_says_its_window_and_writes_offsets_json_with_the_noop_sink(store_a, tmp_path):
+    out = tmp_path / "out"
+    proc = _submit("--store", store_a / "store", "--subscriptions", store_a / "registrations.json", "--out", out,
+                   "--sink", "noop", "--since", "2026-11-21T12:57:15.000+08:00", "--until", "1795237035400")
+    assert proc.returncode == 0, proc.console[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["window"]["since"], summary["window"]["until"]) == (1795237035000, 1795237035400)
+    assert "window: since 1795237035000, until 1795237035400" in proc.console
+    ends = json.loads((out / "offsets.json").read_text())
+    assert set(ends["TopicTest"]) == {"0", "1", "2", "3"}
+    assert summary["window"]["offsets"]["TopicTest"]["0"][1] == ends["TopicTest"]["0"]

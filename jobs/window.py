@@ -1,0 +1,267 @@
+"""Windows of store time or queue offsets (--since/--until, --starting-offsets/--ending-offsets), resolved on
+the driver into one range of queue offsets [first, end) per needed queue.
+
+Offsets are in the shape of Spark's Kafka source: `{"TopicA": {"0": 23, "1": -2}}`, -2 the queue's
+earliest offset, -1 its latest (one past its last unit), the ending offset exclusive; a queue the JSON does
+not name runs from its earliest to its latest. Times become offsets by a binary search over each queue's
+units (store times from the ext unit where it holds one, else from the commit-log record the unit points
+at): `first` is the first unit stored at or after --since, `end` the first stored at or after --until. The
+tasks still check every unit's store time exactly, so when a queue's times are not monotonic (a clock set
+back, a failover), the range is where the search lands and the run delivers, inside it, only the units of
+the window; the next run from its offsets.json starts at `end`.
+
+A topic or queue the offsets JSON names that the store lacks is a usage error (a typo), a warning with
+--allow-missing (a nightly run over topics that come and go); topics of the store this run does not read
+are ignored, so a wider run's offsets.json serves a narrower one."""
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from jobs.cli import parse_store_time
+from jobs.cq_index import SegmentIndex
+from jobs.errors import UsageError
+from schemas import layout as L
+from schemas.errors import CorruptStoreError
+from schemas.lookup import NotInStore, read_records, read_units
+
+EARLIEST, LATEST = -2, -1
+
+
+class OffsetOutOfRange(ValueError):
+    """An offset above a queue's latest: the input names data the store never held (exit 1)."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """What the command line asks: store-time bounds in epoch ms and offsets per topic and queue."""
+
+    since: int = None
+    until: int = None
+    starting: dict = field(default_factory=dict)  # {topic: {queue_id: offset}}
+    ending: dict = field(default_factory=dict)
+
+    @property
+    def given(self):
+        return self.since is not None or self.until is not None or bool(self.starting) or bool(self.ending)
+
+
+def parse_window(since=None, until=None, starting=None, ending=None):
+    """Window of the four options (text as given; None when absent); UsageError names what is wrong."""
+    bounds = {}
+    for flag, text in (("--since", since), ("--until", until)):
+        try:
+            bounds[flag] = None if text is None else parse_store_time(text)
+        except ValueError as exc:
+            raise UsageError(f"{flag}: {exc}") from None
+    if None not in bounds.values() and bounds["--since"] > bounds["--until"]:
+        raise UsageError(f"--since {since} ({bounds['--since']}) is after --until {until} ({bounds['--until']}): "
+                         "the window would be empty")
+    return Window(bounds["--since"], bounds["--until"], parse_offsets(starting, "--starting-offsets"),
+                  parse_offsets(ending, "--ending-offsets"))
+
+
+def parse_offsets(text, flag):
+    """{topic: {queue_id: offset}} of a JSON text or of a file holding one (None: {})."""
+    if text is None:
+        return {}
+    source = text
+    if not text.lstrip().startswith("{"):
+        try:
+            with open(text, encoding="utf-8") as f:
+                source = f.read()
+        except OSError as exc:
+            raise UsageError(f"{flag} {text}: neither JSON nor a readable file ({exc.strerror})") from None
+    try:
+        data = json.loads(source)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{flag} {text}: not JSON ({exc})") from None
+    out = {}
+    shape = '{"TopicA": {"0": 23, "1": -2}}'
+    if not isinstance(data, dict):
+        raise UsageError(f"{flag}: expected an object like {shape}")
+    for topic, queues in data.items():
+        if not isinstance(queues, dict):
+            raise UsageError(f"{flag}: topic {topic!r} maps to {queues!r}, expected an object like {shape}")
+        for qid, offset in queues.items():
+            if not str(qid).isdigit() or isinstance(offset, bool) or not isinstance(offset, int) or offset < -2:
+                raise UsageError(f"{flag}: {topic!r} queue {qid!r} offset {offset!r}: expected a queue id "
+                                 "and an offset >= 0, -2 (earliest) or -1 (latest)")
+            out.setdefault(topic, {})[int(qid)] = offset
+    return out
+
+
+def add_window_arguments(p):
+    """--since, --until, --starting-offsets, --ending-offsets (read back by window_of)."""
+    p.add_argument("--since", metavar="T", help="first store time (epoch ms or ISO-8601 with an offset)")
+    p.add_argument("--until", metavar="T", help="store time the window ends before (exclusive)")
+    p.add_argument("--starting-offsets", metavar="JSON|FILE",
+                   help='first queue offsets {"Topic": {"0": 23}} (-2 earliest, -1 latest), e.g. a last '
+                        "run's OUT/offsets.json")
+    p.add_argument("--ending-offsets", metavar="JSON|FILE", help="exclusive end queue offsets, same shape")
+
+
+def window_of(args):
+    """parse_window of the arguments add_window_arguments added."""
+    return parse_window(args.since, args.until, args.starting_offsets, args.ending_offsets)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The window per queue: ((topic, queue_id, first, end), ...) in SegmentIndex order, the narrowed
+    index, and what the run must report."""
+
+    ranges: tuple
+    segments: SegmentIndex
+    problems: list
+    warnings: list
+
+
+def queue_bounds(segments):
+    """{(topic, queue_id): (earliest, latest)} queue offsets of the queues holding units (latest exclusive)."""
+    out = {}
+    for row in range(len(segments.queue)):
+        queue = segments.queues[segments.queue[row]]
+        base = queue.cq[segments.segment[row]].start // L.CQ_UNIT_SIZE
+        first, last = base + int(segments.first[row]), base + int(segments.last[row]) + 1
+        lo, hi = out.get((queue.topic, queue.queue_id), (first, last))
+        out[(queue.topic, queue.queue_id)] = (min(lo, first), max(hi, last))
+    return out
+
+
+def resolve(window, layout, segments, topics_present, allow_missing=False):
+    """Resolved of a Window over the probed queues; UsageError / OffsetOutOfRange for offsets that name
+    nothing or data the store never held."""
+    bounds = queue_bounds(segments)
+    warnings = _unknown_names(window, layout, topics_present, allow_missing)
+    problems, ranges = [], []
+    fs = layout.filesystem()
+    by_key = {(q.topic, q.queue_id): q for q in segments.queues}
+    for key, (lo, hi) in bounds.items():
+        topic, qid = key
+        first = _offset(window.starting, key, lo, lo, hi, "--starting-offsets", problems)
+        end = _offset(window.ending, key, hi, lo, hi, "--ending-offsets", problems)
+        time_of = _store_time(fs, layout, by_key[key])
+        if window.since is not None:
+            first = max(first, _first_stored_at_or_after(time_of, window.since, lo, hi))
+        if window.until is not None:
+            end = min(end, _first_stored_at_or_after(time_of, window.until, lo, hi))
+        ranges.append((topic, qid, first, max(first, end)))
+    return Resolved(tuple(ranges), narrow(segments, ranges, fs), problems, warnings)
+
+
+def _offset(given, key, default, lo, hi, flag, problems):
+    """The queue offset an offsets JSON gives one queue: below its earliest is OFFSET_TOO_SMALL (a problem
+    of the run: retention deleted those units), above its latest an OffsetOutOfRange."""
+    topic, qid = key
+    offset = given.get(topic, {}).get(qid, default)
+    offset = lo if offset == EARLIEST else hi if offset == LATEST else offset
+    if offset > hi:
+        raise OffsetOutOfRange(f"{flag}: topic {topic} queue {qid} offset {offset} is beyond the queue's "
+                               f"latest offset {hi} (its units are {lo} to {hi - 1})")
+    if offset < lo:
+        problems.append(dict(file=f"consumequeue/{topic}/{qid}", offset=None, topic=topic, queue_id=qid,
+                             reason=f"OFFSET_TOO_SMALL: {flag} {offset} is below the queue's earliest offset "
+                                    f"{lo}: units {offset} to {lo - 1} were deleted (retention)"))
+        offset = lo
+    return offset
+
+
+def _unknown_names(window, layout, topics_present, allow_missing):
+    queues = {(q.topic, q.queue_id) for q in layout.queues}
+    problems = []
+    for flag, given in (("--starting-offsets", window.starting), ("--ending-offsets", window.ending)):
+        for topic, offsets in given.items():
+            if topic not in topics_present:
+                problems.append(f"{flag}: topic {topic!r} is not in the store")
+                continue
+            problems += [f"{flag}: topic {topic!r} has no queue {qid} in the store"
+                         for qid in sorted(offsets) if (topic, qid) not in queues]
+    if problems and not allow_missing:
+        raise UsageError("; ".join(problems) + " (--allow-missing runs anyway)")
+    return problems
+
+
+def _store_time(fs, layout, queue):
+    """The store time of the unit at a queue offset: its ext unit's msgStoreTime, else its record's
+    storeTimestamp; -1 (before any window) when the unit or its record is gone (a truncated consume-queue
+    file, retention) or damaged: the tasks audit those units as they do in any run."""
+    def time_of(offset):
+        try:
+            unit = read_units(fs, queue, [offset]).to_pylist()[0]
+            if unit["msg_store_time"] is not None:
+                return unit["msg_store_time"]
+            record = read_records(fs, layout.commitlog, layout.commitlog_file_size, [unit["commitlog_offset"]],
+                                  [unit["size"]])
+        except (NotInStore, CorruptStoreError, ValueError):
+            return -1
+        return record.column("store_timestamp")[0].as_py()
+    return time_of
+
+
+def _first_stored_at_or_after(time_of, bound, lo, hi):
+    """The first queue offset in [lo, hi) whose store time is >= bound, hi if none (binary search)."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if time_of(mid) < bound:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def narrow(segments, ranges, fs):
+    """The SegmentIndex of the window's units only: each segment's first and last units cut to its
+    queue's range (their commit-log offsets read where the cut moved them), segments outside dropped."""
+    ranges = {(t, q): (a, b) for t, q, a, b in ranges}
+    keep, first, last, first_offset, last_offset = [], [], [], [], []
+    for row in range(len(segments.queue)):
+        queue = segments.queues[segments.queue[row]]
+        seg = queue.cq[segments.segment[row]]
+        base = seg.start // L.CQ_UNIT_SIZE
+        lo, hi = ranges[(queue.topic, queue.queue_id)]
+        a, b = max(int(segments.first[row]), lo - base), min(int(segments.last[row]), hi - 1 - base)
+        if a > b:
+            continue
+        keep.append(row)
+        first.append(a)
+        last.append(b)
+        first_offset.append(_commitlog_offset(fs, seg, a) if a != segments.first[row] else segments.first_offset[row])
+        last_offset.append(_commitlog_offset(fs, seg, b) if b != segments.last[row] else segments.last_offset[row])
+    rows = np.asarray(keep, dtype=np.int64)
+    col = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
+    return SegmentIndex(segments.queues, segments.queue[rows], segments.segment[rows], col(first), col(last),
+                        col(first_offset), col(last_offset), segments.data_end)
+
+
+def _commitlog_offset(fs, segment, index):
+    with fs.open_input_file(segment.path) as f:
+        return int.from_bytes(f.read_at(8, index * L.CQ_UNIT_SIZE), "big", signed=True)
+
+
+def spans(segments):
+    """Commit-log byte ranges [start, end) the window's units point into, one per segment: splits that
+    overlap none are not planned."""
+    return tuple(zip(segments.first_offset.tolist(), (segments.last_offset + 1).tolist()))
+
+
+def offsets_json(ranges):
+    """OUT/offsets.json: per topic and queue the exclusive end of what the run covered."""
+    out = {}
+    for topic, qid, _, end in ranges:
+        out.setdefault(topic, {})[str(qid)] = end
+    return out
+
+
+def describe(window, ranges):
+    """summary.json's `window`: the bounds asked and, per topic and queue, the offsets covered [first, end)."""
+    covered = {}
+    for topic, qid, first, end in ranges:
+        covered.setdefault(topic, {})[str(qid)] = [first, end]
+    return {"since": window.since, "until": window.until, "starting_offsets": _str_keys(window.starting),
+            "ending_offsets": _str_keys(window.ending), "offsets": covered,
+            "units": sum(end - first for _, _, first, end in ranges)}
+
+
+def _str_keys(given):
+    return {t: {str(q): o for q, o in offsets.items()} for t, offsets in given.items()} or None
