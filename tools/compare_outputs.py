@@ -23,6 +23,8 @@ def sorted_rows(path):
 
 def compare_part(a, b, part):
     pa_, pb = os.path.join(a, part), os.path.join(b, part)
+    if not os.path.exists(pa_) and not os.path.exists(pb):  # audit/corrupt is written only when there are some
+        return []
     if not os.path.exists(pa_) or not os.path.exists(pb):
         return [f"{part}: missing in {pa_ if not os.path.exists(pa_) else pb}"]
     ta, tb = sorted_rows(pa_), sorted_rows(pb)
