@@ -100,7 +100,7 @@ cleanup() {
     echo "stopped process groups ${groups[*]}; none of ports $(printf '%s\n' "${ports[@]}" | sort -un | xargs) listens"
   fi
   # the unpacked environments (~400 MB each) and scratch space go; logs, executor stderr and outputs stay
-  rm -rf "$work/driver-env" "$work/local" "$SPARK_WORKER_DIR"/*/app-*/*/environment
+  rm -rf "$work/driver-env" "$work/environment" "$work/local" "$SPARK_WORKER_DIR"/*/app-*/*/environment
   echo "cluster-test took $((SECONDS - t0)) s: $([[ $rc == 0 ]] && echo passed || echo "FAILED (exit $rc)")"
   exit "$rc"
 }
@@ -227,7 +227,11 @@ fi
 
 # --- 6. the data source: the packaged code reads the store on the cluster as it does in local mode
 phase "the rocketmq data source on the cluster"
-run datasource-cluster "${submit[@]}" tools/datasource_read.py "$store" "$subscriptions" "$work/datasource-cluster.jsonl"
+# a Python data source is planned on the driver, in a Python worker started with PYSPARK_PYTHON: in client
+# mode ./environment/bin/python must resolve in the driver's working directory as well
+ln -sfn "$work/driver-env" "$work/environment"
+run datasource-cluster env -C "$work" "${submit[@]}" "$root/tools/datasource_read.py" "$store" "$subscriptions" \
+  "$work/datasource-cluster.jsonl"
 grep '^datasource:' "$SPARK_LOG_DIR/datasource-cluster.out"
 phase "the rocketmq data source in local mode"
 run datasource-local env PYSPARK_PYTHON="$vpy" PYSPARK_DRIVER_PYTHON="$vpy" PYTHONPATH="$root" \
