@@ -20,13 +20,15 @@ from schemas.columns import one_array
 class MessageRows:
     """The messages of one topic's batch that some group receives or that collide, once (`table`: the
     OUTPUT_MESSAGE_FIELDS), and who gets which: `delivered` and `collided` are (group index, row index)
-    arrays into `groups` and `table`, ordered by group, then row."""
+    arrays into `groups` and `table`, ordered by group, then row; `rows`: where table's rows are in the
+    topic's batch (the data source gives every other message of the batch empty lists)."""
 
     topic: str
     table: pa.Table
     groups: pa.Array
     delivered: tuple
     collided: tuple
+    rows: np.ndarray = None
 
 
 def topic_batch(topic, units, messages, bloom):
@@ -182,7 +184,7 @@ def _message_rows(out, topic, messages, units, delivered, collided, groups):
     table = pa.table({name: cols[name] for name, _ in OUTPUT_MESSAGE_FIELDS})
     # np.nonzero walks the (group, row) matrix row by row: pairs come ordered by group, then message
     out.add("message", MessageRows(topic, table, pa.array(groups, pa.string()),
-                                   np.nonzero(delivered[:, rows]), np.nonzero(collided[:, rows])))
+                                   np.nonzero(delivered[:, rows]), np.nonzero(collided[:, rows]), rows))
 
 
 def counters_table(groups, topic, counters):

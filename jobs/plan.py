@@ -54,6 +54,10 @@ class JobOptions:
     allow_missing: bool = False  # names that match nothing become warnings, not usage errors
     layout: str = "normalized"  # normalized (messages once, narrow matched rows) or wide
     window: Window = field(default_factory=Window)  # --since/--until, --starting/--ending-offsets
+    # a plain read (the data source, a row per message): read every topic's queues, or only those of
+    # read_topics when given, whatever the subscriptions need; no subscription is then required
+    read_all: bool = False
+    read_topics: tuple = None
 
 
 @dataclass
@@ -97,7 +101,7 @@ def build_plan(options):
     warnings = _names_that_match_nothing(options, regs, everything, topics_present)
     subs = merge_subscriptions(stored, regs, bloom, topics_present, options.retry,
                                set(options.groups) or None, set(options.topics) or None)
-    if not subs and not warnings:
+    if not subs and not warnings and not options.read_all:
         raise UsageError("no subscription to replay: give --subscriptions FILE or --subscription "
                          "(the store's config/consumerFilter.json holds none)")
     compiled = [compile_subscription(s, options.dialect) for s in subs]
@@ -107,7 +111,8 @@ def build_plan(options):
         if c.warning:
             warnings.append(f"{c.sub.group}/{c.sub.topic}: {c.warning}")
     runnable = tuple(c for c in compiled if not c.error)
-    topics = needed_topics(runnable, stored, options.groups, options.topics)
+    topics = read_topics(options, topics_present) if options.read_all else \
+        needed_topics(runnable, stored, options.groups, options.topics)
     # a damaged file of a queue this run does not read is not this run's business
     problems = [p for p in problems if p["queue_id"] is None or p["topic"] in topics]
     if problems and options.on_corrupt != "skip":
@@ -250,6 +255,11 @@ def needed_topics(subscriptions, stored_filters, groups=(), topics=()):
     needed.update(fd.topic for fd in stored_filters
                   if (not groups or fd.consumer_group in groups) and (not topics or fd.topic in topics))
     return needed
+
+
+def read_topics(options, topics_present):
+    """Topics a plain read reads: every topic of the store, or those of read_topics it has."""
+    return topics_present if options.read_topics is None else topics_present & set(options.read_topics)
 
 
 def _start_offsets(options, compiled, committed):

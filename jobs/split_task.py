@@ -19,27 +19,35 @@ def iter_split(plan, units):
     batch by batch: `message` (MessageRows), `bitmap` (BITMAP_SCHEMA), `corrupt` (CORRUPT_SCHEMA),
     `stats` (group, topic and STAT_FIELDS), `topic_stats` (topic and TOPIC_STAT_FIELDS), `example`
     (group, topic, reason: why an expression throws). The sink writes each as it comes."""
+    out = Pieces()
+    for topic, topic_units, messages in decoded_topics(plan, units, out):
+        yield from out.flush()
+        replay_topic(plan, topic, topic_units, messages, out)
+        yield from out.flush()
+    _skipped_stats(plan, out)
+    yield from out.flush()
+
+
+def decoded_topics(plan, units, out):
+    """(topic, units, messages) batches of a split's units and their decoded records, row for row: one
+    per topic and decoded chunk, each a zero-copy slice of one chunk. Damaged units go to `out` (the
+    corruption policy of jobs/split_decode.py). The job's task and the data source read through this."""
     if units.num_rows == 0:
         return
     # topic by topic, each in log order: every topic is then a zero-copy slice of the decoded columns
     units = _by_topic_then_offset(units)
-    out = _Pieces()
     check_ext(plan, units, out)
     messages, units = decode_messages(plan, units, out)
-    _skipped_stats(plan, out)
-    yield from out.flush()
-    if units.num_rows:
-        messages, units = _in_window(plan, messages, units)
-    if units.num_rows:
-        # one batch per topic and decoded chunk: each is a zero-copy slice of one chunk
-        # topic runs from integer codes (comparing 270 k Python strings costs more than the encoding)
-        encoded = pc.dictionary_encode(one_array(units.column("topic")))
-        names, codes = encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False)
-        chunks = np.cumsum([len(c) for c in messages.column(0).chunks])[:-1]
-        bounds = np.union1d(np.flatnonzero(codes[1:] != codes[:-1]) + 1, chunks)
-        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(codes)]):
-            replay_topic(plan, names[codes[lo]], units.slice(lo, hi - lo), messages.slice(lo, hi - lo), out)
-            yield from out.flush()
+    messages, units = _in_window(plan, messages, units)
+    if not units.num_rows:
+        return
+    # topic runs from integer codes (comparing 270 k Python strings costs more than the encoding)
+    encoded = pc.dictionary_encode(one_array(units.column("topic")))
+    names, codes = encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False)
+    chunks = np.cumsum([len(c) for c in messages.column(0).chunks])[:-1]
+    bounds = np.union1d(np.flatnonzero(codes[1:] != codes[:-1]) + 1, chunks)
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(codes)]):
+        yield names[codes[lo]], units.slice(lo, hi - lo), messages.slice(lo, hi - lo)
 
 
 def _in_window(plan, messages, units):
@@ -73,7 +81,7 @@ def _by_topic_then_offset(units):
     return units.take(pa.array(order))
 
 
-class _Pieces:
+class Pieces:
     """(kind, piece) pairs collected until the task hands them on; units audited and left out, by topic."""
 
     def __init__(self):

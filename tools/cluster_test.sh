@@ -11,7 +11,9 @@
 #      ./environment/bin/python; build/package/replay.py is the entry point, the code comes from the zip;
 #   4. the same job with `.venv/bin/spark-submit --master local[2] jobs/replay.py` (the dev venv);
 #   5. matched/, audit/* and summary.json of the two compared (tools/compare_outputs.py), and
-#      ../shared/tools/replay_check.py on the cluster output.
+#      ../shared/tools/replay_check.py on the cluster output;
+#   6. the store read through the rocketmq data source (tools/datasource_read.py), on the cluster with the
+#      package and in local mode with the dev venv, the two reads compared.
 # The master and workers are stopped by their process groups on exit, failed or not, and the script
 # fails if any of their ports is still listening. Work dirs, logs and outputs: build/cluster/.
 #
@@ -98,7 +100,7 @@ cleanup() {
     echo "stopped process groups ${groups[*]}; none of ports $(printf '%s\n' "${ports[@]}" | sort -un | xargs) listens"
   fi
   # the unpacked environments (~400 MB each) and scratch space go; logs, executor stderr and outputs stay
-  rm -rf "$work/driver-env" "$work/local" "$SPARK_WORKER_DIR"/*/app-*/*/environment
+  rm -rf "$work/driver-env" "$work/environment" "$work/local" "$SPARK_WORKER_DIR"/*/app-*/*/environment
   echo "cluster-test took $((SECONDS - t0)) s: $([[ $rc == 0 ]] && echo passed || echo "FAILED (exit $rc)")"
   exit "$rc"
 }
@@ -222,4 +224,21 @@ if [[ -f $check ]]; then
 else
   echo "no $check: skipped (the comparison with the local run still ran)"
 fi
+
+# --- 6. the data source: the packaged code reads the store on the cluster as it does in local mode
+phase "the rocketmq data source on the cluster"
+# a Python data source is planned on the driver, in a Python worker started with PYSPARK_PYTHON: in client
+# mode ./environment/bin/python must resolve in the driver's working directory as well
+ln -sfn "$work/driver-env" "$work/environment"
+run datasource-cluster env -C "$work" "${submit[@]}" "$root/tools/datasource_read.py" "$store" "$subscriptions" \
+  "$work/datasource-cluster.jsonl"
+grep '^datasource:' "$SPARK_LOG_DIR/datasource-cluster.out"
+phase "the rocketmq data source in local mode"
+run datasource-local env PYSPARK_PYTHON="$vpy" PYSPARK_DRIVER_PYTHON="$vpy" PYTHONPATH="$root" \
+  "$root/.venv/bin/spark-submit" --master "local[2]" --conf spark.driver.host=127.0.0.1 \
+  --conf spark.driver.bindAddress=127.0.0.1 --conf spark.ui.enabled=false \
+  tools/datasource_read.py "$store" "$subscriptions" "$work/datasource-local.jsonl"
+cmp "$work/datasource-cluster.jsonl" "$work/datasource-local.jsonl" || {
+  echo "error: the data source read differently on the cluster and in local mode" >&2; exit 1; }
+phase "data source reads equal: $(wc -l <"$work/datasource-cluster.jsonl") lines"
 echo "cluster job: see $SPARK_LOG_DIR/job-cluster.out; outputs: $work/out-cluster, $work/out-local"

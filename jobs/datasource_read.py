@@ -1,0 +1,69 @@
+"""One data source partition, read (on an executor): the job's task code on one commit-log split (its units,
+decoded under the corruption policy, every group of a topic when subscriptions are given), as Arrow
+batches of a row per decodable unit. Memory is bounded by the split, as the job's is."""
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from filtering.topic_replay import replay_topic
+from jobs.split_task import Pieces, decoded_topics
+from jobs.split_units import split_units
+from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS
+
+UNIT_FIELDS = ("queue_id", "queue_offset", "commitlog_offset")
+
+
+@dataclass(frozen=True)
+class SplitRead:
+    """What every partition's read needs besides its byte range: pickled to the executors."""
+
+    plan: object  # ReplayPlan
+    segments: object  # SegmentIndex of the queues read
+    narrowing: object  # jobs.datasource_filters.Narrowing
+
+
+def read_split(job, start, end, schema):
+    """RecordBatches (of the Arrow `schema`) of the units of [start, end) that decode and pass the narrowing."""
+    units = split_units(job.plan, job.segments, start, end)
+    keep = job.narrowing.unit_mask(units)
+    if not keep.all():
+        units = units.filter(pa.array(keep))
+    out = Pieces()  # the job's audits and counters: a read has no place for them (damaged units: no row)
+    for topic, topic_units, messages in decoded_topics(job.plan, units, out):
+        keep = job.narrowing.message_mask(messages)
+        if keep is not None and not keep.all():
+            topic_units, messages = topic_units.filter(pa.array(keep)), messages.filter(pa.array(keep))
+        if topic_units.num_rows:
+            yield from _rows(job.plan, topic, topic_units, messages, out, schema).to_batches()
+        out.flush()
+
+
+def _rows(plan, topic, units, messages, out, schema):
+    """The rows of one topic's batch, with the groups each reaches when the plan has subscriptions."""
+    cols = {"topic": units.column("topic")}
+    for name, _ in OUTPUT_MESSAGE_FIELDS:
+        if name in schema.names:
+            cols[name] = (units if name in UNIT_FIELDS else messages).column(name)
+    if "delivered_to" in schema.names:
+        replay_topic(plan, topic, units, messages, out)
+        pieces = [piece for kind, piece in out.flush() if kind == "message"]
+        n = units.num_rows
+        cols["delivered_to"] = _group_lists(pieces, "delivered", n)
+        cols["collided_for"] = _group_lists(pieces, "collided", n)
+    return pa.table(cols).cast(schema)
+
+
+def _group_lists(pieces, which, n):
+    """A list of group names per row of the batch (empty for the rows no group gets), names in order."""
+    groups, rows = [], []
+    for piece in pieces:
+        group_index, row_index = getattr(piece, which)
+        groups.append(np.array(piece.groups.take(pa.array(group_index)).to_pylist(), dtype=str))
+        rows.append(piece.rows[row_index])
+    groups = np.concatenate(groups) if groups else np.array([], dtype=str)
+    rows = np.concatenate(rows) if rows else np.array([], dtype=np.int64)
+    order = np.lexsort((groups, rows)) if len(rows) else rows
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(groups[order], pa.string()))
