@@ -1,9 +1,8 @@
 """PYTHON filters that fault the write path on purpose (importable on executors as tests.jobs.fault_filters):
 each keeps every message; in the first attempt of partition 1's task, `crash_once` kills its Python
-worker on its second call and `slow_once` sleeps long enough for a speculative copy to start. Each leaves
-a marker file in $FAULT_MARKS (when set) of what happened, so a test knows the fault took place."""
+worker on its second call. It leaves a marker file in $FAULT_MARKS (when set) of what happened, so a test
+knows the fault took place."""
 import os
-import time
 
 
 def _attempt_of_partition_1():
@@ -30,17 +29,6 @@ def crash_once(message, context):
             os._exit(7)
     elif attempt:
         _mark("retried")
-    return True
-
-
-def slow_once(message, context):
-    attempt = _attempt_of_partition_1()
-    if attempt == 0 and not _calls.get("slept"):
-        _calls["slept"] = True
-        _mark("slow")
-        time.sleep(20)
-    elif attempt:
-        _mark("speculative")
     return True
 
 

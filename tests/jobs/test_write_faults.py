@@ -1,5 +1,5 @@
-"""Faults of the write path through spark-submit: a worker that dies mid-task (Spark retries it) or a
-speculative copy of a slow task leaves the output of a clean run; a dead run's leftovers are named."""
+"""Faults of the write path through spark-submit: a worker that dies mid-task (Spark retries it) leaves the
+output of a clean run; a dead run's leftovers are named."""
 import os
 import subprocess
 import sys
@@ -71,16 +71,6 @@ def test_a_worker_killed_mid_task_leaves_the_output_of_a_clean_run(store_a, filt
     assert sorted(p.name for p in marks.iterdir()) == ["crashed", "retried"]
     _assert_same_output(out, clean)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["marks", "out"]
-
-
-def test_a_speculative_copy_of_a_slow_task_leaves_no_duplicate(store_a, filters, clean, tmp_path):
-    out, marks = tmp_path / "out", tmp_path / "marks"
-    marks.mkdir()
-    _run(store_a, out, filters, "slow_once", marks=marks, conf=(
-        "spark.speculation=true", "spark.speculation.interval=200ms", "spark.speculation.multiplier=1.1",
-        "spark.speculation.quantile=0.1", "spark.speculation.minTaskRuntime=2s"))
-    assert sorted(p.name for p in marks.iterdir()) == ["slow", "speculative"]
-    _assert_same_output(out, clean)
 
 
 def test_leftover_of_a_dead_run_is_named_and_the_next_run_succeeds(store_a, filters, clean, tmp_path):
