@@ -6,4 +6,4 @@ out=$2
 rm -rf "$out"
 .venv/bin/spark-submit --master "local[2]" jobs/replay.py --store "$store" --out "$out" \
   --subscriptions conf/sample_subscriptions.json
-echo "matched messages: $out/matched (Parquet, partitioned by group and topic); audits: $out/audit; summary: $out/summary.json"
+echo "matched rows: $out/matched (Parquet: group, topic, offsets, ids); messages once: $out/messages/topic=T; audits: $out/audit; summary: $out/summary.json"
