@@ -4,13 +4,12 @@ as exact per-column bounds the planning and the task apply to consume-queue unit
 
 A filter is taken only when it can be applied exactly (every pushed column is never null); any other is
 handed back to Spark, which applies it after the read."""
-import json
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow.compute as pc
 
-from jobs.cli import parse_store_time
+from jobs.window import parse_window
 
 # columns whose integer comparisons are pushed: the first four narrow units before any record is read
 UNIT_COLUMNS = ("queue_id", "queue_offset", "commitlog_offset")
@@ -123,44 +122,21 @@ def _is_int(value):
 
 
 def window_narrowing(since=None, until=None, starting=None, ending=None):
-    """The narrowing of the window options (text as given, None when absent): [since, until) of store time
-    (epoch ms or ISO-8601 with an offset), and per queue [starting, ending) of queue offsets, JSON in the
-    shape of Spark's Kafka source, `{"TopicA": {"0": 23, "1": -2}}` (-2 earliest, -1 latest; queues not
-    named: all). ValueError names the option that is wrong."""
+    """The narrowing of the window options (text as given, None when absent), read by the job's own parser
+    (jobs.window.parse_window: epoch ms or ISO-8601 with an offset; offsets JSON or a file in the shape of
+    Spark's Kafka source, -2 earliest, -1 latest; queues not named: all): [since, until) of store time, and
+    per queue [starting, ending) of queue offsets. UsageError (a ValueError) names the option."""
+    window = parse_window(since, until, starting, ending, flags=("since", "until", "startingOffsets", "endingOffsets"))
     narrowing = Narrowing()
-    if since is not None or until is not None:
-        lo = -BEYOND if since is None else _store_time("since", since)
-        hi = BEYOND if until is None else _store_time("until", until)
+    if window.since is not None or window.until is not None:
+        lo = -BEYOND if window.since is None else window.since
+        hi = BEYOND if window.until is None else window.until
         narrowing = narrowing.with_bounds(TIME_COLUMN, Bounds(lo, hi))
-    first, end = _offsets("startingOffsets", starting), _offsets("endingOffsets", ending)
+    first = {(t, q): o for t, queues in window.starting.items() for q, o in queues.items()}
+    end = {(t, q): o for t, queues in window.ending.items() for q, o in queues.items()}
     ranges = []
     for topic, queue_id in sorted(set(first) | set(end)):
         lo, hi = first.get((topic, queue_id), EARLIEST), end.get((topic, queue_id), LATEST)
         ranges.append((topic, queue_id, 0 if lo == EARLIEST else BEYOND if lo == LATEST else lo,
                        0 if hi == EARLIEST else BEYOND if hi == LATEST else hi))
     return replace(narrowing, queue_ranges=tuple(ranges))
-
-
-def _store_time(name, text):
-    try:
-        return parse_store_time(text)
-    except ValueError as exc:
-        raise ValueError(f"option {name}: {exc}") from None
-
-
-def _offsets(name, text):
-    """{(topic, queue_id): offset} of an offsets JSON text (None: {})."""
-    if text is None:
-        return {}
-    shape = '{"TopicA": {"0": 23, "1": -2}}'
-    try:
-        data = json.loads(text)
-        return {(topic, int(q)): _offset(o) for topic, queues in data.items() for q, o in queues.items()}
-    except (ValueError, AttributeError, TypeError) as exc:
-        raise ValueError(f"option {name}: expected JSON such as {shape}, got {text!r} ({exc})") from None
-
-
-def _offset(value):
-    if not _is_int(value) or value < EARLIEST:
-        raise ValueError(f"{value!r} is not an offset (-2 earliest, -1 latest, or >= 0)")
-    return value

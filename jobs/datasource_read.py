@@ -56,14 +56,11 @@ def _rows(plan, topic, units, messages, out, schema):
 
 def _group_lists(pieces, which, n):
     """A list of group names per row of the batch (empty for the rows no group gets), names in order."""
-    groups, rows = [], []
-    for piece in pieces:
-        group_index, row_index = getattr(piece, which)
-        groups.append(np.array(piece.groups.take(pa.array(group_index)).to_pylist(), dtype=str))
-        rows.append(piece.rows[row_index])
-    groups = np.concatenate(groups) if groups else np.array([], dtype=str)
-    rows = np.concatenate(rows) if rows else np.array([], dtype=np.int64)
-    order = np.lexsort((groups, rows)) if len(rows) else rows
+    names = [piece.groups.take(pa.array(getattr(piece, which)[0])) for piece in pieces]
+    rows = [piece.rows[getattr(piece, which)[1]] for piece in pieces]
+    pairs = pa.table({"row": np.concatenate(rows) if rows else np.zeros(0, np.int64),
+                      "group": pa.concat_arrays(names) if names else pa.array([], pa.string())})
+    pairs = pairs.sort_by([("row", "ascending"), ("group", "ascending")])
     offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(groups[order], pa.string()))
+    np.cumsum(np.bincount(pairs.column("row").to_numpy(), minlength=n), out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), pairs.column("group").combine_chunks())

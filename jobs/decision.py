@@ -15,6 +15,7 @@ from filtering.message_filter import apply_subscription
 from filtering.topic_replay import dispatch_topic, in_scope, lazy_messages, retry_filters, topic_batch
 from jobs.plan import load_store_config_uri, plan_from_config
 from jobs.replay_plan import ReplayPlan
+from jobs.window import Window
 from schemas import storefs
 from schemas.errors import CorruptStoreError
 from schemas.lookup import NotInStore, parse_offset_msg_id, queue_files, read_records, read_units, record_size_at
@@ -25,22 +26,6 @@ STAGES = ("scope", "consume_queue", "commit_log", "client")  # in the order a un
 class ExplainError(Exception):
     """A question the store and the subscriptions cannot answer: no such unit or message id, no
     subscription of the group to the topic, an expression that does not parse (exit code 2)."""
-
-
-@dataclass(frozen=True)
-class Window:
-    """A store-time window, since <= storeTimestamp < until (epoch ms; None: open)."""
-
-    since: int = None
-    until: int = None
-
-    def contains(self, store_times):
-        inside = np.ones(len(store_times), dtype=bool)
-        if self.since is not None:
-            inside &= store_times >= self.since
-        if self.until is not None:
-            inside &= store_times < self.until
-        return inside
 
 
 @dataclass

@@ -13,7 +13,9 @@ import argparse
 import json
 import sys
 
-from jobs.cli import add_subscription_arguments, parse_store_time, subscription_options
+from jobs.cli import add_subscription_arguments, subscription_options
+from jobs.errors import UsageError
+from jobs.window import parse_window
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
 
@@ -34,28 +36,23 @@ def parse_args(argv):
     p.add_argument("--queue-id", type=int, help="the unit's queue id (with --queue-offset)")
     p.add_argument("--queue-offset", type=int, help="the unit's index in its consume queue")
     p.add_argument("--msg-id", help="the message's offsetMsgId (store host and commit-log offset, 32 or 56 hex)")
-    p.add_argument("--since", type=_store_time, help="window start, epoch ms or ISO-8601 with an offset (inclusive)")
-    p.add_argument("--until", type=_store_time, help="window end, epoch ms or ISO-8601 with an offset (exclusive)")
+    p.add_argument("--since", help="window start, epoch ms or ISO-8601 with an offset (inclusive)")
+    p.add_argument("--until", help="window end, epoch ms or ISO-8601 with an offset (exclusive)")
     p.add_argument("--json", action="store_true", help="print the answer as one JSON object")
     args = p.parse_args(argv)
     by_position = args.queue_id is not None or args.queue_offset is not None
     if by_position == (args.msg_id is not None) or (by_position and None in (args.queue_id, args.queue_offset)):
         p.error("give either --queue-id and --queue-offset, or --msg-id")
-    if args.since is not None and args.until is not None and args.since > args.until:
-        p.error(f"--since {args.since} is after --until {args.until}: the window is empty")
-    return args
-
-
-def _store_time(text):
     try:
-        return parse_store_time(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        args.window = parse_window(args.since, args.until)
+    except UsageError as exc:
+        p.error(str(exc))
+    return args
 
 
 def answer(args):
     """The report of the decision the arguments ask about (ExplainError when there is none to explain)."""
-    from jobs.decision import ExplainError, Window, decide, load_context, locate_msg_id, read_queue_units
+    from jobs.decision import ExplainError, decide, load_context, locate_msg_id, read_queue_units
     from jobs.explain_report import report
     from jobs.plan import JobOptions
     from jobs.settings import load_settings
@@ -70,7 +67,7 @@ def answer(args):
             raise ExplainError(f"message {args.msg_id} is in topic {topic} (queue {queue_id}, offset "
                                f"{queue_offset}), not in {args.topic}")
     units, messages = read_queue_units(ctx, args.topic, queue_id, [queue_offset])
-    return report(ctx, decide(ctx, csub, units, messages, Window(args.since, args.until)))
+    return report(ctx, decide(ctx, csub, units, messages, args.window))
 
 
 def subscription_of_or_error(ctx, group, topic):

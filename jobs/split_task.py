@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from filtering.topic_replay import counters_table, in_scope, replay_topic
 from jobs.split_decode import check_ext, decode_messages
+from jobs.window import Window
 from schemas.columns import one_array
 
 
@@ -55,12 +56,7 @@ def _in_window(plan, messages, units):
     holds (jobs/window.py); units outside are not counted anywhere."""
     if plan.since is None and plan.until is None:
         return messages, units
-    t = messages.column("store_timestamp").to_numpy()
-    keep = np.ones(len(t), dtype=bool)
-    if plan.since is not None:
-        keep &= t >= plan.since
-    if plan.until is not None:
-        keep &= t < plan.until
+    keep = Window(plan.since, plan.until).contains(messages.column("store_timestamp").to_numpy())
     if keep.all():
         return messages, units
     rows = pa.array(np.flatnonzero(keep))

@@ -45,20 +45,33 @@ class Window:
     def given(self):
         return self.since is not None or self.until is not None or bool(self.starting) or bool(self.ending)
 
+    def contains(self, store_times):
+        """Bool per store time (numpy int64): since <= t < until."""
+        inside = np.ones(len(store_times), dtype=bool)
+        if self.since is not None:
+            inside &= store_times >= self.since
+        if self.until is not None:
+            inside &= store_times < self.until
+        return inside
 
-def parse_window(since=None, until=None, starting=None, ending=None):
-    """Window of the four options (text as given; None when absent); UsageError names what is wrong."""
+
+FLAGS = ("--since", "--until", "--starting-offsets", "--ending-offsets")
+
+
+def parse_window(since=None, until=None, starting=None, ending=None, flags=FLAGS):
+    """Window of the four options (text as given; None when absent); UsageError names what is wrong, by
+    the option names in `flags` (the command line's, or the data source's)."""
     bounds = {}
-    for flag, text in (("--since", since), ("--until", until)):
+    for flag, text in zip(flags[:2], (since, until)):
         try:
             bounds[flag] = None if text is None else parse_store_time(text)
         except ValueError as exc:
             raise UsageError(f"{flag}: {exc}") from None
-    if None not in bounds.values() and bounds["--since"] > bounds["--until"]:
-        raise UsageError(f"--since {since} ({bounds['--since']}) is after --until {until} ({bounds['--until']}): "
+    first, last = (bounds[f] for f in flags[:2])
+    if first is not None and last is not None and first > last:
+        raise UsageError(f"{flags[0]} {since} ({first}) is after {flags[1]} {until} ({last}): "
                          "the window would be empty")
-    return Window(bounds["--since"], bounds["--until"], parse_offsets(starting, "--starting-offsets"),
-                  parse_offsets(ending, "--ending-offsets"))
+    return Window(first, last, parse_offsets(starting, flags[2]), parse_offsets(ending, flags[3]))
 
 
 def parse_offsets(text, flag):
