@@ -8,7 +8,7 @@ at full size and at a tenth; asserts nothing.
 
 With --topics, a store shape instead (issue 17: planning that scales): N topics x M queues, consume-queue
 files of K units, 4 MiB commit-log files, bodies of about 100 bytes, five TAG groups on five topics;
-prints the planning time, the consume-queue lookups of the driver and of every split, and the noop job.
+prints the planning time, the consume-queue lookups of the driver and of every split, and the noop and Parquet jobs.
 
     python tools/bench.py [--messages 3000000] [--seed 7] [--no-tenth]
     python tools/bench.py --topics 250 --queues-per-topic 8 --cq-file-units 1000 [--messages 200000] [--split-mb 1]
@@ -187,7 +187,7 @@ def planning_costs(store, subs, split_size):
 
 
 def run_shape(args):
-    """The store shape's planning costs beside the noop job's time."""
+    """The store shape's planning costs beside the noop job's time, and the Parquet job's beside it."""
     base = shape_dir(args)
     os.makedirs(base, exist_ok=True)
     subs = os.path.join(base, f"subscriptions-{args.subscribed_topics}.json")
@@ -213,6 +213,9 @@ def run_shape(args):
           f"max {max(c['per_split']):,}); ext files opened by the splits: {c['ext_opens']:,}")
     wall, job, _, _ = run_job(store, subs, "noop", os.path.join(base, "out-noop"), *conf)
     print(f"job to noop: {job:.1f} s (wall {wall:.1f} s with Spark start-up)")
+    wall, parquet, _, written = run_job(store, subs, "parquet", os.path.join(base, "out-parquet"), *conf)
+    print(f"job to Parquet, normalized: {parquet:.1f} s = {parquet / job:.2f}x noop (wall {wall:.1f} s); "
+          f"written {sum(o['bytes'] for o in written.values()) / 1e6:,.0f} MB")
 
 
 def ensure_store(n, seed):
