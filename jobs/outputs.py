@@ -77,7 +77,7 @@ def _run(spark, planned, out, options, sink="parquet"):
 def _run_with(spark, planned, out, options, sink, progress):
     """The one Spark stage (tasks write their parts), then the commit of what successful attempts wrote."""
     spec = SinkSpec(out, "noop" if sink == "noop" else options.layout, options.with_body)
-    reports = T.replay(T.splits(spark, planned.plan), planned, spec, progress).toArrow().to_pylist()
+    reports = T.replay(spark.sparkContext, planned, spec, progress)
     fs, path = storefs.resolve(out)
     fs.create_dir(path, recursive=True)
     problems = planned.problems or []

@@ -1,28 +1,19 @@
 """The replay as one Spark stage: a task per commit-log split, each writing its own Parquet parts.
 
 Data flow: the driver lists files, probes the needed consume-queue segments and cuts the commit log into
-splits; `replay` runs one mapInArrow task per split, which finds its units in the segments that point
-into it, reads its byte range of the commit log,
-decodes each message once, applies every group's subscription and writes the answer with pyarrow
-(jobs/sink.py). Spark carries back only the small reports (a row per file, the counters): no result
-row goes through the JVM."""
+splits; `replay` runs one task per split, which finds its units in the segments that point into it,
+reads its byte range of the commit log, decodes each message once, applies every group's subscription
+and writes the answer with pyarrow (jobs/sink.py). Spark carries back only the small reports (a row per
+file, the counters): no result row goes through the JVM.
+
+The stage is a plain RDD of split numbers, not a DataFrame: the tasks return some tens of report rows,
+and a SQL query (spark.range, mapInArrow, toArrow) cost the driver 1.1-1.4 s of planning before its
+first task started, which the RDD job does not (measured on the bench store)."""
 import gc
-from typing import Iterator
 
-import pyarrow as pa
-from pyspark.sql import DataFrame
-
-from jobs.sink import REPORT_SCHEMA, SplitWriter
+from jobs.sink import SplitWriter
 from jobs.split_task import iter_split
 from jobs.split_units import commitlog_splits, split_units
-from schemas.arrow_schemas import spark_schema
-
-
-def splits(spark, plan) -> DataFrame:
-    """One row per commit-log split, its index, in a partition of its own: `spark.range` makes them in the
-    JVM (no Python source, no shuffle); a task looks its byte range up in `commitlog_splits(plan)`."""
-    n = len(commitlog_splits(plan))
-    return spark.range(0, n, 1, numPartitions=n)
 
 
 def split_bytes(plan, start, end):
@@ -41,8 +32,8 @@ def attempt_name():
     return f"{tc.stageId()}-{tc.partitionId()}-{tc.taskAttemptId()}"
 
 
-def replay(split_rows: DataFrame, planned, spec, progress=None) -> DataFrame:
-    """All groups in one pass, one task per commit-log split, returning REPORT_SCHEMA rows.
+def replay(sc, planned, spec, progress=None):
+    """All groups in one pass, one task per commit-log split: the REPORT_SCHEMA rows (dicts) of every split.
 
     A task finds the units pointing into its split in the consume-queue segments that can hold them (the
     plan's SegmentIndex: units are in commit-log order), reads that byte range of the commit log, decodes
@@ -52,22 +43,22 @@ def replay(split_rows: DataFrame, planned, spec, progress=None) -> DataFrame:
     plan, segments = planned.plan, planned.segments
     ranges = commitlog_splits(plan)
 
-    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for index in batch.column(0).to_pylist():
-                report, n_units = run_split(plan, segments, spec, index, ranges[index], attempt_name())
-                yield from report.to_batches()
-                if progress is not None:
-                    start, end = ranges[index]
-                    for counter, value in zip(progress, (n_units, split_bytes(plan, start, end), 1)):
-                        counter.add(value)
+    def task(indices):
+        for index in indices:
+            report, n_units = run_split(plan, segments, spec, index, ranges[index], attempt_name())
+            yield from report.to_pylist()
+            if progress is not None:
+                start, end = ranges[index]
+                for counter, value in zip(progress, (n_units, split_bytes(plan, start, end), 1)):
+                    counter.add(value)
         # PySpark's daemon runs a full garbage collection after every task, which walks every object of the
         # worker (numba's typing tables, PyArrow, PySpark: some 140,000). Collect this task's garbage now,
         # then freeze what is left, long-lived all of it, so that no later collection walks it again.
         gc.collect()
         gc.freeze()
 
-    return split_rows.mapInArrow(task, spark_schema(REPORT_SCHEMA))
+    n = len(ranges)
+    return sc.parallelize(range(n), n).mapPartitions(task).collect() if n else []
 
 
 def run_split(plan, segments, spec, index, split_range, attempt):
