@@ -2,7 +2,7 @@
 out. The stages, each owned elsewhere: decoding under the corruption policy (jobs/split_decode.py), every
 group of a topic (filtering/topic_replay.py); the sink (jobs/sink.py) writes what comes out.
 
-Pure Arrow and numpy (no Spark): the Spark job runs it per split inside mapInArrow, tests run it
+Pure Arrow and numpy (no Spark): the Spark job runs it in one task per split, tests run it
 directly. The task reads only its split's byte range of one commit-log file; record starts come from the
 units, so no header walk is needed; every message is decoded once and serves all groups."""
 import numpy as np
