@@ -154,6 +154,9 @@ def resolve(window, layout, segments, topics_present, allow_missing=False):
         topic, qid = key
         first = _offset(window.starting, key, lo, lo, hi, "--starting-offsets", problems)
         end = _offset(window.ending, key, hi, lo, hi, "--ending-offsets", problems)
+        if end < first and qid in window.starting.get(topic, {}) and qid in window.ending.get(topic, {}):
+            raise UsageError(f"--ending-offsets: topic {topic} queue {qid} ends at offset {end}, before "
+                             f"--starting-offsets starts it at {first}")
         time_of = _store_time(fs, layout, by_key[key])
         if window.since is not None:
             first = max(first, _first_stored_at_or_after(time_of, window.since, lo, hi))

@@ -170,3 +170,10 @@ def test_a_starting_offset_below_the_earliest_is_reported_as_offset_too_small(tm
     [problem] = planned.problems
     assert problem["reason"].startswith("OFFSET_TOO_SMALL") and "10" in problem["reason"] and "50" in problem["reason"]
     assert sorted(o for _, _, _, o in got) == list(range(50, 120))
+
+
+def test_an_ending_offset_before_the_starting_offset_is_a_usage_error(store_a, regs):
+    window = parse_window(starting='{"TopicTest": {"1": 20}}', ending='{"TopicTest": {"1": 10, "2": 5}}')
+    with pytest.raises(UsageError, match="topic TopicTest queue 1 ends at offset 10, before --starting-offsets "
+                                         "starts it at 20"):
+        build_plan(JobOptions(store=str(store_a / "store"), window=window, **regs))
