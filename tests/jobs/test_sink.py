@@ -119,3 +119,14 @@ def test_a_part_is_written_byte_for_byte_the_same_again(tmp_path):
         commit(str(tmp_path / attempt / "out"), reports)
         parts.append((tmp_path / attempt / "out" / "matched" / "part-00000.parquet").read_bytes())
     assert parts[0] == parts[1]
+
+
+def test_wide_rows_are_written_a_bounded_number_at_a_time_in_order(tmp_path, monkeypatch):
+    from jobs import sink
+
+    monkeypatch.setattr(sink, "WIDE_ROWS", 3)
+    commit(str(tmp_path / "out"), _write(tmp_path, "a", layout="wide", pieces=_repeated_pieces()))
+    part = pq.ParquetFile(tmp_path / "out" / "matched" / "part-00000.parquet")
+    assert [part.metadata.row_group(i).num_rows for i in range(part.num_row_groups)] == [3, 3, 3, 1]
+    rows = part.read().to_pylist()
+    assert [(r["group"], r["queue_offset"]) for r in rows] == [("G1", k) for k in range(5)] + [("G2", k) for k in range(5)]
