@@ -152,7 +152,7 @@ def _audit_bitmaps(topic, registered, match, bloom, batch, units, messages, raw_
         rows = np.flatnonzero(mismatch)
         if len(rows):
             own, _ = dispatcher.recompute_bitmaps(registered, match, bloom.m)
-            cols = _message_columns(messages, units, rows)
+            cols = message_columns(messages, units, rows)
             out.add("bitmap", pa.table({
                 "topic": pa.repeat(pa.scalar(topic), len(rows)),
                 **{f: cols[f] for f in ("queue_id", "queue_offset", "commitlog_offset", "msg_id", "store_timestamp")},
@@ -180,7 +180,7 @@ def _message_rows(out, topic, messages, units, delivered, collided, groups):
     rows = np.flatnonzero(delivered.any(axis=0) | collided.any(axis=0))
     if not len(rows):
         return
-    cols = _message_columns(messages, units, rows)
+    cols = message_columns(messages, units, rows)
     table = pa.table({name: cols[name] for name, _ in OUTPUT_MESSAGE_FIELDS})
     # np.nonzero walks the (group, row) matrix row by row: pairs come ordered by group, then message
     out.add("message", MessageRows(topic, table, pa.array(groups, pa.string()),
@@ -206,15 +206,17 @@ def in_scope(plan, sub, queue_ids, queue_offsets):
     return queue_offsets >= first
 
 
-def _message_columns(messages, units, rows):
-    if len(rows) == units.num_rows:  # every row: no copy
-        return {name: (units if name in ("queue_id", "queue_offset", "commitlog_offset") else messages).column(name)
-                for name, _ in OUTPUT_MESSAGE_FIELDS}
-    take = pa.array(rows)
+# the output columns a message's consume-queue unit holds; every other one comes from its record
+UNIT_FIELDS = ("queue_id", "queue_offset", "commitlog_offset")
+
+
+def message_columns(messages, units, rows=None):
+    """The OUTPUT_MESSAGE_FIELDS columns of a batch's messages at `rows` (None: every row, no copy)."""
+    take = None if rows is None or len(rows) == units.num_rows else pa.array(rows)
     cols = {}
     for name, _ in OUTPUT_MESSAGE_FIELDS:
-        source = units if name in ("queue_id", "queue_offset", "commitlog_offset") else messages
-        cols[name] = source.column(name).take(take)
+        column = (units if name in UNIT_FIELDS else messages).column(name)
+        cols[name] = column if take is None else column.take(take)
     return cols
 
 

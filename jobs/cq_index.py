@@ -5,7 +5,7 @@ the segments whose range overlaps its own, whatever the number of splits and que
 few integers per segment (never per unit) and ships with the tasks; each task selects its segments from
 it, so tasks stay independent and a retried task finds the same units."""
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
@@ -33,6 +33,11 @@ class SegmentIndex:
     def overlapping(self, start, end):
         """Rows of the segments that can hold units pointing into [start, end)."""
         return np.flatnonzero((self.first_offset < end) & (self.last_offset >= start))
+
+    def take(self, rows):
+        """The index of some of its rows (a data source partition ships only the segments its split reads)."""
+        return replace(self, queue=self.queue[rows], segment=self.segment[rows], first=self.first[rows],
+                       last=self.last[rows], first_offset=self.first_offset[rows], last_offset=self.last_offset[rows])
 
     def bounds(self, row):
         """(first, last, first_offset, last_offset) of one row, for cq_ranges.units_in_range."""

@@ -14,7 +14,6 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from jobs.cq_index import SegmentIndex
 from jobs.datasource_filters import push_filters, window_narrowing
 from jobs.datasource_read import SplitRead, read_split
 from jobs.plan import JobOptions, build_plan
@@ -125,7 +124,7 @@ class RocketMQReader(DataSourceReader):
             rows = segments.overlapping(start, end)
             rows = rows[wanted[rows]]
             if len(rows) and offsets.overlaps(start, end):
-                job = SplitRead(plan, _segment_rows(segments, rows), narrowing)
+                job = SplitRead(plan, segments.take(rows), narrowing)
                 parts.append(SplitPartition(index, start, end, job))
         return parts
 
@@ -133,10 +132,3 @@ class RocketMQReader(DataSourceReader):
         if not isinstance(partition, SplitPartition):  # Spark's one empty partition when none is planned
             return iter(())
         return read_split(partition.job, partition.start, partition.end, self.arrow)
-
-
-def _segment_rows(segments, rows):
-    """The SegmentIndex of some of its rows: a partition ships only the segments its split reads."""
-    return SegmentIndex(segments.queues, segments.queue[rows], segments.segment[rows], segments.first[rows],
-                        segments.last[rows], segments.first_offset[rows], segments.last_offset[rows],
-                        segments.data_end)

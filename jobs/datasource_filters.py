@@ -9,10 +9,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyarrow.compute as pc
 
+from filtering.topic_replay import UNIT_FIELDS
 from jobs.window import parse_window
 
-# columns whose integer comparisons are pushed: the first four narrow units before any record is read
-UNIT_COLUMNS = ("queue_id", "queue_offset", "commitlog_offset")
+# columns whose integer comparisons are pushed: those a unit holds narrow units before any record is read
+UNIT_COLUMNS = UNIT_FIELDS
 TIME_COLUMN = "store_timestamp"
 BEYOND = 1 << 62  # past any offset or time
 EARLIEST, LATEST = -2, -1  # offsets in startingOffsets/endingOffsets, as Spark's Kafka source writes them

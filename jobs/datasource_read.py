@@ -6,12 +6,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from filtering.topic_replay import replay_topic
+from filtering.topic_replay import message_columns, replay_topic
 from jobs.split_task import Pieces, decoded_topics
 from jobs.split_units import split_units
-from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS
-
-UNIT_FIELDS = ("queue_id", "queue_offset", "commitlog_offset")
 
 
 @dataclass(frozen=True)
@@ -42,9 +39,7 @@ def read_split(job, start, end, schema):
 def _rows(plan, topic, units, messages, out, schema):
     """The rows of one topic's batch, with the groups each reaches when the plan has subscriptions."""
     cols = {"topic": units.column("topic")}
-    for name, _ in OUTPUT_MESSAGE_FIELDS:
-        if name in schema.names:
-            cols[name] = (units if name in UNIT_FIELDS else messages).column(name)
+    cols.update((name, column) for name, column in message_columns(messages, units).items() if name in schema.names)
     if "delivered_to" in schema.names:
         replay_topic(plan, topic, units, messages, out)
         pieces = [piece for kind, piece in out.flush() if kind == "message"]

@@ -95,7 +95,6 @@ def main(argv=None):
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else EXIT_OK
     from jobs.decision import ExplainError
-    from jobs.errors import UsageError
 
     try:
         result = answer(args)

@@ -173,7 +173,7 @@ def _unchecked_reason(sub, batch, i, bitmap, bloom):
     """Why the bloom filter was not consulted (ExpressionMessageFilter lets the unit through)."""
     if not sub.bloom_bits or len(sub.bloom_bits) != bloom.k:
         return "the registration has no valid bloom data"
-    if sub.stored and not batch.ext_ok[i]:
+    if not batch.ext_ok[i]:  # stored or ad hoc: no ext unit, no bitmap to test (stage1_sql)
         return "the unit has no readable ext unit"
     store_time = int(batch.msg_store_time[i])
     if sub.born_time is not None and store_time < sub.born_time:

@@ -31,27 +31,23 @@ ATTEMPTS = "_attempts"
 # the narrow row of matched/ and audit/collisions/ (besides group and topic)
 NARROW_FIELDS = ["queue_id", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys", "born_timestamp",
                  "store_timestamp"]
-# What a task returns: `file` rows (where a part was written, its rows and bytes) and counter rows
-# (`stats` per group and topic, `topic_stats` per topic, `example` of an evaluation error): tens of rows,
-# where the answer itself has millions.
-REPORT_SCHEMA = pa.schema([
-    ("kind", pa.string()), ("output", pa.string()), ("path", pa.string()), ("final", pa.string()),
-    ("rows", pa.int64()), ("bytes", pa.int64()), ("group", pa.string()), ("topic", pa.string()),
-    ("stats", pa.list_(pa.int64())), ("reason", pa.string()),
-])
+# What a task returns, a dict per row (pickled back by Spark): `file` rows (kind, output, path, final, rows,
+# bytes: where a part was written, its rows and bytes) and counter rows (`stats` per group and topic,
+# `topic_stats` per topic: kind, group, topic, stats; `example` of an evaluation error: kind, group, topic,
+# reason): tens of rows, where the answer itself has millions.
 # Measured on a 270k-message split of the bench store (1.38 M matched rows), writing with pyarrow:
 #   zstd level 1 vs 3: as small, 20% faster; lz4: 25% faster, but twice the bytes; snappy: 2.5x the bytes.
 #   Integer columns (offsets, timestamps, queue ids: sorted or nearly) DELTA_BINARY_PACKED: 3-4x faster to
 #   write than plain and smaller. Strings and bodies of messages/ never repeat: plain, no dictionary (hashing
-#   them cost more than it saved). The string columns of a matched row repeat a message's (each message is
-#   in ~5 groups' rows): written as Arrow dictionaries over the batch's messages, indices only, so nothing is
-#   copied or hashed (matched/: 0.61 s to 0.25 s, 17.8 to 13.7 MB). Statistics only on the columns readers
-#   filter by (min/max of every body cost 15%).
+#   them cost more than it saved). In matched rows, group, topic and msg_id go to the writer as Arrow
+#   dictionaries over distinct values (group_rows), written with no copy and no hash; tags and keys so
+#   encoded gained nothing measurable. Statistics only on the columns readers filter by (min/max of every
+#   body cost 15%; of group, which every row group holds whole, they pruned nothing).
+STATISTICS = ["topic", "queue_id", "queue_offset", "commitlog_offset", "born_timestamp", "store_timestamp"]
+PARQUET_OPTIONS = dict(compression="zstd", compression_level=1, use_dictionary=False)
 # Wide rows carry bodies and properties, and a batch's messages fan out to every group that receives them
 # (some five each here): written this many rows at a time, so that no batch's fan-out is whole in memory.
 WIDE_ROWS = 65536
-STATISTICS = ["topic", "queue_id", "queue_offset", "commitlog_offset", "born_timestamp", "store_timestamp"]
-PARQUET_OPTIONS = dict(compression="zstd", compression_level=1, use_dictionary=False)
 
 
 def parquet_options(schema):
@@ -100,14 +96,18 @@ class SplitWriter:
 
     def _message(self, piece):
         names = NARROW_FIELDS if self.spec.layout != "wide" else [f for f, _ in OUTPUT_MESSAGE_FIELDS if self._keeps(f)]
+        distinct_ids = _distinct_ids(piece)
         for (groups, rows), output in ((piece.delivered, "matched"), (piece.collided, "audit/collisions")):
-            if len(rows) and self.spec.layout == "noop":
-                self._count(output, f"{output}/part-{self.split:05d}.parquet", len(rows))
-            else:
-                step = WIDE_ROWS if self.spec.layout == "wide" else max(len(rows), 1)
-                for lo in range(0, len(rows), step):
-                    self._append(output, f"{output}/part-{self.split:05d}.parquet",
-                                 group_rows(piece, groups[lo:lo + step], rows[lo:lo + step], names))
+            final = f"{output}/part-{self.split:05d}.parquet"
+            if not len(rows):
+                continue
+            if self.spec.layout == "noop":
+                self._count(output, final, len(rows))
+                continue
+            step = WIDE_ROWS if self.spec.layout == "wide" else len(rows)
+            for lo in range(0, len(rows), step):
+                self._append(output, final, group_rows(piece, groups[lo:lo + step], rows[lo:lo + step], names,
+                                                       distinct_ids))
         if self.spec.layout != "wide":  # normalized, or noop (counted as normalized, not written)
             fields = [f for f, _ in OUTPUT_MESSAGE_FIELDS if self._keeps(f)]
             self._append("messages", f"messages/topic={hive_escape(piece.topic)}/part-{self.split:05d}.parquet",
@@ -152,7 +152,7 @@ class SplitWriter:
         entry[3] += table.num_rows
 
     def close(self):
-        """The report: a `file` row per part written, then the split's counters."""
+        """The report rows: a `file` row per part written, then the split's counters."""
         rows = []
         for final, (writer, stream, output, n) in sorted(self.writers.items()):
             size = None
@@ -168,7 +168,7 @@ class SplitWriter:
             rows.append(dict(kind="topic_stats", topic=topic, stats=counters))
         for (group, topic), reason in sorted(self.examples.items()):
             rows.append(dict(kind="example", group=group, topic=topic, reason=reason))
-        return pa.Table.from_pylist(rows, schema=REPORT_SCHEMA)
+        return rows
 
     def abort(self):
         for writer, stream, _, _ in self.writers.values():
@@ -180,18 +180,20 @@ class SplitWriter:
                     pass
 
 
-def group_rows(piece, groups, rows, names):
+def group_rows(piece, groups, rows, names, distinct_ids):
     """The (group, message) rows of a MessageRows piece, `groups` and `rows` its index pairs: group, topic
     and the `names` columns of each row's message. group, topic and msg_id are dictionary columns over
     values that are distinct (the topic's groups, the piece's messages: a message is in some five groups'
-    rows), so that nothing is copied or hashed; the rest is taken. (A dictionary with repeated values
-    makes Arrow re-encode the column, and with null rows it writes bytes that differ from run to run.)"""
+    rows; msg_id only when `distinct_ids`, see _distinct_ids), so that nothing is copied or hashed; the rest
+    is taken. (A dictionary with repeated values makes Arrow re-encode the column, and with null rows it
+    writes bytes that differ from run to run.)"""
     indices = pa.array(rows.astype(np.int32))
     columns = {"group": pa.DictionaryArray.from_arrays(pa.array(groups.astype(np.int32)), piece.groups),
-               "topic": pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(rows), np.int32)), pa.array([piece.topic]))}
+               "topic": pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(rows), np.int32)),
+                                                       pa.array([piece.topic]))}
     for name in names:
         column = one_array(piece.table.column(name))
-        columns[name] = (pa.DictionaryArray.from_arrays(indices, column) if name == "msg_id" and _distinct_ids(piece)
+        columns[name] = (pa.DictionaryArray.from_arrays(indices, column) if name == "msg_id" and distinct_ids
                          else column.take(indices))
     return pa.table(columns)
 

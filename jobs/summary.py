@@ -15,7 +15,7 @@ class Counters:
 
     @classmethod
     def of(cls, reports, driver_problems=0):
-        """The counters of the successful attempts' reports (jobs.sink.REPORT_SCHEMA rows)."""
+        """The counters of the successful attempts' reports (jobs/sink.py's report rows)."""
         groups, topics, examples, corrupt = {}, {}, {}, driver_problems
         for r in reports:
             if r["kind"] == "stats":

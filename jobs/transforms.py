@@ -33,7 +33,7 @@ def attempt_name():
 
 
 def replay(sc, planned, spec, progress=None):
-    """All groups in one pass, one task per commit-log split: the REPORT_SCHEMA rows (dicts) of every split.
+    """All groups in one pass, one task per commit-log split: the report rows (jobs/sink.py) of every split.
 
     A task finds the units pointing into its split in the consume-queue segments that can hold them (the
     plan's SegmentIndex: units are in commit-log order), reads that byte range of the commit log, decodes
@@ -46,7 +46,7 @@ def replay(sc, planned, spec, progress=None):
     def task(indices):
         for index in indices:
             report, n_units = run_split(plan, segments, spec, index, ranges[index], attempt_name())
-            yield from report.to_pylist()
+            yield from report
             if progress is not None:
                 start, end = ranges[index]
                 for counter, value in zip(progress, (n_units, split_bytes(plan, start, end), 1)):
@@ -62,7 +62,7 @@ def replay(sc, planned, spec, progress=None):
 
 
 def run_split(plan, segments, spec, index, split_range, attempt):
-    """One split, decided and written: (its report as a REPORT_SCHEMA table, the units it read)."""
+    """One split, decided and written: (its report rows, the units it read)."""
     start, end = split_range
     writer = SplitWriter(spec, index, attempt)
     try:

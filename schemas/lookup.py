@@ -60,8 +60,9 @@ def _queue_range(queue):
            f"{(last.start + last.length) // L.CQ_UNIT_SIZE - 1}"
 
 
-def read_records(fs, commitlog, file_size, offsets, sizes, with_body=False):
-    """MESSAGE_SCHEMA table of the records at commit-log `offsets` (each `sizes` bytes), in that order.
+def read_records(fs, commitlog, file_size, offsets, sizes):
+    """MESSAGE_SCHEMA table of the records at commit-log `offsets` (each `sizes` bytes), in that order, bodies
+    left out (an explained decision and a window's bounds need none).
 
     commitlog: the store's commit-log Segments; file_size: their mapped-file size."""
     offsets, sizes = np.asarray(offsets, dtype=np.int64), np.asarray(sizes, dtype=np.int64)
@@ -74,7 +75,7 @@ def read_records(fs, commitlog, file_size, offsets, sizes, with_body=False):
         buf = storefs.read_range(fs, segment.path, lo, hi - lo)
         if len(buf) < hi - lo:
             raise NotInStore(f"commit-log file {segment.path} ends before offset {int(start) + hi}")
-        batches.append(decode_records(buf, rel - lo, int(start) + lo, segment.path, with_body=with_body))
+        batches.append(decode_records(buf, rel - lo, int(start) + lo, segment.path, with_body=False))
         rows.append(sel)
     table = pa.Table.from_batches(batches)
     return table.take(pa.array(np.argsort(np.concatenate(rows), kind="stable")))

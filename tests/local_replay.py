@@ -25,7 +25,7 @@ def replay_local(planned, layout="wide"):
     reports = []
     for index, split in enumerate(commitlog_splits(plan)):
         report, _ = run_split(plan, planned.segments, spec, index, split, "local")
-        reports += report.to_pylist()
+        reports += report
     commit(out, reports)
     result = {}
     for name, output in OUTPUTS.items():

@@ -259,3 +259,18 @@ def test_unparsable_expression_exits_2_with_the_parsers_position(capsys, store_a
     lines = err.splitlines()
     assert lines[0].startswith("error: group G_BAD topic TopicTest: the SQL92 expression does not compile")
     assert lines[1:] == ["  a > > 1", "      ^"]  # the second `>`, offset 4
+
+
+def test_an_ad_hoc_sql92_unit_without_an_ext_unit_is_said_to_have_none():
+    # stage1_sql lets such a unit through for stored and ad hoc subscriptions alike: no bitmap to test
+    # (the missing ext unit's store time reads 0, which must not be reported as stored before bornTime)
+    from types import SimpleNamespace
+
+    from filtering.bloom import BloomFilter
+    from filtering.subscriptions import Subscription
+    from jobs.explain_report import _unchecked_reason
+
+    bloom = BloomFilter(20, 32)
+    sub = Subscription("G_NEW", "T", "SQL92", "a > 1", 1795000000000, tuple(bloom.registration_bits("G_NEW", "T")))
+    batch = SimpleNamespace(ext_ok=[False], msg_store_time=[0])
+    assert _unchecked_reason(sub, batch, 0, None, bloom) == "the unit has no readable ext unit"
