@@ -19,6 +19,7 @@ from jobs.window import Window
 from schemas import storefs
 from schemas.errors import CorruptStoreError
 from schemas.lookup import NotInStore, parse_offset_msg_id, queue_files, read_records, read_units, record_size_at
+from schemas.store import check_store_root
 
 STAGES = ("scope", "consume_queue", "commit_log", "client")  # in the order a unit meets them
 
@@ -43,9 +44,7 @@ class Context:
 
 def load_context(options):
     """Config, subscriptions and the commit-log listing of a store; no message data is read."""
-    fs, root = storefs.resolve(options.store)
-    if fs.get_file_info(f"{root}/commitlog").type.name != "Directory":
-        raise FileNotFoundError(f"{options.store} has no commitlog/ folder: is it a broker's storePathRootDir?")
+    fs, root = check_store_root(options.store)
     config = load_store_config_uri(options.store)
     topics = {topic for topic, _, _ in storefs.list_queues(fs, root)}
     commitlog, _ = storefs.list_segments(fs, f"{root}/commitlog")

@@ -101,7 +101,7 @@ def main(argv=None):
     except (ExplainError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (ValueError, FileNotFoundError) as exc:  # CorruptStoreError, ConfigError, UnsupportedStoreError
+    except (ValueError, OSError) as exc:  # CorruptStoreError, ConfigError, UnsupportedStoreError; no store, a file
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT
     if args.json:

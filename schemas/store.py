@@ -32,8 +32,9 @@ class StoreLayout:
         return storefs.resolve(self.uri)[0]
 
 
-def open_store(uri):
-    """List a store directory (local path or URI): commit log, consume queues and ext queues."""
+def check_store_root(uri):
+    """(filesystem, root) of a store directory this version reads; an error naming what it is otherwise
+    (a file, missing, no commit log, a DLedger commit log, batch consume queues)."""
     fs, root = storefs.resolve(uri)
     info = fs.get_file_info(root)
     if info.type.name == "File":
@@ -48,6 +49,12 @@ def open_store(uri):
         raise FileNotFoundError(f"{uri} has no commitlog/ folder: is it a broker's storePathRootDir?")
     if fs.get_file_info(f"{root}/batchconsumequeue").type.name == "Directory":
         raise UnsupportedStoreError(f"{uri}: batch consume queues (5.0 BatchCQ) are not read by this version")
+    return fs, root
+
+
+def open_store(uri):
+    """List a store directory (local path or URI): commit log, consume queues and ext queues."""
+    fs, root = check_store_root(uri)
     commitlog, ignored = storefs.list_segments(fs, f"{root}/commitlog")
     ext_by_queue = {}
     if fs.get_file_info(f"{root}/consumequeue_ext").type.name == "Directory":
@@ -66,4 +73,4 @@ def open_store(uri):
                        tuple(queues), tuple(ignored))
 
 
-__all__ = ["QueueFiles", "StoreLayout", "open_store", "UnsupportedStoreError"]
+__all__ = ["QueueFiles", "StoreLayout", "check_store_root", "open_store", "UnsupportedStoreError"]

@@ -274,3 +274,13 @@ def test_an_ad_hoc_sql92_unit_without_an_ext_unit_is_said_to_have_none():
     sub = Subscription("G_NEW", "T", "SQL92", "a > 1", 1795000000000, tuple(bloom.registration_bits("G_NEW", "T")))
     batch = SimpleNamespace(ext_ok=[False], msg_store_time=[0])
     assert _unchecked_reason(sub, batch, 0, None, bloom) == "the unit has no readable ext unit"
+
+
+@pytest.mark.parametrize("make, words", [(lambda root: (root / "dledger").mkdir(), "DLedger commit log"),
+                                         (lambda root: root.rmdir() or root.write_text("x"), "is a file")])
+def test_explain_refuses_a_store_the_job_refuses_with_the_same_words(capsys, tmp_path, make, words):
+    root = tmp_path / "store"
+    root.mkdir()
+    make(root)
+    code, _, err = _cli(capsys, "--store", root, "--group", "G", "--topic", "T", "--queue-id", 0, "--queue-offset", 0)
+    assert code == 1 and words in err
