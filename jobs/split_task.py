@@ -14,6 +14,10 @@ from jobs.split_decode import check_ext, decode_messages
 from jobs.window import Window
 from schemas.columns import one_array
 
+# units decoded, filtered and written per batch: arrays stay cache- and allocator-friendly (measured: 64k
+# rows decode at 1.6 M/s, 270k at 1.2 M/s), and a task's memory is one batch's, a small part of its split's
+BATCH_ROWS = 65536
+
 
 def iter_split(plan, units):
     """What one split's units (a CONSUME_QUEUE_SCHEMA table) produce, as a stream of (kind, piece) pairs,
@@ -30,25 +34,24 @@ def iter_split(plan, units):
 
 
 def decoded_topics(plan, units, out):
-    """(topic, units, messages) batches of a split's units and their decoded records, row for row: one
-    per topic and decoded chunk, each a zero-copy slice of one chunk. Damaged units go to `out` (the
-    corruption policy of jobs/split_decode.py). The job's task and the data source read through this."""
+    """(topic, units, messages) batches of a split's units and their decoded records, row for row: a
+    topic's units in commit-log order, at most BATCH_ROWS at a time, each batch decoded only when the one
+    before has been handed on, so that a task holds one batch's records, not its split's (on the bench
+    store: worker peak RSS 765 -> 600 MiB, and the first split of a fresh worker 0.3 s faster, that memory
+    being new to the process). Damaged units go to `out` (the corruption policy of jobs/split_decode.py),
+    batch by batch. The job's task and the data source read through this."""
     if units.num_rows == 0:
         return
-    # topic by topic, each in log order: every topic is then a zero-copy slice of the decoded columns
-    units = _by_topic_then_offset(units)
+    units, names, codes = _by_topic_then_offset(units)
     check_ext(plan, units, out)
-    messages, units = decode_messages(plan, units, out)
-    messages, units = _in_window(plan, messages, units)
-    if not units.num_rows:
-        return
-    # topic runs from integer codes (comparing 270 k Python strings costs more than the encoding)
-    encoded = pc.dictionary_encode(one_array(units.column("topic")))
-    names, codes = encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False)
-    chunks = np.cumsum([len(c) for c in messages.column(0).chunks])[:-1]
-    bounds = np.union1d(np.flatnonzero(codes[1:] != codes[:-1]) + 1, chunks)
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(codes)]):
-        yield names[codes[lo]], units.slice(lo, hi - lo), messages.slice(lo, hi - lo)
+    runs = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+    for start, end in zip(np.r_[0, runs], np.r_[runs, len(codes)]):
+        for lo in range(start, end, BATCH_ROWS):
+            messages, batch = decode_messages(plan, units.slice(lo, min(lo + BATCH_ROWS, end) - lo), out)
+            if batch.num_rows:
+                messages, batch = _in_window(plan, messages, batch)
+            if batch.num_rows:
+                yield names[codes[lo]], batch, messages
 
 
 def _in_window(plan, messages, units):
@@ -64,17 +67,18 @@ def _in_window(plan, messages, units):
 
 
 def _by_topic_then_offset(units):
-    """units sorted by (topic, commit-log offset): a sort of small integer topic ranks and offsets, not of
-    strings, and no copy when they already are in that order."""
+    """(units sorted by (topic, commit-log offset), the distinct topics, each row's index into them): a sort
+    of small integer topic ranks and offsets, not of strings (comparing 270 k Python strings costs more
+    than the encoding), and no copy when the units already are in that order."""
     encoded = pc.dictionary_encode(one_array(units.column("topic")))
     names = encoded.dictionary.to_pylist()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
     rank = np.argsort(np.argsort(names, kind="stable"))  # alphabetical rank of each distinct topic
-    topic_rank = rank[encoded.indices.to_numpy(zero_copy_only=False)]
     offsets = units.column("commitlog_offset").to_numpy()
-    order = np.lexsort((offsets, topic_rank))
+    order = np.lexsort((offsets, rank[codes]))
     if (order == np.arange(len(order))).all():
-        return units
-    return units.take(pa.array(order))
+        return units, names, codes
+    return units.take(pa.array(order)), names, codes[order]
 
 
 class Pieces:

@@ -305,7 +305,7 @@ def in_process(store, sample_rows=100000):
     from filtering.bloom import BloomFilter
     from filtering.message_filter import row_outcomes, sql_outcomes
     from jobs.plan import JobOptions, build_plan
-    from jobs.split_decode import BATCH_ROWS
+    from jobs.split_task import BATCH_ROWS
     from jobs.split_units import commitlog_splits
     from schemas import storefs
     from schemas.commitlog import decode_records

@@ -219,5 +219,47 @@ def test_units_are_ordered_by_topic_then_commit_log_offset():
                       "commitlog_offset": pa.array(rng.permutation(n).astype(np.int64) * 100),
                       "queue_id": pa.array(rng.integers(0, 4, n).astype(np.int32))})
     want = units.sort_by([("topic", "ascending"), ("commitlog_offset", "ascending")])
-    assert _by_topic_then_offset(units).equals(want)
-    assert _by_topic_then_offset(want) is want  # already ordered: no copy
+    ordered, names, codes = _by_topic_then_offset(units)
+    assert ordered.equals(want)
+    assert [names[c] for c in codes] == want.column("topic").to_pylist()
+    assert _by_topic_then_offset(want)[0] is want  # already ordered: no copy
+
+
+def test_a_split_decoded_a_few_units_at_a_time_gives_rocketmq_s_answer(store_a, store_a_expected, monkeypatch):
+    """Batches of 7 units (not 65,536): each one topic's, none larger, and the matched and collided rows
+    are still exactly RocketMQ's."""
+    import jobs.split_task as task
+
+    monkeypatch.setattr(task, "BATCH_ROWS", 7)
+    sizes = []
+    decode = task.decode_messages
+
+    def recording(plan, units, out):
+        sizes.append((units.num_rows, len(set(units.column("topic").to_pylist()))))
+        return decode(plan, units, out)
+
+    monkeypatch.setattr(task, "decode_messages", recording)
+    _, result = _replay(store_a)
+    assert_rows_equal(kind(result, "matched").to_pylist(), store_a_expected[0])
+    assert_rows_equal(kind(result, "collision").to_pylist(), store_a_expected[1])
+    assert len(sizes) > 1929 // 7 and all(n <= 7 and topics == 1 for n, topics in sizes)
+
+
+def test_a_batch_is_decoded_only_when_the_one_before_was_handed_on(store_a, monkeypatch):
+    """A task holds one batch's records: the generator decodes the next batch only when asked for it."""
+    import jobs.split_task as task
+    from jobs.split_task import Pieces, decoded_topics
+    from jobs.split_units import commitlog_splits, split_units
+
+    monkeypatch.setattr(task, "BATCH_ROWS", 100)
+    calls = []
+    decode = task.decode_messages
+    monkeypatch.setattr(task, "decode_messages", lambda *a: calls.append(1) or decode(*a))
+    planned = build_plan(JobOptions(store=str(store_a / "store"),
+                                    subscription_files=(str(store_a / "registrations.json"),)))
+    start, end = commitlog_splits(planned.plan)[0]
+    batches = decoded_topics(planned.plan, split_units(planned.plan, planned.segments, start, end), Pieces())
+    next(batches)
+    assert len(calls) == 1
+    next(batches)
+    assert len(calls) == 2
