@@ -59,3 +59,16 @@ def _counters(result):
         key = (r.pop("group"), r.pop("topic"))
         totals[key] = {k: totals.get(key, {}).get(k, 0) + v for k, v in r.items() if isinstance(v, int)}
     return totals
+
+
+def test_a_window_is_cut_evenly_over_the_bytes_its_units_point_into():
+    """A window whose units point into [720 MB, 880 MB) of a file: two even splits over that range (not
+    the file's 128 MiB grid, which gave pieces of 48 and 112 MB), and nothing for a file it misses."""
+    plan = dataclasses.replace(_plan((0, GIB), 128 << 20, 2 * GIB),
+                               spans=((720_000_000, 800_000_000), (750_000_000, 880_000_000)))
+    assert commitlog_splits(plan) == [(720_000_000, 800_000_000), (800_000_000, 880_000_000)]
+
+
+def test_a_window_spanning_two_files_is_cut_within_each():
+    plan = dataclasses.replace(_plan((0, GIB), 128 << 20, 2 * GIB), spans=((GIB - 1000, GIB + 3000),))
+    assert commitlog_splits(plan) == [(GIB - 1000, GIB), (GIB, GIB + 3000)]
