@@ -15,8 +15,8 @@ def commitlog_splits(plan):
     The file holding the end of the data is cut over its data only: its pieces are then as even as the
     others, where cutting the whole file at split_size left one short piece whose task ended early and a
     full one that ran alone. With a window, likewise, a file is cut over the part its units point into
-    (a 10% time window of the bench store fell into two whole-file pieces, 48 and 112 MB: one task ran
-    alone; cut over the window, they are even)."""
+    (the bench store's 10% time window, 640-783 MiB of its first file, fell into grid pieces holding 128
+    and 15 MiB of it, so one task ran nearly alone; cut over the window, it is two tasks of 71 MiB)."""
     splits, covered = [], 0
     for start, _, length in plan.commitlog_files:
         if start > covered:

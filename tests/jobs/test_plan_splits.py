@@ -62,8 +62,8 @@ def _counters(result):
 
 
 def test_a_window_is_cut_evenly_over_the_bytes_its_units_point_into():
-    """A window whose units point into [720 MB, 880 MB) of a file: two even splits over that range (not
-    the file's 128 MiB grid, which gave pieces of 48 and 112 MB), and nothing for a file it misses."""
+    """A window whose units point into [720 MB, 880 MB) of a file: two even splits over that range, not
+    the file's 128 MiB grid, and none in the file it misses."""
     plan = dataclasses.replace(_plan((0, GIB), 128 << 20, 2 * GIB),
                                spans=((720_000_000, 800_000_000), (750_000_000, 880_000_000)))
     assert commitlog_splits(plan) == [(720_000_000, 800_000_000), (800_000_000, 880_000_000)]
