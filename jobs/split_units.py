@@ -17,13 +17,14 @@ def commitlog_splits(plan):
     full one that ran alone. With a window, likewise, a file is cut over the part its units point into
     (the bench store's 10% time window, 640-783 MiB of its first file, fell into grid pieces holding 128
     and 15 MiB of it, so one task ran nearly alone; cut over the window, it is two tasks of 71 MiB)."""
+    spans = None if plan.spans is None else _arrays(plan.spans)
     splits, covered = [], 0
     for start, _, length in plan.commitlog_files:
         if start > covered:
             splits.append((covered, start))
         size = max(length, plan.commitlog_file_size)  # a truncated file keeps its nominal range
         used = size if plan.data_end is None else min(size, max(plan.data_end - start, 1))
-        lo, hi = (start, start + used) if plan.spans is None else _hull(plan.spans, start, start + used)
+        lo, hi = (start, start + used) if spans is None else _hull(*spans, start, start + used)
         pieces = -(-(hi - lo) // plan.split_size)  # none: a window that points nowhere into this file
         cuts = [lo + k * (hi - lo) // pieces for k in range(pieces + 1)] if pieces else []
         splits += list(zip(cuts[:-1], cuts[1:]))  # sizes differ by one byte at most
@@ -35,25 +36,30 @@ def commitlog_splits(plan):
         kept = [s for s in splits[:-1] if s[0] < plan.data_end]
         splits = kept + [(kept[-1][1] if kept else 0, 1 << 62)]
     if plan.spans is not None:  # a window: only the splits its units point into
-        splits = _holding(splits, plan.spans)
+        splits = _holding(splits, *spans)
     return splits
 
 
-def _hull(spans, start, end):
+def _arrays(spans):
+    """[start, end) byte ranges as two int64 arrays, by start (a window of many queues has thousands)."""
+    pairs = np.array(spans, dtype=np.int64).reshape(-1, 2)
+    pairs = pairs[np.argsort(pairs[:, 0], kind="stable")]
+    return pairs[:, 0], pairs[:, 1]
+
+
+def _hull(starts, ends, start, end):
     """The smallest [lo, hi) within [start, end) that holds every span's part in it (empty: lo == hi)."""
-    parts = [(max(s, start), min(e, end)) for s, e in spans if s < end and e > start]
-    if not parts:
+    inside = (starts < end) & (ends > start)
+    if not inside.any():
         return start, start
-    return min(s for s, _ in parts), max(e for _, e in parts)
+    return max(int(starts[inside].min()), start), min(int(ends[inside].max()), end)
 
 
-def _holding(splits, spans):
-    """The splits that overlap one of the spans (both lists of [start, end) byte ranges)."""
-    if not spans:
+def _holding(splits, starts, ends):
+    """The splits that overlap one of the spans (starts sorted, as _arrays gives them)."""
+    if not len(starts):
         return []
-    starts, ends = (np.array(x, dtype=np.int64) for x in zip(*spans))
-    order = np.argsort(starts)
-    starts, ends = starts[order], np.maximum.accumulate(ends[order])
+    ends = np.maximum.accumulate(ends)
     kept = []
     for start, end in splits:
         k = np.searchsorted(starts, end) - 1  # the last span starting before the split ends

@@ -61,14 +61,16 @@ mkdir -p "\$jvm_dir/empty-conf"
 export SPARK_CONF_DIR="\$jvm_dir/empty-conf"
 key=\$( (echo "\$real_java"; ls "\$SPARK_HOME/jars") | cksum | cut -d' ' -f1)
 archive="\$jvm_dir/spark-\$key.jsa"
+replay=""  # a run of the job: the one to make the archive with, and to run without C2
+for a in "\$@"; do case "\$a" in *replay.py) replay=1 ;; esac; done
 cds=""
 if [ -s "\$archive" ]; then cds="-XX:SharedArchiveFile=\$archive"
 else  # made by a run of the job (not, say, --version): the archive holds the classes its first run loaded
-  for a in "\$@"; do case "\$a" in *replay.py) cds="-XX:ArchiveClassesAtExit=\$archive.\$\$" ;; esac; done
+  [ -z "\$replay" ] || cds="-XX:ArchiveClassesAtExit=\$archive.\$\$"
   [ -z "\$cds" ] || echo "mqreplay: this run also writes the JVM's class-data archive (\$archive), once: it adds some 15 s at exit" >&2
 fi
 jit=""
-for a in "\$@"; do case "\$a" in *replay.py) jit="-XX:TieredStopAtLevel=1" ;; esac; done
+[ -z "\$replay" ] || jit="-XX:TieredStopAtLevel=1"
 export SPARK_SUBMIT_OPTS="\$jit \${SPARK_SUBMIT_OPTS:-} \$cds -Xlog:cds=off -Xlog:cds+dynamic=off -Dlog4j2.configurationFile=file:\$conf/log4j2.properties"
 props=(--properties-file "\$conf/spark-defaults.conf")
 for a in "\$@"; do case "\$a" in --properties-file|--properties-file=*) props=() ;; esac; done

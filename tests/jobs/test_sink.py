@@ -130,3 +130,14 @@ def test_wide_rows_are_written_a_bounded_number_at_a_time_in_order(tmp_path, mon
     assert [part.metadata.row_group(i).num_rows for i in range(part.num_row_groups)] == [3, 3, 3, 1]
     rows = part.read().to_pylist()
     assert [(r["group"], r["queue_offset"]) for r in rows] == [(g, k) for g in ("G1", "G2") for k in range(5)]
+
+
+def test_property_names_are_dictionary_encoded_and_read_back_as_a_plain_map(tmp_path):
+    """The writer takes a column path it does not know without a word: check the path really is the keys'."""
+    commit(str(tmp_path / "out"), _write(tmp_path, "a1"))
+    part = pq.ParquetFile(next((tmp_path / "out" / "messages").rglob("*.parquet")))
+    columns = part.metadata.row_group(0)
+    encodings = {columns.column(i).path_in_schema: columns.column(i).encodings for i in range(columns.num_columns)}
+    assert "RLE_DICTIONARY" in encodings["properties.key_value.key"]
+    assert "RLE_DICTIONARY" not in encodings["properties.key_value.value"]
+    assert part.read().column("properties").to_pylist() == [[("a", "1")], None]
