@@ -61,10 +61,25 @@ def run_and_publish(spark, planned, out, options, sink="parquet"):
             fs.delete_dir(final)
         fs.move(tmp_path, final)
     except BaseException:
+        _settle(spark.sparkContext)
         if fs.get_file_info(tmp_path).type != pafs.FileType.NotFound:
             fs.delete_dir(tmp_path)
         raise
     return summary
+
+
+def _settle(sc, timeout=60.0):
+    """Wait until no task of the run is still running. When a task fails the job, Spark does not interrupt
+    the stage's other running tasks: they finish, and one that wrote its parts after the temporary OUT was
+    removed left an OUT.tmp-* behind (seen once in CI, a corrupt store's run on two cores)."""
+    tracker = sc.statusTracker()
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        stages = [stage for job in tracker.getJobIdsForGroup() if tracker.getJobInfo(job)
+                  for stage in tracker.getJobInfo(job).stageIds]
+        if not any(getattr(tracker.getStageInfo(stage), "numActiveTasks", 0) for stage in stages):
+            return
+        time.sleep(0.1)
 
 
 def _run(spark, planned, out, options, sink="parquet"):

@@ -122,3 +122,26 @@ def test_failed_run_leaves_no_output(store_a, tmp_path):
     text = proc.stdout + proc.stderr
     assert "error: " in text and "00000000000000000000 at offset 0: " in text and "magic" in text
     assert list(tmp_path.iterdir()) == [store]
+
+
+def test_a_failed_job_is_cleaned_up_only_after_its_other_tasks_ended(spark, tmp_path):
+    """Spark fails the job at the first failed task and lets the others run on: the temporary OUT may be
+    removed only once they have ended, or a late task's parts outlive it (a leftover OUT.tmp-* seen in CI)."""
+    import time
+
+    from jobs.outputs import _settle
+
+    late = tmp_path / "late"
+
+    def task(indices):
+        if list(indices) == [0]:
+            raise ValueError("a corrupt split")
+        time.sleep(2)
+        late.write_text("written after the job failed")
+        yield 1
+
+    with pytest.raises(Exception, match="a corrupt split"):
+        spark.sparkContext.parallelize([0, 1], 2).mapPartitions(task).collect()
+    assert not late.exists()
+    _settle(spark.sparkContext)
+    assert late.exists()
