@@ -1,36 +1,118 @@
-"""Run the replay and publish OUT atomically: everything is written under a temporary sibling of OUT,
-which is renamed to OUT only when every part succeeded; a failed run leaves no OUT behind."""
+"""Run the replay and publish OUT: a run claims OUT (jobs/claim.py: one run per OUT), writes everything under
+a temporary sibling OUT.tmp-<run>, and moves it to OUT only when every part succeeded, with `_SUCCESS` (the
+run's id and files, as Hadoop's committers write it) written last; a failed or killed run leaves no OUT and
+releases its claim. Publishing never removes an OUT this run did not claim, and `--overwrite` replaces
+only an OUT that is a job's output (or an empty directory), once the new one is complete."""
 import json
+import threading
 import time
-import uuid
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from jobs import claim as claims
+from jobs import lifecycle
 from jobs import transforms as T
 from jobs.errors import UsageError
 from jobs.progress import Progress
-from jobs.sink import SinkSpec, commit, write_driver_part
+from jobs.sink import SinkSpec, commit, write_driver_part, write_empty_tables
 from jobs.summary import Counters, build_summary
 from jobs.window import offsets_json
 from schemas import storefs
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 
 TMP_MARK = ".tmp-"
+SUCCESS = "_SUCCESS"
+OUTPUT_MARKS = (SUCCESS, "summary.json")  # what a job's OUT holds (summary.json alone: written before _SUCCESS)
+
+
+class OutputRun:
+    """OUT's claim and temporary sibling for one run, and its one ending: published, or abandoned (the
+    temporary removed, the claim released). Both endings take one lock, so a kill's cleanup (jobs/lifecycle.py)
+    never interleaves with a publish."""
+
+    def __init__(self, out, overwrite=False, clean_stale=False):
+        self.out, self.overwrite = str(out), overwrite
+        self.fs, self.final = storefs.resolve(out)
+        self.claim = claims.acquire(out, clean_stale)
+        self.tmp_path = f"{self.final}{TMP_MARK}{self.claim.run}"
+        self.tmp_uri = storefs.sibling_uri(out, TMP_MARK + self.claim.run)  # for tasks: scheme, host, query kept
+        self._lock = threading.Lock()
+        self.ended = False
+        try:
+            refuse_existing(out, overwrite)
+            self.stale = stale_temporaries(out, exclude=self.tmp_path)
+            if self.stale and clean_stale:
+                remove_temporaries(out, self.stale)
+        except BaseException:
+            self.claim.release()
+            raise
+
+    def publish(self):
+        """Move the complete temporary OUT to OUT (replacing a previous job's OUT with --overwrite)."""
+        with self._lock, lifecycle.ending():
+            if self.ended:
+                raise UsageError(f"--out {self.out}: the run was stopped before it published")
+            if not self.claim.holds():
+                raise UsageError(f"--out {self.out}: this run lost its claim (another run took it over); its "
+                                 f"output is left at {self.tmp_path}")
+            _write_success(self.fs, self.tmp_path, self.claim.run)
+            found = self.fs.get_file_info(self.final).type
+            if found != pafs.FileType.NotFound and not self.overwrite:
+                self.ended = True
+                self.claim.release()
+                raise UsageError(f"--out {self.out} appeared while this run ran, made by no run that claimed it: "
+                                 f"it is left as it is, and this run's output is at {self.tmp_path}")
+            if found != pafs.FileType.NotFound:
+                refuse_existing(self.out, overwrite=True)
+                old = f"{self.final}.old-{self.claim.run}"
+                self.fs.move(self.final, old)
+                self.fs.move(self.tmp_path, self.final)
+                self.fs.delete_dir(old)
+            else:
+                self.fs.move(self.tmp_path, self.final)
+            self.ended = True
+            self.claim.release()
+
+    def abandon(self):
+        """Remove the temporary OUT and release the claim (a failed, stopped or killed run); idempotent."""
+        with self._lock, lifecycle.ending():
+            if self.ended:
+                return
+            self.ended = True
+            try:
+                if self.fs.get_file_info(self.tmp_path).type != pafs.FileType.NotFound:
+                    self.fs.delete_dir(self.tmp_path)
+            finally:
+                self.claim.release()
 
 
 def refuse_existing(out, overwrite):
+    """UsageError for an OUT that exists (without --overwrite), or that --overwrite must not replace: a file,
+    or a directory that holds something other than a job's output."""
     fs, path = storefs.resolve(out)
-    if fs.get_file_info(path).type != pafs.FileType.NotFound and not overwrite:
+    found = fs.get_file_info(path).type
+    if found == pafs.FileType.NotFound:
+        return
+    if not overwrite:
         raise UsageError(f"--out {out} exists: choose a new --out or pass --overwrite")
+    if found != pafs.FileType.Directory:
+        raise UsageError(f"--out {out} is a file, not a job's output directory: --overwrite replaces only an "
+                         "earlier run's OUT")
+    children = fs.get_file_info(pafs.FileSelector(path))
+    names = {c.base_name for c in children}
+    if children and not names & set(OUTPUT_MARKS):
+        raise UsageError(f"--out {out} holds no {SUCCESS} or summary.json: it is not a job's output, and "
+                         "--overwrite replaces only an earlier run's OUT")
 
 
-def stale_temporaries(out):
-    """Temporary siblings of OUT (OUT.tmp-*) left by runs that died, or being written by a run now."""
+def stale_temporaries(out, exclude=None):
+    """Temporary siblings of OUT (OUT.tmp-*) other than `exclude`: left by runs that died (a run holding the
+    claim is the only one writing one)."""
     fs, path = storefs.resolve(out)
     parent, _, name = path.rstrip("/").rpartition("/")
     infos = fs.get_file_info(pafs.FileSelector(parent or ".", allow_not_found=True))
-    return sorted(i.path for i in infos if i.base_name.startswith(name + TMP_MARK))
+    return sorted(i.path for i in infos if i.base_name.startswith(name + TMP_MARK) and i.path != exclude)
 
 
 def remove_temporaries(out, paths):
@@ -39,31 +121,31 @@ def remove_temporaries(out, paths):
         fs.delete_dir(path)
 
 
-def run_and_publish(spark, planned, out, options, sink="parquet"):
-    """Run the job, write every output under OUT.tmp-* (summary.json, and offsets.json: the exclusive end
-    per topic and queue of what the run covered, for --starting-offsets), then publish it as OUT; returns
-    the summary.
+def _write_success(fs, tmp_path, run):
+    """`_SUCCESS`, last: the run's id and every file of OUT (paths relative to OUT)."""
+    files = sorted(i.path[len(tmp_path) + 1:] for i in fs.get_file_info(pafs.FileSelector(tmp_path, recursive=True))
+                   if i.type == pafs.FileType.File)
+    with fs.open_output_stream(f"{tmp_path}/{SUCCESS}") as f:
+        f.write(json.dumps({"run": run, "files": files}, indent=1, ensure_ascii=False).encode("utf-8"))
 
-    Progress (splits, units, MiB/s) goes to stderr while the tasks run."""
-    fs, final = storefs.resolve(out)
-    suffix = f"{TMP_MARK}{uuid.uuid4().hex[:8]}"
-    tmp_path = final + suffix  # for pyarrow (no scheme, no host)
-    tmp_uri = str(out).rstrip("/") + suffix  # for Spark's writers: keeps scheme and host (hdfs://nn:8020/...)
+
+def run_and_publish(spark, planned, run, options, sink="parquet", progress=None):
+    """Run the job, write every output under the run's temporary OUT (summary.json, and offsets.json: the
+    exclusive end per topic and queue of what the run covered, for --starting-offsets), then publish it as
+    OUT; returns the summary. On any failure the temporary OUT is removed once no task of the run still
+    runs, and the claim released."""
     started = time.time()
     try:
-        summary = _run(spark, planned, tmp_uri, options, sink)
+        summary = _run(spark, planned, run.tmp_uri, options, sink, progress)
         summary["job_seconds"] = round(time.time() - started, 3)
-        with fs.open_output_stream(f"{tmp_path}/summary.json") as f:
+        with run.fs.open_output_stream(f"{run.tmp_path}/summary.json") as f:
             f.write(json.dumps(summary, indent=2, ensure_ascii=False, sort_keys=True).encode("utf-8"))
-        with fs.open_output_stream(f"{tmp_path}/offsets.json") as f:  # where the next run starts
+        with run.fs.open_output_stream(f"{run.tmp_path}/offsets.json") as f:  # where the next run starts
             f.write(json.dumps(offsets_json(planned.ranges), indent=2, ensure_ascii=False).encode("utf-8"))
-        if fs.get_file_info(final).type != pafs.FileType.NotFound:
-            fs.delete_dir(final)
-        fs.move(tmp_path, final)
+        run.publish()
     except BaseException:
         _settle(spark.sparkContext)
-        if fs.get_file_info(tmp_path).type != pafs.FileType.NotFound:
-            fs.delete_dir(tmp_path)
+        run.abandon()
         raise
     return summary
 
@@ -71,22 +153,27 @@ def run_and_publish(spark, planned, out, options, sink="parquet"):
 def _settle(sc, timeout=60.0):
     """Wait until no task of the run is still running. When a task fails the job, Spark does not interrupt
     the stage's other running tasks: they finish, and one that wrote its parts after the temporary OUT was
-    removed left an OUT.tmp-* behind (seen once in CI, a corrupt store's run on two cores)."""
-    tracker = sc.statusTracker()
+    removed left an OUT.tmp-* behind (seen once in CI, a corrupt store's run on two cores). Returns at once
+    when the JVM is gone (a stopped or killed run: its tasks are gone with it)."""
     deadline = time.time() + timeout
-    while time.time() < deadline:
-        stages = [stage for job in tracker.getJobIdsForGroup() if tracker.getJobInfo(job)
-                  for stage in tracker.getJobInfo(job).stageIds]
-        if not any(getattr(tracker.getStageInfo(stage), "numActiveTasks", 0) for stage in stages):
-            return
-        time.sleep(0.1)
+    try:
+        tracker = sc.statusTracker()
+        while time.time() < deadline:
+            stages = [stage for job in tracker.getJobIdsForGroup() if tracker.getJobInfo(job)
+                      for stage in tracker.getJobInfo(job).stageIds]
+            if not any(getattr(tracker.getStageInfo(stage), "numActiveTasks", 0) for stage in stages):
+                return
+            time.sleep(0.1)
+    except Exception:  # noqa: BLE001 - py4j's errors when the JVM has ended: nothing runs any more (and
+        return  # nothing to print: this process's output went into that JVM's pipe)
 
 
-def _run(spark, planned, out, options, sink="parquet"):
+def _run(spark, planned, out, options, sink="parquet", progress=None):
     plan = planned.plan
     ranges = T.commitlog_splits(plan)
-    with Progress(spark, len(ranges), sum(T.split_bytes(plan, a, b) for a, b in ranges)) as progress:
-        return _run_with(spark, planned, out, options, sink, progress.task_counters())
+    progress = progress or Progress(mode="off")
+    with progress.stage(spark, len(ranges), sum(T.split_bytes(plan, a, b) for a, b in ranges)) as counters:
+        return _run_with(spark, planned, out, options, sink, counters)
 
 
 def _run_with(spark, planned, out, options, sink, progress):
@@ -103,6 +190,7 @@ def _run_with(spark, planned, out, options, sink, progress):
         if problems:
             write_driver_part(out, "audit/corrupt", pa.Table.from_pylist(
                 [{f.name: p.get(f.name) for f in CORRUPT_SCHEMA} for p in problems], schema=CORRUPT_SCHEMA))
+        written.update(write_empty_tables(out, options.layout, options.with_body, written))
     summary = build_summary(planned, Counters.of(reports, len(problems)), options)
     summary["outputs"] = {name: {"files": f, "rows": r, "bytes": b} for name, (f, r, b) in sorted(written.items())}
     if sink == "noop":

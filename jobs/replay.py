@@ -6,9 +6,10 @@
         [--ending-offsets JSON|FILE] [--groups G,...] [--topics T,...] [--conf FILE] [--no-body]
 
 Exit codes (for schedulers), one meaning each: 0 clean; 1 input damaged (store or config), the run
-stopped; 2 usage (bad arguments, names that match nothing, an existing OUT); 3 finished, but some
-subscriptions did not parse; 4 finished, but damaged data was skipped under --on-corrupt skip (see
-OUT/audit/corrupt); 5 the job failed for another reason (a crashed worker, out of memory).
+stopped; 2 usage (bad arguments, names that match nothing, an existing OUT, an OUT another run holds);
+3 finished, but some subscriptions did not parse; 4 finished, but damaged data was skipped under
+--on-corrupt skip (see OUT/audit/corrupt); 5 the job failed for another reason (a crashed worker, out of
+memory, spark-submit's JVM killed); 128 + N stopped by signal N (143: SIGTERM), nothing published.
 """
 import argparse
 import logging
@@ -19,10 +20,11 @@ import sys
 if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jobs import outputs  # noqa: E402
+from jobs import lifecycle, outputs  # noqa: E402
 from jobs.cli import add_subscription_arguments, subscription_options  # noqa: E402
 from jobs.errors import UsageError  # noqa: E402
 from jobs.plan import JobOptions, build_plan  # noqa: E402
+from jobs.progress import MODES, open_progress  # noqa: E402
 from jobs.settings import load_settings  # noqa: E402
 from jobs.summary import exit_code, summary_table  # noqa: E402
 from jobs.window import add_window_arguments, window_of  # noqa: E402
@@ -55,6 +57,8 @@ def parse_args(argv):
                    help="normalized: messages/ once, narrow matched/ rows; wide: every column in matched/ rows")
     p.add_argument("--sink", choices=["parquet", "noop"], default="parquet",
                    help="noop: run everything but write nothing (benchmarks); parquet: the outputs")
+    p.add_argument("--progress", choices=MODES, default="auto",
+                   help="tty: a line redrawn every second; log: a line every 30 s; auto: tty on a terminal")
     return p.parse_args(argv)
 
 
@@ -126,19 +130,24 @@ def spark_cause(exc):
     return (lines[0] if lines else type(exc).__name__)[:300]
 
 
-def _prepare(args):
-    """Settings, options and plan, and OUT's checks: everything that can fail before Spark starts."""
+def _prepare(args, progress):
+    """Settings, options, OUT's claim and checks, and the plan: everything that can fail before Spark
+    starts. The claim comes before the plan: a second run on the same OUT refuses at once."""
     settings = load_settings(args.conf)
     options = options_from(args, settings)
-    outputs.refuse_existing(args.out, args.overwrite)
-    stale = outputs.stale_temporaries(args.out)
-    if stale and args.clean_stale:
-        outputs.remove_temporaries(args.out, stale)
-        print(f"removed {len(stale)} leftover temporary output(s): {', '.join(stale)}", file=sys.stderr)
-    elif stale:
-        print(f"warning: {len(stale)} temporary output(s) beside --out, left by runs that died or being written "
-              f"by a run now: {', '.join(stale)}; --clean-stale removes them", file=sys.stderr)
-    return settings, options, build_plan(options)
+    progress.set_phase("claiming OUT")
+    run = outputs.OutputRun(args.out, args.overwrite, args.clean_stale)
+    if run.stale and args.clean_stale:
+        print(f"removed {len(run.stale)} leftover temporary output(s): {', '.join(run.stale)}", file=sys.stderr)
+    elif run.stale:
+        print(f"warning: {len(run.stale)} temporary output(s) beside --out, left by runs that died: "
+              f"{', '.join(run.stale)}; --clean-stale removes them", file=sys.stderr)
+    try:
+        progress.set_phase("planning: listing the store, probing its consume queues")
+        return settings, options, run, build_plan(options)
+    except BaseException:
+        run.abandon()
+        raise
 
 
 def main(argv=None):
@@ -148,20 +157,44 @@ def main(argv=None):
         args = parse_args(argv)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else EXIT_OK
+    lifecycle.stop_on_signals()
+    progress = open_progress(args.progress).start()
     try:
-        settings, options, planned = _prepare(args)
+        return _main(args, progress)
+    except lifecycle.RunStopped as exc:
+        print(f"error: {exc}: the run stopped, nothing was published", file=sys.stderr)
+        return exc.exit_code
+    finally:
+        progress.stop()
+
+
+def _main(args, progress):
+    try:
+        settings, options, run, planned = _prepare(args, progress)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except (*INPUT_ERRORS, ValueError) as exc:  # ValueError: a job settings file that does not load
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT
-    spark = spark_session(settings, args.master)
+    if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: the JVM is this process's parent
+        lifecycle.watch_parent(run.abandon, exit_code=EXIT_FAILED)
     try:
-        summary = outputs.run_and_publish(spark, planned, args.out, options, sink=args.sink)
+        progress.set_phase("starting Spark")
+        spark = spark_session(settings, args.master)
+    except BaseException:
+        run.abandon()
+        raise
+    try:
+        summary = outputs.run_and_publish(spark, planned, run, options, sink=args.sink, progress=progress)
+    except UsageError as exc:  # OUT appeared meanwhile, or the claim was lost: the output is kept, named
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except INPUT_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT
+    except lifecycle.RunStopped:
+        raise
     except Exception as exc:  # noqa: BLE001 - a task's error arrives wrapped by Spark
         reason = store_error_of(exc)
         log.debug("the job failed", exc_info=True)
@@ -171,13 +204,22 @@ def main(argv=None):
         print(f"error: the job failed: {spark_cause(exc)}", file=sys.stderr)
         return EXIT_FAILED
     finally:
-        spark.stop()
+        progress.stop()
+        _stop_spark(spark)
     print(summary_table(summary))
     if summary["corrupt_items"]:
         print(f"damaged data skipped: {summary['skipped_units']} unit(s) of the subscriptions, "
               f"{summary['corrupt_items']} item(s) audited in {args.out}/audit/corrupt/", file=sys.stderr)
     print(f"output: {args.out}")
     return exit_code(summary)
+
+
+def _stop_spark(spark):
+    """Stop the session; a JVM that is already gone (a stopped run) has nothing left to stop."""
+    try:
+        spark.stop()
+    except Exception:  # noqa: BLE001 - py4j's errors once the JVM ended
+        log.debug("stopping Spark failed", exc_info=True)
 
 
 if __name__ == "__main__":

@@ -237,3 +237,36 @@ def write_driver_part(out_uri, output, table):
     fs.create_dir(f"{root}/{output}", recursive=True)
     with fs.open_output_stream(f"{root}/{output}/part-driver.parquet") as stream:
         pq.write_table(table, stream, **parquet_options(table.schema))
+
+
+ANSWER_TABLES = ("matched", "messages", "audit/collisions")
+
+
+def answer_schema(output, layout, with_body):
+    """The Arrow schema of an answer table as readers see it: matched/ and audit/collisions/ rows (group,
+    topic, then the narrow or wide message columns), messages/ rows (topic last, as Spark adds the
+    partition column)."""
+    fields = [(f, t) for f, t in OUTPUT_MESSAGE_FIELDS if with_body or f != "body"]
+    if output == "messages":
+        return pa.schema(fields + [("topic", pa.string())])
+    if layout != "wide":
+        types = dict(OUTPUT_MESSAGE_FIELDS)
+        fields = [(f, types[f]) for f in NARROW_FIELDS]
+    return pa.schema([("group", pa.string()), ("topic", pa.string())] + fields)
+
+
+def write_empty_tables(out_uri, layout, with_body, written):
+    """A part of zero rows for each answer table no task wrote (an empty window, no backlog, a quiet night),
+    so that every answer is a table a reader can load: {output: (files, rows, bytes)} of those parts.
+    messages/ is not in the wide layout."""
+    fs, root = storefs.resolve(out_uri)
+    made = {}
+    for output in ANSWER_TABLES:
+        if written.get(output, (0,))[0] or (output == "messages" and layout == "wide"):
+            continue
+        schema = answer_schema(output, layout, with_body)
+        fs.create_dir(f"{root}/{output}", recursive=True)
+        with fs.open_output_stream(f"{root}/{output}/part-empty.parquet") as stream:
+            pq.write_table(schema.empty_table(), stream, **parquet_options(schema))
+            made[output] = (1, 0, stream.tell())
+    return made

