@@ -16,6 +16,7 @@ import fcntl
 import json
 import os
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -143,7 +144,7 @@ class LeaseClaim:
                                    "taken over; --clean-stale takes one over after "
                                    f"{2 * RENEW_S:.0f} s)")
             print(f"warning: taking over the claim on {out} of {describe(found)}, not renewed for {age:.0f} s "
-                  "(a run that died)", flush=True)
+                  "(a run that died)", file=sys.stderr, flush=True)
         claim = cls(fs, path, holder)
         claim._write()
         time.sleep(SETTLE_S)
