@@ -1,11 +1,21 @@
 """Run the replay and publish OUT: a run claims OUT (jobs/claim.py: one run per OUT), writes everything under
-a temporary sibling OUT.tmp-<run>, and moves it to OUT only when every part succeeded, with `_SUCCESS` (the
-run's id and files, as Hadoop's committers write it) written last; a failed or killed run leaves no OUT and
-releases its claim. Publishing never removes an OUT this run did not claim, and `--overwrite` replaces
-only an OUT that is a job's output (or an empty directory), once the new one is complete."""
+a temporary sibling OUT.tmp-<run>, and publishes it only when every part succeeded, with `_SUCCESS` (the
+run's id and files, as Hadoop's committers write it) as its last file; a failed or killed run leaves no OUT
+and releases its claim. Publishing never removes an OUT this run did not claim, and `--overwrite` replaces
+only an OUT that is a job's output (or an empty directory), once the new one is complete.
+
+How OUT is published depends on the filesystem (`_renames`):
+- local disks and HDFS rename a directory atomically: OUT.tmp-<run> becomes OUT in one step;
+- object stores (S3, GCS) have no directory rename (pyarrow's move copies one object): every file is copied
+  to its name under OUT, summary.json first and `_SUCCESS` last, then OUT.tmp-<run> is deleted. A reader
+  that checks `_SUCCESS` never sees a partial OUT; with --overwrite the old OUT's objects are deleted (its
+  `_SUCCESS` first) only once the new output is complete under OUT.tmp-<run>. A failure while copying
+  leaves OUT without `_SUCCESS` and the complete output at OUT.tmp-<run>, and says so; the next run
+  refuses that OUT unless --overwrite."""
 import json
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -23,7 +33,12 @@ from schemas.arrow_schemas import CORRUPT_SCHEMA
 
 TMP_MARK = ".tmp-"
 SUCCESS = "_SUCCESS"
-OUTPUT_MARKS = (SUCCESS, "summary.json")  # what a job's OUT holds (summary.json alone: written before _SUCCESS)
+OUTPUT_MARKS = (SUCCESS, "summary.json")
+COPY_THREADS = 16  # what a job's OUT holds (summary.json alone: written before _SUCCESS)
+
+
+class PublishFailed(Exception):
+    """Publishing a complete output failed (exit 5); the message says where the complete output is."""
 
 
 class OutputRun:
@@ -65,14 +80,41 @@ class OutputRun:
                                  f"it is left as it is, and this run's output is at {self.tmp_path}")
             if found != pafs.FileType.NotFound:
                 refuse_existing(self.out, overwrite=True)
-                old = f"{self.final}.old-{self.claim.run}"
-                self.fs.move(self.final, old)
-                self.fs.move(self.tmp_path, self.final)
-                self.fs.delete_dir(old)
-            else:
-                self.fs.move(self.tmp_path, self.final)
-            self.ended = True
-            self.claim.release()
+            self.ended = True  # from here on the temporary OUT is kept if anything fails: it is complete
+            try:
+                if _renames(self.fs):
+                    self._publish_by_rename(found != pafs.FileType.NotFound)
+                else:
+                    self._publish_by_copy(found != pafs.FileType.NotFound)
+            except Exception as exc:
+                raise PublishFailed(f"--out {self.out}: publishing failed ({exc}); the complete output is at "
+                                    f"{self.tmp_path}") from exc
+            finally:
+                self.claim.release()
+
+    def _publish_by_rename(self, replace):
+        if not replace:
+            return self.fs.move(self.tmp_path, self.final)
+        old = f"{self.final}.old-{self.claim.run}"
+        self.fs.move(self.final, old)
+        self.fs.move(self.tmp_path, self.final)
+        self.fs.delete_dir(old)
+
+    def _publish_by_copy(self, replace):
+        files = _files(self.fs, self.tmp_path)
+        if replace:  # unmark the old OUT first: from now until the new _SUCCESS no reader takes it as whole
+            if self.fs.get_file_info(f"{self.final}/{SUCCESS}").type != pafs.FileType.NotFound:
+                self.fs.delete_file(f"{self.final}/{SUCCESS}")
+            self.fs.delete_dir(self.final)
+        first = [f for f in files if f == "summary.json"]
+        rest = [f for f in files if f not in ("summary.json", SUCCESS)]
+        copy = lambda name: self.fs.copy_file(f"{self.tmp_path}/{name}", f"{self.final}/{name}")  # noqa: E731
+        for name in first:
+            copy(name)
+        with ThreadPoolExecutor(COPY_THREADS) as pool:  # server-side copies, each a request
+            list(pool.map(copy, rest))
+        copy(SUCCESS)
+        self.fs.delete_dir(self.tmp_path)
 
     def abandon(self):
         """Remove the temporary OUT and release the claim (a failed, stopped or killed run); idempotent."""
@@ -121,10 +163,20 @@ def remove_temporaries(out, paths):
         fs.delete_dir(path)
 
 
+def _renames(fs):
+    """Whether the filesystem renames a directory in one step (local, HDFS), or copies objects (S3, GCS)."""
+    return isinstance(fs, (pafs.LocalFileSystem, pafs.HadoopFileSystem))
+
+
+def _files(fs, root):
+    """Every file under root, as paths relative to it."""
+    return sorted(i.path[len(root) + 1:] for i in fs.get_file_info(pafs.FileSelector(root, recursive=True))
+                  if i.type == pafs.FileType.File)
+
+
 def _write_success(fs, tmp_path, run):
     """`_SUCCESS`, last: the run's id and every file of OUT (paths relative to OUT)."""
-    files = sorted(i.path[len(tmp_path) + 1:] for i in fs.get_file_info(pafs.FileSelector(tmp_path, recursive=True))
-                   if i.type == pafs.FileType.File)
+    files = _files(fs, tmp_path)
     with fs.open_output_stream(f"{tmp_path}/{SUCCESS}") as f:
         f.write(json.dumps({"run": run, "files": files}, indent=1, ensure_ascii=False).encode("utf-8"))
 

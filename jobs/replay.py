@@ -193,6 +193,9 @@ def _main(args, progress):
     except INPUT_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT
+    except outputs.PublishFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except lifecycle.RunStopped:
         raise
     except Exception as exc:  # noqa: BLE001 - a task's error arrives wrapped by Spark
