@@ -101,7 +101,8 @@ def replay_topic(plan, topic, units, messages, out):
     subs = [c for c in plan.subscriptions if c.sub.topic == topic]
     d = dispatch_topic(plan, topic, batch, bloom)
     stored_match = d.match[:, : len(d.registered)]
-    _audit_bitmaps(topic, d.registered, stored_match, bloom, batch, units, messages, raw_valid, out)
+    _audit_bitmaps(topic, d.registered, stored_match, bloom, batch, units, messages, raw_valid, out,
+                   plan.audit_bitmaps)
     retry_sql = retry_filters(plan)
     message_dicts = lazy_messages(messages)
     queue_ids = units.column("queue_id").to_numpy()
@@ -136,13 +137,14 @@ def replay_topic(plan, topic, units, messages, out):
     _message_rows(out, topic, messages, units, client, collided, groups)
 
 
-def _audit_bitmaps(topic, registered, match, bloom, batch, units, messages, raw_valid, out):
+def _audit_bitmaps(topic, registered, match, bloom, batch, units, messages, raw_valid, out, audit):
     """The stored ConsumeQueueExt bitmaps against the ones recomputed from all the store's registrations:
     a `bitmap` row per difference, one `topic_stats` row of counters.
 
     Only units with a readable ext unit carry a bitmap to compare; a batch where none holds a bitmap is a
-    broker without enableCalcFilterBitMap (or without the ext), not a mismatch."""
-    compared = batch.ext_ok if raw_valid.any() else np.zeros(len(batch), dtype=bool)
+    broker without enableCalcFilterBitMap (or without the ext), not a mismatch. Without the store's
+    registrations (audit false: its consumerFilter.json is damaged) nothing is compared."""
+    compared = batch.ext_ok if audit and raw_valid.any() else np.zeros(len(batch), dtype=bool)
     mismatch = explained = np.zeros(len(batch), dtype=bool)
     if compared.any():
         store_times = np.where(batch.ext_ok, batch.msg_store_time, messages.column("store_timestamp").to_numpy())

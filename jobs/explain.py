@@ -7,17 +7,20 @@
 No Spark: the unit and its record are read where they are and the job's own filter code decides
 (jobs/decision.py); jobs/explain_report.py says why, stage by stage.
 Exit codes: 0 answered; 1 failed input (store or config unreadable or damaged); 2 bad arguments, no such
-unit or message id, no subscription of the group to the topic, or an expression that does not parse.
+unit or message id, no subscription of the group to the topic, or an expression that does not parse;
+141 (128 + SIGPIPE, as a shell reports a tool that signal ended) the reader closed stdout before the whole
+answer was written (`| head`): nothing more is printed, no traceback.
 """
 import argparse
 import json
+import os
 import sys
 
 from jobs.cli import add_subscription_arguments, subscription_options
 from jobs.errors import UsageError
 from jobs.window import parse_window
 
-EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_PIPE = 0, 1, 2, 141
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,8 +39,8 @@ def parse_args(argv):
     p.add_argument("--queue-id", type=int, help="the unit's queue id (with --queue-offset)")
     p.add_argument("--queue-offset", type=int, help="the unit's index in its consume queue")
     p.add_argument("--msg-id", help="the message's offsetMsgId (store host and commit-log offset, 32 or 56 hex)")
-    p.add_argument("--since", help="window start, epoch ms or ISO-8601 with an offset (inclusive)")
-    p.add_argument("--until", help="window end, epoch ms or ISO-8601 with an offset (exclusive)")
+    p.add_argument("--since", help="window start, epoch ms (from 2001 on) or ISO-8601 with an offset (inclusive)")
+    p.add_argument("--until", help="window end, epoch ms (from 2001 on) or ISO-8601 with an offset (exclusive)")
     p.add_argument("--json", action="store_true", help="print the answer as one JSON object")
     args = p.parse_args(argv)
     by_position = args.queue_id is not None or args.queue_offset is not None
@@ -105,11 +108,21 @@ def main(argv=None):
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT
     if args.json:
-        print(json.dumps(result, ensure_ascii=False, indent=2))
-    else:
-        from jobs.explain_text import render
+        return _print(json.dumps(result, ensure_ascii=False, indent=2))
+    from jobs.explain_text import render
 
-        print("\n".join(render(result)))
+    return _print("\n".join(render(result)))
+
+
+def _print(text):
+    """Print the answer; a reader that closed stdout (`| head`) ends explain quietly, as it ends a Unix tool."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # what is left in stdout's buffer goes nowhere, not into a second error when the interpreter flushes it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
     return EXIT_OK
 
 

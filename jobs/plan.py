@@ -104,6 +104,9 @@ def build_plan(options):
     if not subs and not warnings and not options.read_all:
         raise UsageError("no subscription to replay: give --subscriptions FILE or --subscription "
                          "(the store's config/consumerFilter.json holds none)")
+    if CONSUMER_FILTER_FILE in config.damaged:
+        warnings.append(f"bitmap audit not done: config/{CONSUMER_FILTER_FILE} is damaged (audited, read as absent), "
+                        "so the store's SQL92 registrations, which its stored bitmaps are compared with, are unknown")
     compiled = [compile_subscription(s, options.dialect) for s in subs]
     for c in compiled:
         if c.error:
@@ -128,6 +131,7 @@ def build_plan(options):
         commitlog_files=tuple((s.start, s.path, s.length) for s in layout.commitlog),
         subscriptions=runnable,
         registrations=_dispatched_registrations(stored, compiled, bloom, options.dialect),
+        audit_bitmaps=CONSUMER_FILTER_FILE not in config.damaged,
         bloom_f=options.bloom_f, bloom_n=options.bloom_n, with_body=options.with_body,
         support_retry=options.support_retry, on_corrupt=options.on_corrupt, verify_crc=options.verify_crc,
         split_size=min(options.split_size, layout.commitlog_file_size or options.split_size),
@@ -194,23 +198,37 @@ def _stored_sql92(config, problems):
 def _names_that_match_nothing(options, regs, subs, topics_present):
     """Typos: topics a user's subscription names that the store lacks, --groups / --topics that match no
     subscription. UsageError, or warnings with allow_missing (a nightly run whose topics come and go).
-    The implicit %RETRY%<group> subscriptions are exempt: a group without retries has no retry topic."""
+    The implicit %RETRY%<group> subscriptions are exempt: a group without retries has no retry topic.
+    One problem per kind, naming the first few names: ten typos are one readable line, not ten."""
     groups, topics = set(options.groups), set(options.topics)
     problems = []
-    for reg in regs:
-        if reg.topic not in topics_present and (not groups or reg.group in groups) \
-                and (not topics or reg.topic in topics):
-            problems.append(f"topic {reg.topic!r} of group {reg.group!r} ({reg.source}) is not in the store")
+    absent = list(dict.fromkeys(f"topic {reg.topic!r} of group {reg.group!r} ({reg.source})" for reg in regs
+                                if reg.topic not in topics_present and (not groups or reg.group in groups)
+                                and (not topics or reg.topic in topics)))
+    if absent:
+        problems.append(f"not in the store: {_first_few(absent)}")
     known_groups = sorted({s.group for s in subs})
-    for group in sorted(groups - set(known_groups)):
-        problems.append(f"--groups {group}: no subscription of that group "
-                        f"(known: {', '.join(known_groups[:10]) or 'none'})")
-    for topic in sorted(topics - {s.topic for s in subs}):
-        where = "a topic of the store without a subscription" if topic in topics_present else "not in the store"
-        problems.append(f"--topics {topic}: {where}")
+    unknown = sorted(groups - set(known_groups))
+    if unknown:
+        plural = "" if len(known_groups) == 1 else "s"
+        known = f"the subscriptions name {len(known_groups)} group{plural}: {_first_few(known_groups)}" \
+            if known_groups else "no group has a subscription"
+        problems.append(f"--groups {_first_few(unknown)}: no subscription of "
+                        f"{'that group' if len(unknown) == 1 else f'these {len(unknown)} groups'} ({known})")
+    unsubscribed = sorted(topics - {s.topic for s in subs})
+    for where, names in (("not in the store", [t for t in unsubscribed if t not in topics_present]),
+                         ("in the store, without a subscription", [t for t in unsubscribed if t in topics_present])):
+        if names:
+            problems.append(f"--topics {_first_few(names)}: {where}")
     if problems and not options.allow_missing:
         raise UsageError("; ".join(problems) + " (--allow-missing runs anyway)")
     return problems
+
+
+def _first_few(names, shown=5):
+    """`a, b, c, d, e and 7 more`: a list a console line can hold."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def _dispatched_registrations(stored, compiled, bloom, dialect):

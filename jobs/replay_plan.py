@@ -11,6 +11,9 @@ class ReplayPlan:
     commitlog_files: tuple  # ((start, path, length), ...)
     subscriptions: tuple  # CompiledSubscription, compiled without errors
     registrations: tuple = ()  # every stored SQL92 registration of the store (the dispatcher's), compiled
+    # False when the store's registrations are unknown (a damaged consumerFilter.json read as absent): the stored
+    # bitmaps are then not compared, as every one would differ from a bitmap of no registration
+    audit_bitmaps: bool = True
     bloom_f: int = 20
     bloom_n: int = 32
     with_body: bool = True

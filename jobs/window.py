@@ -106,7 +106,7 @@ def parse_offsets(text, flag):
 
 def add_window_arguments(p):
     """--since, --until, --starting-offsets, --ending-offsets (read back by window_of)."""
-    p.add_argument("--since", metavar="T", help="first store time (epoch ms or ISO-8601 with an offset)")
+    p.add_argument("--since", metavar="T", help="first store time (epoch ms, from 2001 on, or ISO-8601 with an offset)")
     p.add_argument("--until", metavar="T", help="store time the window ends before (exclusive)")
     p.add_argument("--starting-offsets", metavar="JSON|FILE",
                    help='first queue offsets {"Topic": {"0": 23}} (-2 earliest, -1 latest), e.g. a last '

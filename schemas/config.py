@@ -387,6 +387,7 @@ class StoreConfig:
     topics: dict
     subscription_groups: dict
     paths: dict  # file name -> path it was read from (absent files are left out)
+    damaged: tuple = ()  # names of the files read as absent because they are damaged (--on-corrupt skip)
 
     def registrations(self) -> list:
         """Registrations the broker itself knows: SQL92 filters and 5.1.1+ static group subscriptions."""
@@ -424,13 +425,14 @@ def load_store_config(store_dir, absent=()) -> StoreConfig:
                CONSUMER_OFFSET_FILE: (load_consumer_offsets, dict),
                TOPICS_FILE: (load_topics, dict),
                SUBSCRIPTION_GROUP_FILE: (load_subscription_groups, dict)}
-    values, paths = {}, {}
+    values, paths, damaged = {}, {}, []
     for name, (load, empty) in loaders.items():
         found = _present(config / name)
         if found is not None and str(found) in absent:
             found = None
+            damaged.append(name)
         values[name] = load(found) if found else empty()
         if found:
             paths[name] = str(found)
     return StoreConfig(values[CONSUMER_FILTER_FILE], values[CONSUMER_OFFSET_FILE], values[TOPICS_FILE],
-                       values[SUBSCRIPTION_GROUP_FILE], paths)
+                       values[SUBSCRIPTION_GROUP_FILE], paths, tuple(damaged))

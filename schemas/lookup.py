@@ -12,6 +12,7 @@ from schemas import layout as L
 from schemas import storefs
 from schemas.commitlog import decode_records
 from schemas.consume_queue import decode_cq_segment
+from schemas.cq_ranges import segment_bounds
 from schemas.local_api import resolve_units
 from schemas.store import QueueFiles
 
@@ -48,16 +49,21 @@ def read_units(fs, queue, queue_offsets):
     missing = wanted[~np.isin(wanted, found)]
     if len(missing):
         raise NotInStore(f"queue {queue.queue_id} of topic {queue.topic} has no message at queue offset "
-                         f"{int(missing[0])} ({_queue_range(queue)})")
+                         f"{int(missing[0])} ({_queue_range(fs, queue)})")
     table = pa.Table.from_batches([resolve_units(fs, queue, parts)])
     order = np.searchsorted(table.column("queue_offset").to_numpy(), wanted)
     return table.take(pa.array(order))
 
 
-def _queue_range(queue):
-    first, last = queue.cq[0], queue.cq[-1]
-    return f"its files cover queue offsets {first.start // L.CQ_UNIT_SIZE} to " \
-           f"{(last.start + last.length) // L.CQ_UNIT_SIZE - 1}"
+def _queue_range(fs, queue):
+    """The queue offsets of the queue's first and last unit (not its files' capacity: the last file is
+    zero-filled past the data), from the head and tail probes of the files holding them."""
+    first = next(((s, b) for s in queue.cq if (b := segment_bounds(fs, s))), None)
+    if first is None:
+        return "the queue holds no units"
+    last = next((s, b) for s in reversed(queue.cq) if (b := segment_bounds(fs, s)))
+    return f"the queue holds offsets {first[0].start // L.CQ_UNIT_SIZE + first[1][0]} to " \
+           f"{last[0].start // L.CQ_UNIT_SIZE + last[1][1]}"
 
 
 def read_records(fs, commitlog, file_size, offsets, sizes):

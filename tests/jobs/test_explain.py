@@ -1,6 +1,10 @@
 """python -m jobs.explain: one group's decision on one unit, equal to RocketMQ's read path and to the job's."""
 import gzip
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +14,9 @@ from jobs.decision import STAGES, decide, load_context, read_queue_units, subscr
 from jobs.plan import JobOptions
 from schemas.config import load_fastjson
 from schemas.writer import Message, StoreWriter
+from tests.jobs.conftest import writable_copy
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -243,13 +250,45 @@ def test_registration_live_at_dispatch_drops_it_on_the_bloom_instead(capsys, pri
     (["--group", "G_TAG_A", "--topic", "订单Topic", "--queue-id", 0, "--queue-offset", 0],
      "group G_TAG_A has no subscription to topic 订单Topic"),
     (["--group", "G_TAG_A", "--topic", "TopicTest", "--queue-id", 0], "give either --queue-id and --queue-offset"),
-    (["--group", "G_TAG_A", "--topic", "TopicTest", "--queue-id", 0, "--queue-offset", 0, "--since", 5, "--until", 4],
-     "the window would be empty"),
+    (["--group", "G_TAG_A", "--topic", "TopicTest", "--queue-id", 0, "--queue-offset", 0, "--since", 1795237035400,
+      "--until", 1795237035000], "the window would be empty"),
 ])
 def test_questions_without_an_answer_exit_2_with_one_clear_line(capsys, store_a, more, message):
     code, out, err = _cli(capsys, *_args(store_a, *more))
     assert code == 2 and out == ""
     assert err.startswith("error: ") and err.count("\n") == 1 and message in err
+
+
+def test_an_offset_past_the_data_names_the_offsets_the_queue_holds(capsys, store_a, tmp_path):
+    """Not the files' capacity: TopicTest queue 0 holds 490 units (cq.jsonl.gz) in two files of 300 units
+    (6,000 bytes), so its files could hold offsets 0 to 599; with the first file deleted (retention) it
+    holds 300 to 489."""
+    def error(store, offset):
+        code, out, err = _cli(capsys, "--store", store, "--subscriptions", store_a / "registrations.json", "--group",
+                              "G_TAG_ALL", "--topic", "TopicTest", "--queue-id", 0, "--queue-offset", offset)
+        assert (code, out) == (2, "")
+        return err
+
+    assert error(store_a / "store", 500) == \
+        "error: queue 0 of topic TopicTest has no message at queue offset 500 (the queue holds offsets 0 to 489)\n"
+    store = writable_copy(store_a, tmp_path)
+    (store / "consumequeue" / "TopicTest" / "0" / "00000000000000000000").unlink()
+    assert error(store, 3) == \
+        "error: queue 0 of topic TopicTest has no message at queue offset 3 (the queue holds offsets 300 to 489)\n"
+
+
+def test_a_reader_that_closed_the_output_ends_explain_quietly(store_a):
+    """`explain --json | head`: the reader is gone before the answer is written. As a Unix tool, explain
+    ends without a traceback, with 141 (128 + SIGPIPE, what a shell reports for a tool that signal ended)."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written: the first write fails, every time
+    try:
+        proc = subprocess.run([sys.executable, "-m", "jobs.explain", *map(str, _args(
+            store_a, "--group", "G_TAG_ALL", "--topic", "TopicTest", "--queue-id", 0, "--queue-offset", 5, "--json"))],
+            stdout=write, stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=120)
+    finally:
+        os.close(write)
+    assert (proc.returncode, proc.stderr) == (141, "")
 
 
 def test_unparsable_expression_exits_2_with_the_parsers_position(capsys, store_a):

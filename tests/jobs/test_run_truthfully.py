@@ -88,6 +88,23 @@ def test_ad_hoc_subscription_does_not_make_stored_bitmaps_mismatch(store_a):
     assert all(r["reason"] for r in kind(result, "bitmap").to_pylist())
 
 
+def test_a_damaged_consumer_filter_json_leaves_the_bitmap_audit_undone_not_all_mismatched(copy, store_a):
+    """Read as absent under skip, the file leaves no registration to recompute bitmaps from: compared with an
+    empty bitmap, every stored one would count as a mismatch (2,973 of 2,973), which reads as a broker bug."""
+    path = copy / "config" / "consumerFilter.json"
+    path.write_text(path.read_text(encoding="utf-8")[:200], encoding="utf-8")
+    _, result, summary = _run(copy, store_a, on_corrupt="skip")
+    assert kind(result, "bitmap").num_rows == 0
+    totals = summary["bitmap_audit"]["totals"]
+    assert (totals["bitmaps_compared"], totals["bitmap_mismatches"], totals["bitmap_mismatches_explained"]) == (0, 0, 0)
+    why = ("bitmap audit not done: config/consumerFilter.json is damaged (audited, read as absent), so the store's "
+           "SQL92 registrations, which its stored bitmaps are compared with, are unknown")
+    assert why in summary["warnings"]
+    table = summary_table(summary)
+    assert f"warning: {why}" in table.splitlines() and "bitmap audit (" not in table
+    assert exit_code(summary) == 4
+
+
 def test_bitmap_counters_are_per_topic_not_copied_into_group_rows(store_a):
     _, result, summary = _run(store_a / "store", store_a)
     assert not any("bitmap_mismatches" in r for r in summary["subscriptions"])
@@ -215,6 +232,24 @@ def test_names_that_match_nothing_are_usage_errors(store_a, options, word):
     with pytest.raises(UsageError, match=re.escape(word)):
         build_plan(JobOptions(store=str(store_a / "store"),
                               subscription_files=(str(store_a / "registrations.json"),), **options))
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(groups=tuple(f"G_NOPE_{i}" for i in range(10))),
+     "--groups G_NOPE_0, G_NOPE_1, G_NOPE_2, G_NOPE_3, G_NOPE_4 and 5 more: no subscription of these 10 groups "
+     "(the subscriptions name 10 groups: G_SQL_BETWEEN, G_SQL_IN, G_SQL_LATE, G_SQL_MISSING, G_SQL_TAGS and 5 more) "
+     "(--allow-missing runs anyway)"),
+    (dict(topics=tuple(f"T_NOPE_{i}" for i in range(10))),
+     "--topics T_NOPE_0, T_NOPE_1, T_NOPE_2, T_NOPE_3, T_NOPE_4 and 5 more: not in the store "
+     "(--allow-missing runs anyway)"),
+])
+def test_ten_names_that_match_nothing_are_one_short_line(store_a, options, message):
+    """One problem per kind, not per name: ten typos named one by one, each with the known groups, made a
+    line of 1,858 characters. registrations.json names 10 groups, all with a subscription."""
+    with pytest.raises(UsageError) as err:
+        build_plan(JobOptions(store=str(store_a / "store"),
+                              subscription_files=(str(store_a / "registrations.json"),), **options))
+    assert str(err.value) == message
 
 
 def test_allow_missing_turns_missing_names_into_warnings(store_a):

@@ -109,11 +109,11 @@ def test_a_run_continues_where_the_last_one_ended_after_the_broker_appended(tmp_
 def test_a_window_narrows_the_committed_backlog(tmp_path):
     store = tmp_path / "store"
     with StoreWriter(str(store), commitlog_file_size=1 << 16, cq_file_size=1000, ext_file_size=4096) as w:
-        for m in _messages(100, [0], 5_000):
+        for m in _messages(100, [0], SINCE):
             w.append(m)
         w.write_config("consumerOffset.json", {"offsetTable": {"T@G": {"0": 30}}})
     sub = {"ad_hoc": (("G", "T", "TAG", "*"),), "retry": False, "start_from": "committed"}
-    _, got = _matched(store, parse_window(since="5010", until="5050"), **sub)
+    _, got = _matched(store, parse_window(since=str(SINCE + 10), until=str(SINCE + 50)), **sub)
     assert sorted(o for _, _, _, o in got) == list(range(30, 50))  # committed 30, window [10, 50)
 
 
