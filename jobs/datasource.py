@@ -1,12 +1,18 @@
 """`spark.read.format("rocketmq").load(STORE)`: a broker's store as a table, a row per consume-queue unit
 whose message decodes, through the job's own planning (jobs/plan.py) and task code (jobs/datasource_read.py).
 
-    from jobs.datasource import RocketMQDataSource
-    spark.dataSource.register(RocketMQDataSource)   # with spark.sql.python.filterPushdown.enabled=true
+    from jobs.datasource import register
+    register(spark)   # the pushdown setting, and in local mode the driver's interpreter for the workers
     spark.read.format("rocketmq").load("/data/broker-a/store").where("topic = 'TopicTest'")
 
 Partitions are the job's commit-log splits; filters on topic, queue_id, queue_offset, commitlog_offset and
-store_timestamp narrow the queues probed, the splits planned and the units read (jobs/datasource_filters.py)."""
+store_timestamp narrow the queues probed, the splits planned and the units read (jobs/datasource_filters.py).
+Every option is checked when the source is loaded (schema()), so a typo fails load() with one line that
+names the option and what it accepts, instead of a read that quietly leaves groups or rows out."""
+import logging
+import os
+import sys
+import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -16,22 +22,57 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs.datasource_filters import push_filters, window_narrowing
 from jobs.datasource_read import SplitRead, read_split
+from jobs.errors import UsageError
 from jobs.plan import JobOptions, build_plan
 from jobs.settings import load_settings
 from jobs.split_units import commitlog_splits
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, spark_schema
+from schemas.config import ConfigError, load_registrations
+
+log = logging.getLogger("mqreplay")
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
-OPTIONS = ("path", "withBody", "since", "until", "startingOffsets", "endingOffsets", "onCorrupt", "verifyCrc",
-           "subscriptions", "rocketmqVersion", "retry", "filterSupportRetry")
+WORKER_PYTHON_CONF = "spark.pyspark.python"
+FLAGS = ("withBody", "verifyCrc", "retry", "filterSupportRetry")
+CHOICES = {"rocketmqVersion": ("4", "5"), "onCorrupt": ("fail", "skip"), "onSubscriptionError": ("fail", "skip")}
+WINDOW = ("since", "until", "startingOffsets", "endingOffsets")
+OPTIONS = ("path", "subscriptions") + FLAGS + tuple(CHOICES) + WINDOW
 GROUP_COLUMNS = ("delivered_to", "collided_for")
 
 
 def register(spark):
     """Register the data source on a session, with the filter pushdown it implements turned on (Spark
-    refuses a reader with pushFilters while spark.sql.python.filterPushdown.enabled is false)."""
+    refuses a reader with pushFilters while spark.sql.python.filterPushdown.enabled is false), and Python
+    workers that can import it (see use_driver_python)."""
     spark.conf.set(PUSHDOWN_CONF, "true")
+    use_driver_python(spark.sparkContext)
     spark.dataSource.register(RocketMQDataSource)
+
+
+def use_driver_python(sc):
+    """Point the session's Python workers at an interpreter that has this project and its dependencies.
+
+    PySpark starts every Python worker, the data source's planning on the driver included, with
+    `sc.pythonExec`, taken from PYSPARK_PYTHON when the SparkContext starts, else "python3" from PATH: a
+    plain `.venv/bin/python script.py` then plans and reads with a python3 that lacks pyarrow. spark.pyspark.python
+    reaches pythonExec only through spark-submit (which exports it as PYSPARK_PYTHON), so it is applied here
+    when a session was built with it. With neither, a local master runs its workers on this machine: they
+    get the driver's own interpreter (sys.executable). A cluster's nodes have their own paths, so nothing is
+    guessed there: a warning says what to set."""
+    if os.environ.get("PYSPARK_PYTHON"):
+        return
+    configured = sc.getConf().get(WORKER_PYTHON_CONF)
+    if configured:
+        sc.pythonExec = configured
+    elif sc.master.startswith("local"):
+        sc.pythonExec = sys.executable
+    else:
+        warnings.warn(
+            f"rocketmq: neither PYSPARK_PYTHON nor {WORKER_PYTHON_CONF} is set, so the Python workers on master "
+            f"{sc.master} run 'python3' from each node's PATH, which needs pyarrow, numpy and this project: set "
+            f"{WORKER_PYTHON_CONF} (spark-submit --conf, or PYSPARK_PYTHON before the session starts) to such an "
+            "interpreter on every node, e.g. ./environment/bin/python with spark.archives (README, \"Running on a "
+            "cluster\")", stacklevel=3)
 
 
 def arrow_schema(with_body=True, with_groups=False):
@@ -50,33 +91,63 @@ class RocketMQDataSource(DataSource):
         return "rocketmq"
 
     def schema(self):
-        with_groups = bool(self.options.get("subscriptions"))
-        return spark_schema(arrow_schema(_flag(self.options, "withBody", True), with_groups))
+        read = read_options(self.options)  # here, so that a bad option fails load(), not the first query
+        return spark_schema(arrow_schema(read.job.with_body, bool(read.job.subscription_files)))
 
     def reader(self, schema):
-        return RocketMQReader(job_options(self.options), self.options, schema)
+        return RocketMQReader(read_options(self.options), schema)
 
 
-def job_options(options):
-    """JobOptions of a plain read from the data source's options, over the job settings (conf/replay.json)."""
-    unknown = sorted(set(options) - {o.lower() for o in OPTIONS})
+@dataclass(frozen=True)
+class ReadOptions:
+    """The data source's options, checked: the job's options of a plain read, the window, and what to do with a
+    subscription that does not parse."""
+
+    job: JobOptions
+    narrowing: object  # jobs.datasource_filters.Narrowing of the window options
+    on_subscription_error: str
+
+
+def read_options(options):
+    """ReadOptions of the data source's options (Spark's case-insensitive map) over the job settings
+    (conf/replay.json); ValueError, one line naming the option and what it accepts, for the first wrong one."""
+    known = {o.lower() for o in OPTIONS}
+    unknown = sorted(k for k in options if k.lower() not in known)
     if unknown:
         raise ValueError(f"rocketmq: unknown option(s) {', '.join(unknown)} (known: {', '.join(OPTIONS)})")
     if not options.get("path"):
-        raise ValueError('rocketmq: no store: load(STORE) or option("path", STORE)')
+        raise ValueError('rocketmq: option path: no store given: load(STORE) or option("path", STORE)')
     settings = load_settings()
-    on_corrupt = options.get("onCorrupt", settings["on_corrupt"])
-    if on_corrupt not in ("fail", "skip"):
-        raise ValueError(f"rocketmq: onCorrupt must be fail or skip, got {on_corrupt!r}")
-    return JobOptions(
-        store=options["path"], subscription_files=(options["subscriptions"],) if options.get("subscriptions") else (),
-        dialect=str(options.get("rocketmqVersion", settings["rocketmq_version"])),
-        retry=_flag(options, "retry", settings["retry_subscriptions"]),
-        support_retry=_flag(options, "filterSupportRetry", settings["filter_support_retry"]),
-        with_body=_flag(options, "withBody", settings["with_body"]), on_corrupt=on_corrupt,
-        verify_crc=_flag(options, "verifyCrc", settings["verify_crc"]),
+    defaults = {"rocketmqVersion": settings["rocketmq_version"], "onCorrupt": settings["on_corrupt"],
+                "onSubscriptionError": "fail", "withBody": settings["with_body"], "verifyCrc": settings["verify_crc"],
+                "retry": settings["retry_subscriptions"], "filterSupportRetry": settings["filter_support_retry"]}
+    value = {name: _choice(options, name, defaults[name]) for name in CHOICES}
+    value.update((name, _flag(options, name, defaults[name])) for name in FLAGS)
+    try:
+        narrowing = window_narrowing(*(options.get(name) for name in WINDOW))
+    except UsageError as exc:
+        raise ValueError(f"rocketmq: option {exc}") from None
+    subscriptions = options.get("subscriptions")
+    if subscriptions is not None:
+        try:
+            load_registrations(subscriptions)
+        except (ConfigError, OSError) as exc:
+            raise ValueError('rocketmq: option subscriptions: expected a subscription file {"groups": [{"group", '
+                             f'"topic", "expressionType", "expression"}}]}}: {exc}') from None
+    job = JobOptions(
+        store=options["path"], subscription_files=(subscriptions,) if subscriptions is not None else (),
+        dialect=value["rocketmqVersion"], retry=value["retry"], support_retry=value["filterSupportRetry"],
+        with_body=value["withBody"], on_corrupt=value["onCorrupt"], verify_crc=value["verifyCrc"],
         bloom_f=int(settings["bloom_f"]), bloom_n=int(settings["bloom_n"]),
-        split_size=int(settings["split_size_mb"]) << 20, read_all=True)
+        max_body=int(settings["max_body_mb"]) << 20, split_size=int(settings["split_size_mb"]) << 20, read_all=True)
+    return ReadOptions(job, narrowing, value["onSubscriptionError"])
+
+
+def _choice(options, name, default):
+    text = str(options.get(name, default))
+    if text not in CHOICES[name]:
+        raise ValueError(f"rocketmq: option {name} must be {' or '.join(CHOICES[name])}, got {options.get(name)!r}")
+    return text
 
 
 def _flag(options, name, default):
@@ -84,6 +155,19 @@ def _flag(options, name, default):
     if text not in ("true", "false"):
         raise ValueError(f"rocketmq: option {name} must be true or false, got {options.get(name)!r}")
     return text == "true"
+
+
+def check_subscriptions(planned, on_error):
+    """Refuse a read whose subscriptions (the file's and the store's SQL92 registrations) do not all parse:
+    a group left out would silently lose its rows from delivered_to. With onSubscriptionError=skip they are
+    left out, as the job leaves them out, with a warning that names them."""
+    failed = "; ".join(f"group {c.sub.group} topic {c.sub.topic}: {c.error}" for c in planned.subscriptions if c.error)
+    if failed and on_error == "fail":
+        raise ValueError(f"rocketmq: a subscription does not parse ({failed}); option onSubscriptionError=skip "
+                         "reads without it")
+    if failed:
+        log.warning("rocketmq: left out of delivered_to and collided_for, their subscriptions do not parse "
+                    "(onSubscriptionError=skip): %s", failed)
 
 
 @dataclass
@@ -100,10 +184,10 @@ class RocketMQReader(DataSourceReader):
     """Plans on the driver (in partitions(): the job's build_plan and commit-log splits, narrowed by the
     pushed filters) and reads a split per partition on the executors."""
 
-    def __init__(self, options, source_options, schema):
-        self.options = options
-        self.base = self.narrowing = window_narrowing(*(source_options.get(o) for o in (
-            "since", "until", "startingOffsets", "endingOffsets")))
+    def __init__(self, read, schema):
+        self.options = read.job
+        self.on_subscription_error = read.on_subscription_error
+        self.base = self.narrowing = read.narrowing
         self.arrow = to_arrow_schema(schema, timezone="UTC")  # what Spark checks each batch against
 
     def pushFilters(self, filters):
@@ -115,6 +199,8 @@ class RocketMQReader(DataSourceReader):
         narrowing = self.narrowing
         topics = None if narrowing.topics is None else tuple(sorted(narrowing.topics))
         planned = build_plan(replace(self.options, read_topics=topics))
+        if self.options.subscription_files:
+            check_subscriptions(planned, self.on_subscription_error)
         plan, segments = planned.plan, planned.segments
         queue_ids = np.array([q.queue_id for q in segments.queues], dtype=np.int64)
         wanted = narrowing.column("queue_id").mask(queue_ids[segments.queue])
