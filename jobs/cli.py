@@ -18,7 +18,8 @@ def add_subscription_arguments(p):
 
 
 def subscription_options(args, settings):
-    """The JobOptions fields those arguments decide, over the job settings' defaults."""
+    """The JobOptions fields those arguments decide, over the job settings' defaults, and the settings the
+    job and explain apply alike (bloom bits, max_body_mb)."""
     return dict(
         subscription_files=tuple(args.subscriptions),
         ad_hoc=tuple(tuple(s) for s in args.subscription),
@@ -27,6 +28,7 @@ def subscription_options(args, settings):
         retry=settings["retry_subscriptions"] and not args.no_retry,
         support_retry=settings["filter_support_retry"] or args.filter_support_retry,
         bloom_f=int(settings["bloom_f"]), bloom_n=int(settings["bloom_n"]),
+        max_body=int(settings["max_body_mb"]) << 20,
     )
 
 

@@ -1,6 +1,7 @@
 """One data source partition, read (on an executor): the job's task code on one commit-log split (its units,
 decoded under the corruption policy, every group of a topic when subscriptions are given), as Arrow
 batches of a row per decodable unit. Memory is bounded by the split, as the job's is."""
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,6 +10,8 @@ import pyarrow as pa
 from filtering.topic_replay import message_columns, replay_topic
 from jobs.split_task import Pieces, decoded_topics
 from jobs.split_units import split_units
+
+log = logging.getLogger("mqreplay")
 
 
 @dataclass(frozen=True)
@@ -28,12 +31,23 @@ def read_split(job, start, end, schema):
         units = units.filter(pa.array(keep))
     out = Pieces()  # the job's audits and counters: a read has no place for them (damaged units: no row)
     for topic, topic_units, messages in decoded_topics(job.plan, units, out):
+        _warn_of_null_bodies(out)
         keep = job.narrowing.message_mask(messages)
         if keep is not None and not keep.all():
             topic_units, messages = topic_units.filter(pa.array(keep)), messages.filter(pa.array(keep))
         if topic_units.num_rows:
             yield from _rows(job.plan, topic, topic_units, messages, out, schema).to_batches()
-        out.flush()
+
+
+def _warn_of_null_bodies(out):
+    """A log line per batch for the bodies left null (beyond max_body_mb), which the job lists in
+    OUT/audit/bodies/: the one place a read has to say it; the batch's other audits are dropped."""
+    for kind, piece in out.flush():
+        if kind == "bodies":
+            first = piece.slice(0, 1).to_pylist()[0]
+            log.warning("rocketmq: %d message bod%s left null, e.g. %s queue %d offset %d: %s", piece.num_rows,
+                        "y" if piece.num_rows == 1 else "ies", first["topic"], first["queue_id"],
+                        first["queue_offset"], first["reason"])
 
 
 def _rows(plan, topic, units, messages, out, schema):

@@ -67,11 +67,12 @@ def subscription_of(ctx, group, topic):
 
 
 def read_queue_units(ctx, topic, queue_id, queue_offsets):
-    """(units, messages): the consume-queue units at `queue_offsets` of one queue and their records."""
+    """(units, messages): the consume-queue units at `queue_offsets` of one queue and their records, bodies
+    as the job decodes them (null beyond max_body_mb)."""
     try:
         units = read_units(ctx.fs, queue_files(ctx.fs, ctx.root, topic, queue_id), queue_offsets)
         messages = read_records(ctx.fs, ctx.commitlog, ctx.plan.commitlog_file_size,
-                                units.column("commitlog_offset"), units.column("size"))
+                                units.column("commitlog_offset"), units.column("size"), ctx.plan.max_body)
     except NotInStore as exc:
         raise ExplainError(str(exc)) from None
     agree = (pc.equal(messages.column("topic"), topic).to_numpy(zero_copy_only=False)

@@ -13,6 +13,7 @@ from filtering.subscriptions import RETRY_PREFIX
 from filtering.tags import int32, java_hash
 from filtering.topic_replay import retry_filters
 from schemas import layout as L
+from schemas.commitlog import CODECS, compression_types, not_inflated_reason
 
 VERDICTS = {
     None: "delivered: the broker returns it (GetMessageStatus.FOUND) and the consumer keeps it",
@@ -38,8 +39,8 @@ def report(ctx, verdicts, i=0):
         "group": sub.group, "topic": sub.topic, "queue_id": unit["queue_id"], "queue_offset": unit["queue_offset"],
         "delivered": stage is None, "stage": stage, "verdict": VERDICTS[stage],
         "unit": _unit(unit),
-        "message": {k: message[k] for k in ("msg_id", "tags", "keys", "store_timestamp", "born_timestamp",
-                                            "reconsume_times", "properties")},
+        "message": {**{k: message[k] for k in ("msg_id", "tags", "keys", "store_timestamp", "born_timestamp",
+                                               "reconsume_times", "properties")}, "body": _body(ctx, message)},
         "subscription": _subscription(ctx, verdicts.csub, message),
         "scope": _scope(ctx, verdicts, unit, message, bool(verdicts.in_scope[i])),
         "consume_queue": _consume_queue(ctx, verdicts, i, message),
@@ -63,6 +64,20 @@ def _unit(unit):
                    bitmap=bitmap.hex() if bitmap else None)
     out["ext"] = ext
     return out
+
+
+def _body(ctx, message):
+    """How the job writes the body: its size, and for a compressed one its codec and whether it is inflated
+    (one beyond max_body_mb is not: the job writes it null and lists the message in OUT/audit/bodies/)."""
+    body, sys_flag = message["body"], message["sys_flag"]
+    if not sys_flag & L.COMPRESSED:
+        return {"compression": None, "inflated": None, "size": len(body), "reason": None}
+    ctype = int(compression_types(sys_flag))
+    reason = None if body is not None else (
+        f"{not_inflated_reason(ctype, ctx.plan.max_body)}: the job writes the message with a null body and lists "
+        "it in OUT/audit/bodies/; the decision is the same (filters read properties, never the body)")
+    return {"compression": CODECS[ctype], "inflated": body is not None, "size": None if body is None else len(body),
+            "reason": reason}
 
 
 def _subscription(ctx, csub, message):

@@ -30,9 +30,14 @@ def _unit(u):
 
 
 def _message(m):
-    return ["message (commit log)",
-            f"  msgId {m['msg_id']}, storeTimestamp {m['store_timestamp']}, tags {m['tags']!r}, keys {m['keys']!r}",
-            f"  properties {json.dumps(m['properties'], ensure_ascii=False)}"]
+    lines = ["message (commit log)",
+             f"  msgId {m['msg_id']}, storeTimestamp {m['store_timestamp']}, tags {m['tags']!r}, keys {m['keys']!r}",
+             f"  properties {json.dumps(m['properties'], ensure_ascii=False)}"]
+    body = m["body"]
+    if body["inflated"] is not None:  # a compressed body
+        lines.append(f"  body {body['compression']}-compressed, inflated to {body['size']} bytes" if body["inflated"]
+                     else f"  body NOT INFLATED: {body['reason']}")
+    return lines
 
 
 def _subscription(s):

@@ -45,6 +45,7 @@ class JobOptions:
     topics: tuple = ()
     retry: bool = True
     with_body: bool = True
+    max_body: int = 64 << 20  # max_body_mb, in bytes
     support_retry: bool = False
     bloom_f: int = 20
     bloom_n: int = 32
@@ -132,7 +133,7 @@ def build_plan(options):
         subscriptions=runnable,
         registrations=_dispatched_registrations(stored, compiled, bloom, options.dialect),
         audit_bitmaps=CONSUMER_FILTER_FILE not in config.damaged,
-        bloom_f=options.bloom_f, bloom_n=options.bloom_n, with_body=options.with_body,
+        bloom_f=options.bloom_f, bloom_n=options.bloom_n, with_body=options.with_body, max_body=options.max_body,
         support_retry=options.support_retry, on_corrupt=options.on_corrupt, verify_crc=options.verify_crc,
         split_size=min(options.split_size, layout.commitlog_file_size or options.split_size),
         start_offsets=_start_offsets(options, compiled, config.consumer_offsets),
@@ -159,7 +160,7 @@ def plan_from_config(options, config, topics_present, commitlog):
         subscriptions=tuple(c for c in compiled if not c.error),
         registrations=_dispatched_registrations(stored, compiled, bloom, options.dialect),
         bloom_f=options.bloom_f, bloom_n=options.bloom_n, support_retry=options.support_retry,
-        start_offsets=_start_offsets(options, compiled, config.consumer_offsets))
+        max_body=options.max_body, start_offsets=_start_offsets(options, compiled, config.consumer_offsets))
     return plan, compiled
 
 

@@ -17,6 +17,7 @@ class ReplayPlan:
     bloom_f: int = 20
     bloom_n: int = 32
     with_body: bool = True
+    max_body: int = 64 << 20  # bytes a compressed body may inflate to; beyond, it is null (audit/bodies)
     support_retry: bool = False
     on_corrupt: str = "fail"
     verify_crc: bool = False

@@ -5,7 +5,7 @@ import os
 DEFAULTS = {
     "split_size_mb": 128, "bloom_f": 20, "bloom_n": 32, "rocketmq_version": "5", "from": "earliest",
     "retry_subscriptions": True, "filter_support_retry": False, "with_body": True, "on_corrupt": "fail",
-    "verify_crc": False, "spark": {},
+    "verify_crc": False, "max_body_mb": 64, "spark": {},
 }
 DEFAULT_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf", "replay.json")
 

@@ -15,17 +15,18 @@ Layouts (OUT/...):
               its columns; matched/ and audit/collisions/: one narrow row per (group, message), joinable
               on (topic, commitlog_offset); one file per split, rows ordered by group within a batch.
   wide        matched/ and audit/collisions/ rows carry every message column (small per-group exports).
-Audits: audit/bitmaps/, audit/corrupt/ (only when there are rows)."""
+Audits: audit/bitmaps/, audit/corrupt/, audit/bodies/ (only when there are rows)."""
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from schemas import storefs
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, STAT_FIELDS, TOPIC_STAT_FIELDS
-from schemas.columns import one_array
+from schemas.columns import batch_bounds, one_array
 
 ATTEMPTS = "_attempts"
 # the narrow row of matched/ and audit/collisions/ (besides group and topic)
@@ -46,8 +47,10 @@ NARROW_FIELDS = ["queue_id", "queue_offset", "commitlog_offset", "msg_id", "tags
 STATISTICS = ["topic", "queue_id", "queue_offset", "commitlog_offset", "born_timestamp", "store_timestamp"]
 PARQUET_OPTIONS = dict(compression="zstd", compression_level=1, use_dictionary=False)
 # Wide rows carry bodies and properties, and a batch's messages fan out to every group that receives them
-# (some five each here): written this many rows at a time, so that no batch's fan-out is whole in memory.
+# (some five each here): written this many rows at a time, so that no batch's fan-out is whole in memory,
+# and no more bodies than this at a time, so that no column of large bodies nears Arrow's 2 GiB.
 WIDE_ROWS = 65536
+WIDE_BYTES = 64 << 20
 
 
 def parquet_options(schema):
@@ -106,14 +109,20 @@ class SplitWriter:
             if self.spec.layout == "noop":
                 self._count(output, final, len(rows))
                 continue
-            step = WIDE_ROWS if self.spec.layout == "wide" else len(rows)
-            for lo in range(0, len(rows), step):
-                self._append(output, final, group_rows(piece, groups[lo:lo + step], rows[lo:lo + step], names,
-                                                       distinct_ids))
+            for lo, hi in self._chunks(piece, rows):
+                self._append(output, final, group_rows(piece, groups[lo:hi], rows[lo:hi], names, distinct_ids))
         if self.spec.layout != "wide":  # normalized, or noop (counted as normalized, not written)
             fields = [f for f, _ in OUTPUT_MESSAGE_FIELDS if self._keeps(f)]
             self._append("messages", f"messages/topic={hive_escape(piece.topic)}/part-{self.split:05d}.parquet",
                          piece.table.select(fields))
+
+    def _chunks(self, piece, rows):
+        """(lo, hi) ranges of a piece's output rows written at a time: all (narrow rows), or at most WIDE_ROWS
+        rows and WIDE_BYTES of bodies (wide rows, bodies fanned out)."""
+        if self.spec.layout != "wide":
+            return [(0, len(rows))]
+        sizes = pc.binary_length(one_array(piece.table.column("body"))).fill_null(0).to_numpy()
+        return batch_bounds(sizes[rows], WIDE_ROWS, WIDE_BYTES)
 
     def _keeps(self, field):
         return self.spec.with_body or field != "body"
@@ -123,6 +132,9 @@ class SplitWriter:
 
     def _corrupt(self, table):
         self._append("audit/corrupt", f"audit/corrupt/part-{self.split:05d}.parquet", table)
+
+    def _bodies(self, table):
+        self._append("audit/bodies", f"audit/bodies/part-{self.split:05d}.parquet", table)
 
     def _stats(self, table):
         for row in table.to_pylist():

@@ -8,8 +8,9 @@ import pyarrow.compute as pc
 from schemas import kernels as K
 from schemas import layout as L
 from schemas import storefs
-from schemas.arrow_schemas import CORRUPT_SCHEMA
-from schemas.commitlog import decode_records
+from schemas.arrow_schemas import BODIES_SCHEMA, CORRUPT_SCHEMA
+from schemas.columns import one_array
+from schemas.commitlog import compression_types, decode_records, decompress, inflated_into, not_inflated_reason
 from schemas.errors import CorruptStoreError
 
 OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL: the commit-log file was deleted (retention)"
@@ -17,6 +18,7 @@ OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL: the commit-log file was deleted (retention
 EXT_UNREADABLE = "ext unit unreadable"
 
 CRC_MISMATCH = "body CRC mismatch"
+
 
 def _corrupt(plan, out, units, rows, reason, path, offsets=None):
     """Skip (audit) or fail on the units at `rows`; `offsets`: positions in `path` (default commit-log)."""
@@ -56,7 +58,8 @@ def check_ext(plan, units, out):
 
 def decode_messages(plan, units, out):
     """Decode the record of every unit (a batch of split_task.decoded_topics: one commit-log file); units
-    whose record is missing or damaged go to the audit. (messages, the units they belong to), row for row."""
+    whose record is missing or damaged go to the audit. (messages, the units they belong to), row for row;
+    compressed bodies as stored (`inflated` inflates them, a budget at a time)."""
     offsets = units.column("commitlog_offset").to_numpy()
     sizes = units.column("size").to_numpy().astype(np.int64)
     file_start = int(offsets[0] // plan.commitlog_file_size * plan.commitlog_file_size)
@@ -96,7 +99,7 @@ def decode_messages(plan, units, out):
         fields = None
     try:
         decoded = pa.Table.from_batches([decode_records(buf, uniq, file_start + lo, path, with_body=plan.with_body,
-                                                        raw=plan.verify_crc, fields=fields)])
+                                                        raw=plan.verify_crc, fields=fields, inflate=False)])
     except CorruptStoreError:
         if plan.on_corrupt != "skip":
             raise
@@ -134,7 +137,7 @@ def _decode_one_by_one(plan, buf, uniq, starts, idx, base, path, units, out):
     for s in uniq:
         try:
             batches.append(decode_records(buf, np.array([s]), base, path, with_body=plan.with_body,
-                                          raw=plan.verify_crc))
+                                          raw=plan.verify_crc, inflate=False))
             good_starts.append(s)
         except CorruptStoreError as exc:
             _corrupt(plan, out, units, idx[starts[idx] == s], exc.reason, path)
@@ -145,6 +148,85 @@ def _decode_one_by_one(plan, buf, uniq, starts, idx, base, path, units, out):
 
     table = pa.Table.from_batches(batches) if batches else MESSAGE_SCHEMA.empty_table()
     return table, idx, inverse
+
+
+def inflated(plan, messages, units, out, budget):
+    """(messages, units) pieces of a decoded batch, its compressed bodies inflated, each piece holding at most
+    `budget` bytes of bodies (or one body larger than that alone) and inflated only when the one before has
+    been handed on: however large legitimate bodies are, a task holds one piece's, and no body column nears
+    Arrow's 2 GiB. A batch with no compressed body (or read without bodies) passes as it is.
+
+    A body that inflates beyond plan.max_body stays null and its message is listed in `bodies` (BODIES_SCHEMA):
+    it is decided and delivered as any other, filters reading properties only. One that does not inflate is
+    damaged (the corruption policy). Sizes of uncompressed bodies are Arrow's; compressed ones are inflated
+    one by one, in Python."""
+    sys_flag = messages.column("sys_flag").to_numpy()
+    rows = np.flatnonzero(sys_flag & L.COMPRESSED) if plan.with_body else ()
+    if not len(rows):
+        yield messages, units
+        return
+    stored = one_array(messages.column("body"))
+    sizes = pc.binary_length(stored).to_numpy(zero_copy_only=False).astype(np.int64)
+    stored_sizes = sizes.copy()
+    sizes[rows] = 0  # a compressed body's size is known once inflated
+    plain = np.r_[0, np.cumsum(sizes)]  # bytes of the uncompressed bodies before each row
+    ctypes, offsets = compression_types(sys_flag), messages.column("commitlog_offset").to_numpy()
+    path = plan.file_of(int(offsets[0]) // plan.commitlog_file_size * plan.commitlog_file_size)[0]
+    held = _Held(messages, units, stored)
+    lo, inflated_bytes = 0, 0  # the piece being filled starts at lo; its compressed bodies' bytes so far
+    for i, data in zip([*rows, len(sizes)], stored.take(pa.array(rows)).to_pylist() + [None]):
+        while lo < i and plain[i] - plain[lo] + inflated_bytes > budget:  # rows [lo, i) pass the budget
+            hi = lo + max(1, int(np.searchsorted(np.cumsum(sizes[lo:i]), budget, side="right")))
+            inflated_bytes -= int(sizes[lo:hi].sum() - (plain[hi] - plain[lo]))
+            yield held.piece(lo, hi, out)
+            lo = hi
+        if i == len(sizes):
+            break
+        try:
+            body = decompress(data, ctypes[i], path, int(offsets[i]), plan.max_body)
+        except CorruptStoreError as exc:
+            _corrupt(plan, out, units, [i], exc.reason, path)  # raises unless --on-corrupt skip
+            held.damaged.add(i)
+            body = None
+        else:
+            if body is None:
+                held.too_large[i] = (int(stored_sizes[i]), not_inflated_reason(ctypes[i], plan.max_body))
+        held.bodies[i] = body
+        sizes[i] = len(body or b"")
+        inflated_bytes += sizes[i]
+    if lo < len(sizes):
+        yield held.piece(lo, len(sizes), out)
+
+
+class _Held:
+    """The inflated bodies of `inflated` not handed on yet, and which of them are too large or damaged."""
+
+    def __init__(self, messages, units, stored):
+        self.messages, self.units, self.stored = messages, units, stored
+        self.bodies, self.too_large, self.damaged = {}, {}, set()  # by row
+
+    def piece(self, lo, hi, out):
+        """(messages, units) of rows [lo, hi) with their inflated bodies; its too large ones to `out`."""
+        rows = [r for r in self.bodies if r < hi]
+        body = inflated_into(self.stored.slice(lo, hi - lo), np.array(rows, np.int64) - lo,
+                             [self.bodies.pop(r) for r in rows])
+        messages = self.messages.slice(lo, hi - lo)
+        messages = messages.set_column(messages.schema.get_field_index("body"), messages.schema.field("body"), body)
+        units = self.units.slice(lo, hi - lo)
+        large = [r for r in rows if r in self.too_large]
+        if large:
+            sel = self.units.take(pa.array(large))
+            sizes, reasons = zip(*(self.too_large.pop(r) for r in large))
+            out.add("bodies", pa.table({
+                "topic": sel.column("topic"), "queue_id": sel.column("queue_id"),
+                "queue_offset": sel.column("queue_offset"), "commitlog_offset": sel.column("commitlog_offset"),
+                "stored_size": pa.array(sizes, pa.int32()), "reason": pa.array(reasons, pa.string())},
+                schema=BODIES_SCHEMA))
+        damaged = [r - lo for r in rows if r in self.damaged]
+        if damaged:
+            keep = pa.array(np.setdiff1d(np.arange(hi - lo), damaged))
+            messages, units = messages.take(keep), units.take(keep)
+        return messages, units
 
 
 _FS = {}

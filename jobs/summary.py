@@ -9,14 +9,15 @@ from schemas.arrow_schemas import STAT_FIELDS, TOPIC_STAT_FIELDS
 class Counters:
     """What the tasks counted, summed over tasks: per (group, topic), per topic, and the audit's size."""
 
-    def __init__(self, groups=None, topics=None, examples=None, corrupt_items=0):
+    def __init__(self, groups=None, topics=None, examples=None, corrupt_items=0, uninflated_bodies=0):
         self.groups, self.topics = groups or {}, topics or {}
         self.examples, self.corrupt_items = examples or {}, corrupt_items
+        self.uninflated_bodies = uninflated_bodies  # rows of audit/bodies: bodies beyond max_body_mb, left null
 
     @classmethod
     def of(cls, reports, driver_problems=0):
         """The counters of the successful attempts' reports (jobs/sink.py's report rows)."""
-        groups, topics, examples, corrupt = {}, {}, {}, driver_problems
+        groups, topics, examples, corrupt, bodies = {}, {}, {}, driver_problems, 0
         for r in reports:
             if r["kind"] == "stats":
                 _add(groups.setdefault((r["group"], r["topic"]), {}), STAT_FIELDS, r["stats"])
@@ -26,7 +27,9 @@ class Counters:
                 examples.setdefault((r["group"], r["topic"]), r["reason"])
             elif r["kind"] == "file" and r["output"] == "audit/corrupt":
                 corrupt += r["rows"]
-        return cls(groups, topics, examples, corrupt)
+            elif r["kind"] == "file" and r["output"] == "audit/bodies":
+                bodies += r["rows"]
+        return cls(groups, topics, examples, corrupt, bodies)
 
 
 def _add(into, names, values):
@@ -64,11 +67,13 @@ def build_summary(planned, counters, options):
         "failed_subscriptions": [r["group"] + "/" + r["topic"] for r in rows if r["status"] != "OK"],
         "store_problems": planned.problems or [],
         "corrupt_items": counters.corrupt_items,
+        "uninflated_bodies": counters.uninflated_bodies,
         "skipped_units": sum(r["skipped"] for r in rows),
         "totals": {name: sum(r[name] for r in rows) for name in STAT_FIELDS + ["filtered_out"]},
         "bitmap_audit": {"topics": topics,
                          "totals": {name: sum(t[name] for t in topics) for name in TOPIC_STAT_FIELDS}},
-        "warnings": list(planned.warnings) + _error_warnings(planned, rows, counters.examples),
+        "warnings": list(planned.warnings) + _error_warnings(planned, rows, counters.examples)
+        + _body_warnings(counters, options),
         "window": describe(options.window, planned.ranges) if options.window.given else None,
     }
 
@@ -99,6 +104,16 @@ def _error_warnings(planned, rows, examples):
             out.append(f"{r['group']}/{r['topic']} `{r['expression']}`: {r['evaluation_errors']} of "
                        f"{r['evaluated']} messages threw {example}")
     return out
+
+
+def _body_warnings(counters, options):
+    """Messages delivered with a null body: their body inflates beyond max_body_mb (OUT/audit/bodies/)."""
+    n = counters.uninflated_bodies
+    if not n:
+        return []
+    inflate = "body inflates" if n == 1 else "bodies inflate"
+    return [f"{n} message {inflate} beyond max_body_mb ({options.max_body / (1 << 20):g} MiB): not inflated, "
+            "delivered with a null body; listed in OUT/audit/bodies/"]
 
 
 def exit_code(summary):

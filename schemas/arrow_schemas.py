@@ -62,10 +62,16 @@ STAT_FIELDS = ["units", "skipped", "stage1_passed", "broker_delivered", "client_
 # Counters of one topic's bitmap audit (stored ConsumeQueueExt bitmaps against all the store's registrations).
 TOPIC_STAT_FIELDS = ["units", "bitmaps_compared", "bitmap_mismatches", "bitmap_mismatches_explained"]
 
-# The audits a replay writes (OUT/audit/corrupt, OUT/audit/bitmaps).
+# The audits a replay writes (OUT/audit/corrupt, OUT/audit/bitmaps, OUT/audit/bodies).
 CORRUPT_SCHEMA = pa.schema([
     ("file", pa.string()), ("offset", pa.int64()), ("topic", pa.string()), ("queue_id", pa.int32()),
     ("queue_offset", pa.int64()), ("commitlog_offset", pa.int64()), ("reason", pa.string()),
+])
+# Messages delivered with a null body: it inflates beyond max_body_mb. stored_size: the body's length as stored
+# (compressed), what the message cost the broker, where the inflated size is only known to pass the bound.
+BODIES_SCHEMA = pa.schema([
+    ("topic", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()), ("commitlog_offset", pa.int64()),
+    ("stored_size", pa.int32()), ("reason", pa.string()),
 ])
 BITMAP_SCHEMA = pa.schema([
     ("topic", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()), ("commitlog_offset", pa.int64()),

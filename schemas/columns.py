@@ -82,3 +82,16 @@ def to_utf8(binary):
 def one_array(column):
     """A ChunkedArray as one Array: its only chunk as is (combine_chunks would copy it)."""
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def batch_bounds(sizes, max_rows, max_bytes):
+    """(lo, hi) row ranges, in order, that cover `sizes`: each of at most max_rows rows and max_bytes in all,
+    or of one row larger than that alone. An (n, 2) array: a search per range, not a step per row."""
+    ends = np.cumsum(sizes, dtype=np.int64)
+    bounds, lo = [], 0
+    while lo < len(ends):
+        fit = int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + max_bytes, side="right"))
+        hi = min(max(fit, lo + 1), lo + max_rows)
+        bounds.append((lo, hi))
+        lo = hi
+    return np.array(bounds, dtype=np.int64).reshape(-1, 2)

@@ -9,6 +9,7 @@ import zlib
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from schemas import kernels as K
 from schemas import layout as L
@@ -57,13 +58,17 @@ def walk_records(buf, base_offset=0, path="commitlog", limit=None):
     return np.array(starts, dtype=np.int64), pos, END_LIMIT
 
 
-def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True, raw=False, fields=None):
+def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True, raw=False, fields=None,
+                   max_body=None, inflate=True):
     """An Arrow RecordBatch (MESSAGE_SCHEMA) of the records starting at `starts` (relative to buf).
 
     One compiled pass finds every field of every record (`kernels.record_fields`); variable fields are then
     copied once into Arrow buffers. raw=True adds what decoding loses, for byte-exact re-encoding:
     `stored_body` (as on disk) and `properties_raw` (the blob, with the pieces RocketMQ drops).
-    fields: `kernels.record_fields(buf, starts)` when the caller already has it."""
+    fields: `kernels.record_fields(buf, starts)` when the caller already has it. A compressed body that
+    inflates beyond max_body bytes is null (never inflated whole: see decompress). inflate=False leaves
+    compressed bodies as stored, for a caller that inflates them itself (jobs/split_decode.py, a budget of
+    bytes at a time)."""
     from filtering.tags import tags_code_array
     from schemas.arrow_schemas import MESSAGE_SCHEMA
 
@@ -94,7 +99,7 @@ def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True,
         "reconsume_times": f["reconsume_times"],
         "prepared_transaction_offset": f["prepared_transaction_offset"],
         "body_crc": f["body_crc"],
-        "body": (_bodies(stored_body, sys_flag, base_offset + starts, path)
+        "body": ((_bodies(stored_body, sys_flag, base_offset + starts, path, max_body) if inflate else stored_body)
                  if with_body else pa.nulls(len(starts), pa.binary())),
         "tags_code": tags_code_array(tags),
         "properties": properties,
@@ -140,29 +145,105 @@ def _hosts(buf, at, v6, ports, v4_keys):
                                                   ports[rows]))
 
 
-def _bodies(stored, sys_flag, offsets, path):
-    """Decompressed bodies: only compressed records leave Arrow (zlib, or LZ4/ZSTD frames since 4.9.4)."""
-    compressed = (sys_flag & L.COMPRESSED) != 0
-    if not compressed.any():
+def _bodies(stored, sys_flag, offsets, path, max_body):
+    """Inflated bodies (zlib, or LZ4/ZSTD frames since 4.9.4), null beyond max_body: only compressed records
+    leave Arrow, one at a time."""
+    rows = np.flatnonzero(sys_flag & L.COMPRESSED)
+    if not len(rows):
         return stored
-    values = stored.to_pylist()
-    for i in np.flatnonzero(compressed):
-        ctype = (int(sys_flag[i]) & L.COMPRESSION_TYPE_MASK) >> L.COMPRESSION_TYPE_SHIFT
-        values[i] = decompress(values[i], ctype, path, int(offsets[i]))
-    return pa.array(values, pa.binary())
+    ctypes = compression_types(sys_flag)
+    values = [decompress(data, ctypes[i], path, int(offsets[i]), max_body)
+              for i, data in zip(rows, stored.take(pa.array(rows)).to_pylist())]
+    return inflated_into(stored, rows, values)
 
 
-def decompress(data, ctype, path="commitlog", offset=None):
-    """RocketMQ's CompressorFactory: type 0 (pre-4.9.4) and 3 are zlib; 1 is an LZ4 frame; 2 a ZSTD frame."""
+def inflated_into(stored, rows, values):
+    """`stored` (a binary array) with the bodies at `rows` replaced by `values` (bytes or None), in Arrow."""
+    mask = np.zeros(len(stored), dtype=bool)
+    mask[rows] = True
+    return pc.replace_with_mask(stored, pa.array(mask), pa.array(values, pa.binary()))
+
+
+def compression_types(sys_flag):
+    """Each record's compression type: sysFlag bits 8-10 (0 before 4.9.4, zlib)."""
+    return (np.asarray(sys_flag) & L.COMPRESSION_TYPE_MASK) >> L.COMPRESSION_TYPE_SHIFT
+
+
+CODECS = {0: "zlib", L.COMPRESSION_ZLIB: "zlib", L.COMPRESSION_LZ4: "LZ4", L.COMPRESSION_ZSTD: "ZSTD"}
+
+
+def not_inflated_reason(ctype, max_body):
+    """Why a body is null: the reason audit/bodies, the data source and explain give."""
+    return f"{CODECS[int(ctype)]} body inflates beyond max_body_mb ({max_body / (1 << 20):g} MiB): " \
+           "not inflated"
+
+
+# inflated output is gathered in steps of 1 MiB: an output buffer of the whole bound (64 MiB) for each body
+# cost LZ4 and ZSTD 10-20 us more than inflating a 10 KiB body (the allocator maps and unmaps that much)
+_STEP = 1 << 20
+
+
+def decompress(data, ctype, path="commitlog", offset=None, limit=None):
+    """RocketMQ's CompressorFactory: type 0 (pre-4.9.4) and 3 are zlib; 1 is an LZ4 frame; 2 a ZSTD frame.
+
+    With a limit, None for a body that inflates to more than `limit` bytes, found by inflating at most about
+    limit + 1 MiB of it (a ZSTD frame that declares a larger content size: none): a body of a few MB can
+    inflate to gigabytes (zlib's ratio reaches 1032:1), which no Arrow array (2 GiB) and no task's memory
+    holds, and which the decision never needs (filters read properties only). A zlib or LZ4 stream that ends
+    before its end mark, or a ZSTD frame shorter than its declared size, is damaged."""
     try:
         if ctype in (0, L.COMPRESSION_ZLIB):
-            return zlib.decompress(data)
-        if ctype == L.COMPRESSION_LZ4:
-            import lz4.frame
-            return lz4.frame.decompress(data)
-        if ctype == L.COMPRESSION_ZSTD:
-            import zstandard
-            return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+            out, done = _zlib(data, limit)
+        elif ctype == L.COMPRESSION_LZ4:
+            out, done = _lz4(data, limit)
+        elif ctype == L.COMPRESSION_ZSTD:
+            out, done = _zstd(data, limit)
+        else:
+            raise UnsupportedStoreError(f"{path} at offset {offset}: unknown compression type {ctype}")
+    except UnsupportedStoreError:
+        raise
     except Exception as exc:  # noqa: BLE001 - every codec has its own error class
         raise CorruptStoreError(path, offset, f"body does not decompress (type {ctype}): {exc}") from exc
-    raise UnsupportedStoreError(f"{path} at offset {offset}: unknown compression type {ctype}")
+    if out is not None and not done:
+        raise CorruptStoreError(path, offset, f"body does not decompress (type {ctype}): incomplete or truncated")
+    return out
+
+
+def _over(n, limit):
+    return limit is not None and n > limit
+
+
+def _zlib(data, limit):
+    """(body or None beyond limit, whether the stream ended): zlib's own output buffer grows as it fills."""
+    inflater = zlib.decompressobj()
+    out = inflater.decompress(data, 0 if limit is None else limit + 1)
+    return (None if _over(len(out), limit) else out), inflater.eof
+
+
+def _lz4(data, limit):
+    import lz4.frame
+
+    inflater = lz4.frame.LZ4FrameDecompressor()
+    parts = [inflater.decompress(data, max_length=_STEP)]
+    n = len(parts[0])
+    while not inflater.eof and not inflater.needs_input and not _over(n, limit):
+        parts.append(inflater.decompress(b"", max_length=_STEP))
+        n += len(parts[-1])
+    return (None if _over(n, limit) else b"".join(parts)), inflater.eof
+
+
+def _zstd(data, limit):
+    import zstandard
+
+    size = zstandard.frame_content_size(data)  # -1: not declared (zstd-jni's Zstd.compress declares it)
+    if _over(size, limit):
+        return None, True
+    parts, n = [], 0
+    with zstandard.ZstdDecompressor().stream_reader(data) as reader:
+        while not _over(n, limit):
+            part = reader.read(size + 1 if size >= 0 else _STEP)
+            if not part:
+                break
+            parts.append(part)
+            n += len(part)
+    return (None if _over(n, limit) else b"".join(parts)), size < 0 or n == size

@@ -66,9 +66,10 @@ def _queue_range(fs, queue):
            f"{last[0].start // L.CQ_UNIT_SIZE + last[1][1]}"
 
 
-def read_records(fs, commitlog, file_size, offsets, sizes):
+def read_records(fs, commitlog, file_size, offsets, sizes, max_body=None):
     """MESSAGE_SCHEMA table of the records at commit-log `offsets` (each `sizes` bytes), in that order, bodies
-    left out (an explained decision and a window's bounds need none).
+    left out (a window's bounds need none), or with max_body, decoded as the job decodes them: a compressed
+    one that inflates beyond max_body bytes is null (explain says so).
 
     commitlog: the store's commit-log Segments; file_size: their mapped-file size."""
     offsets, sizes = np.asarray(offsets, dtype=np.int64), np.asarray(sizes, dtype=np.int64)
@@ -81,7 +82,8 @@ def read_records(fs, commitlog, file_size, offsets, sizes):
         buf = storefs.read_range(fs, segment.path, lo, hi - lo)
         if len(buf) < hi - lo:
             raise NotInStore(f"commit-log file {segment.path} ends before offset {int(start) + hi}")
-        batches.append(decode_records(buf, rel - lo, int(start) + lo, segment.path, with_body=False))
+        batches.append(decode_records(buf, rel - lo, int(start) + lo, segment.path, with_body=max_body is not None,
+                                      max_body=max_body))
         rows.append(sel)
     table = pa.Table.from_batches(batches)
     return table.take(pa.array(np.argsort(np.concatenate(rows), kind="stable")))

@@ -13,7 +13,7 @@ from jobs.transforms import run_split
 from schemas.arrow_schemas import STAT_FIELDS, TOPIC_STAT_FIELDS
 
 OUTPUTS = {"matched": "matched", "collision": "audit/collisions", "bitmap": "audit/bitmaps",
-           "corrupt": "audit/corrupt", "message": "messages"}
+           "corrupt": "audit/corrupt", "bodies": "audit/bodies", "message": "messages"}
 
 
 def replay_local(planned, layout="wide"):
