@@ -70,3 +70,18 @@ def _before_any_store(text, value):
         return f"{text} reads as {day} in epoch milliseconds: did you mean seconds? write {value * 1000}"
     return f"{text} reads as {day} in epoch milliseconds, before any broker stored a message: give epoch " \
            "milliseconds or ISO-8601 with an offset"
+
+
+def print_quietly(text):
+    """Print to stdout; False when the reader closed it (`| head`): the rest goes nowhere, not into a second
+    error when the interpreter flushes stdout at exit. The job and explain end as a Unix tool does then."""
+    import os
+    import sys
+
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return False
+    return True

@@ -13,10 +13,9 @@ answer was written (`| head`): nothing more is printed, no traceback.
 """
 import argparse
 import json
-import os
 import sys
 
-from jobs.cli import add_subscription_arguments, subscription_options
+from jobs.cli import add_subscription_arguments, print_quietly, subscription_options
 from jobs.errors import UsageError
 from jobs.window import parse_window
 
@@ -115,15 +114,8 @@ def main(argv=None):
 
 
 def _print(text):
-    """Print the answer; a reader that closed stdout (`| head`) ends explain quietly, as it ends a Unix tool."""
-    try:
-        print(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # what is left in stdout's buffer goes nowhere, not into a second error when the interpreter flushes it
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_PIPE
-    return EXIT_OK
+    """Print the answer; a reader that closed stdout (`| head`) ends explain quietly (exit 141)."""
+    return EXIT_OK if print_quietly(text) else EXIT_PIPE
 
 
 if __name__ == "__main__":

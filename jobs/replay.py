@@ -21,7 +21,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the reposit
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from jobs import lifecycle, outputs  # noqa: E402
-from jobs.cli import add_subscription_arguments, subscription_options  # noqa: E402
+from jobs.cli import add_subscription_arguments, print_quietly, subscription_options  # noqa: E402
 from jobs.errors import UsageError  # noqa: E402
 from jobs.plan import JobOptions, build_plan  # noqa: E402
 from jobs.progress import MODES, open_progress  # noqa: E402
@@ -209,11 +209,11 @@ def _main(args, progress):
     finally:
         progress.stop()
         _stop_spark(spark)
-    print(summary_table(summary))
+    print_quietly(summary_table(summary))  # OUT is published: a stdout closed by its reader changes nothing
     if summary["corrupt_items"]:
         print(f"damaged data skipped: {summary['skipped_units']} unit(s) of the subscriptions, "
               f"{summary['corrupt_items']} item(s) audited in {args.out}/audit/corrupt/", file=sys.stderr)
-    print(f"output: {args.out}")
+    print_quietly(f"output: {args.out}")
     return exit_code(summary)
 
 

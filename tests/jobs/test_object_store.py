@@ -5,7 +5,6 @@ no readable OUT; the data source reads an S3 store."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -16,39 +15,17 @@ import pytest
 from tests.jobs.conftest import assert_rows_equal
 from tests.jobs.test_exit_codes import ROOT
 from tests.jobs.test_scheduler_runs import SUBMIT, _session_processes, _slow_filters, _wait_for
+from tools.local_s3 import KEYS, LocalS3
 
 pytestmark = pytest.mark.spark
-KEYS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def s3(store_a):
     """(endpoint host:port, S3FileSystem) of a moto server holding bucket `replay` with store_a's store."""
-    port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        assert _wait_for(lambda: _listening(port), timeout=30)
-        fs = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http", access_key="test",
-                               secret_key="test", region="us-east-1", allow_bucket_creation=True)
-        fs.create_dir("replay")
-        pafs.copy_files(str(store_a / "store"), "replay/store_a", source_filesystem=pafs.LocalFileSystem(),
-                        destination_filesystem=fs)
-        yield f"127.0.0.1:{port}", fs
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
-def _listening(port):
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
+    with LocalS3() as server:
+        server.upload(store_a / "store", "replay", "store_a")
+        yield server.endpoint, server.filesystem()
 
 
 def _env(endpoint=None):
