@@ -19,6 +19,11 @@ _HEAD_KEY, _TAIL_KEY = -1, 1 << 62
 # a segment's head and its tail; a file of up to twice as many, or a split's units of a segment up to as
 # many, are read whole instead of searched.
 PROBE_UNITS = (16 << 10) // L.CQ_UNIT_SIZE
+# A split's units of a segment are read whole, with no search, when the segment's real units are at most
+# this many (1 MiB): on an object store a request costs its latency whatever its size up to megabytes, and
+# a search costs a request a step (the 300,000-message bench store on a local S3 server: 504 consume-queue
+# requests a run, 168 a split, before; see the README's S3 bench); locally the extra bytes cost microseconds.
+WHOLE_UNITS = (1 << 20) // L.CQ_UNIT_SIZE
 
 
 def _key(raw):
@@ -31,14 +36,18 @@ def _key(raw):
 
 
 def _first_at_or_after(f, target, lo, hi):
-    """Index of the first unit in [lo, hi) whose sort key is >= target (hi if none)."""
-    while lo < hi:
+    """Index of the first unit in [lo, hi) whose sort key is >= target (hi if none): a binary search reading
+    one unit a step down to PROBE_UNITS units, then those in one read."""
+    while hi - lo > PROBE_UNITS:
         mid = (lo + hi) // 2
         if _key(f.read_at(L.CQ_UNIT_SIZE, mid * L.CQ_UNIT_SIZE)) < target:
             lo = mid + 1
         else:
             hi = mid
-    return lo
+    if lo >= hi:
+        return lo
+    first, keys, _ = _read_keys(f, lo, hi)
+    return first + int(np.searchsorted(keys, target, side="left"))
 
 
 def _read_keys(f, lo, hi):
@@ -118,11 +127,11 @@ def units_in_range(fs, segment, bounds, start, end):
 
     bounds: the segment's (first, last, first_offset, last_offset) from segment_bounds. A binary search
     finds the units only where the range begins or ends between the first and the last (not when there
-    are few: they are read whole); then one range read."""
+    are at most WHOLE_UNITS: they are read whole); then one range read."""
     first, last, first_offset, last_offset = bounds
     lo, hi = first, last + 1
     with fs.open_input_file(segment.path) as f:
-        if hi - lo > PROBE_UNITS:
+        if hi - lo > WHOLE_UNITS:
             if start > first_offset:
                 lo = _first_at_or_after(f, start, lo, hi)
             if end <= last_offset:

@@ -9,8 +9,11 @@ line, or fenced with ```) are cut at blank lines into pieces, and each piece is 
 - a command: every line starts with `.venv/bin/python -m` (the tools that need no Spark: schemas.dump,
   jobs.explain). Each runs with the interpreter of the tests; a pipe into `head` is left out, so the
   whole output is read.
-- not run: other commands (spark-submit runs of the whole job, which the `out` fixture makes once;
-  make targets; cluster set-ups; the crontab line) and text (program output, explanations).
+- a job: a line starts with `.venv/bin/spark-submit jobs/replay.py`: it runs on store_a (its `--out` a new
+  folder) and must exit 0.
+- job options: any other line that runs `replay.py` (a cluster's spark-submit, the crontab line): its
+  arguments must parse (jobs.replay.parse_args), so a renamed or removed option fails; it is not run.
+- not run: other commands (make targets, cluster set-ups) and text (program output, explanations).
 
 Comment lines do not decide a kind. The pieces of a block run in order, in the tests' Spark session (not a
 new one: Spark 4.3 lets a new session neither find nor register a data source its parent registered), with
@@ -43,6 +46,8 @@ README = ROOT / "README.md"
 SQL_START = re.compile(r"(CREATE|SELECT|WITH)\b", re.I)
 PYTHON_LINE = re.compile(r"(import \w|from [\w.]+ import |[A-Za-z_]\w* = |[A-Za-z_]\w*\.[A-Za-z_])")
 COMMAND = ".venv/bin/python -m "
+JOB = ".venv/bin/spark-submit jobs/replay.py "
+JOB_SCRIPT = re.compile(r"(^|\s)\S*replay\.py\s")
 INLINE_CALL = re.compile(r"`((?:schemas|filtering|jobs)\.[\w.]+\([^`]*\))`")
 EXPLAIN_EXAMPLE = {"G": "G_TAG_Aa_collide", "T": "TopicTest", "Q": "0", "O": "4"}
 PRICE = ("G_SQL_PRICE", "订单Topic", "SQL92", "price > 100.0")
@@ -96,6 +101,10 @@ def kind(piece, language):
         return "python"
     if all(line.startswith(COMMAND) for line in lines):
         return "command"
+    if any(line.startswith(JOB) for line in lines):
+        return "job"
+    if any(JOB_SCRIPT.search(line) for line in lines):
+        return "job options"
     return None
 
 
@@ -160,6 +169,40 @@ def run_command(line, store_a):
     return proc.stdout
 
 
+def job_arguments(line):
+    """The arguments a command line gives replay.py (up to a shell operator); a shell's `$(...)` is one word,
+    and a `${VAR:+...}` that may expand to nothing is left out."""
+    line = re.sub(r"\$\{[^}]*\}", "", re.sub(r"\$\([^)]*\)", "X", line))
+    args = shlex.split(line, comments=True)
+    start = next(i for i, a in enumerate(args) if a.endswith("replay.py")) + 1
+    end = next((i for i, a in enumerate(args) if i >= start and a in ("|", "&&", "||", ";", ">")), len(args))
+    return args[start:end]
+
+
+def run_job(line, store_a, tmp_path):
+    """Run a README spark-submit line of the job on store_a, its --out a new folder; its console."""
+    args = job_arguments(line)
+    fill = {"STORE": str(store_a / "store"), "/data/broker-a/store": str(store_a / "store"),
+            "subs.json": str(store_a / "registrations.json"), "subscriptions.json": str(store_a / "registrations.json")}
+    args = [fill.get(a, a) for a in args]
+    args[args.index("--out") + 1] = str(tmp_path / f"out-{len(list(tmp_path.iterdir()))}")
+    submit = Path(sys.executable).parent / "spark-submit"
+    proc = subprocess.run([str(submit), "--master", "local[2]", str(ROOT / "jobs" / "replay.py"), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    assert proc.returncode == 0, f"{line}\n{(proc.stdout + proc.stderr)[-2000:]}"
+
+
+def parse_job_options(line):
+    """A README line that runs replay.py elsewhere (a cluster, cron): its options must still exist."""
+    from jobs.replay import parse_args
+
+    try:
+        parse_args(job_arguments(line))
+    except SystemExit as exc:
+        pytest.fail(f"replay.py refuses the README's options ({exc.code}): {line}")
+
+
 @pytest.fixture
 def session(spark):
     """The tests' session, without the temporary views a test created."""
@@ -170,7 +213,7 @@ def session(spark):
 
 
 @pytest.mark.parametrize("block", examples())
-def test_readme_example_runs_on_the_fixture(block, session, store_a, out, request):
+def test_readme_example_runs_on_the_fixture(block, session, store_a, out, request, tmp_path):
     where = request.node.callspec.id
     for piece_kind, piece in block:
         code = with_fixtures(piece, store_a, out)
@@ -182,6 +225,14 @@ def test_readme_example_runs_on_the_fixture(block, session, store_a, out, reques
             value = run_python(code, session, where)
             if hasattr(value, "collect"):
                 assert value.collect(), f"{where}: no rows from {piece.splitlines()[-1]}"
+        elif piece_kind == "job":
+            for line in commands(piece):
+                if line.strip().startswith(JOB):
+                    run_job(line.strip(), store_a, tmp_path)
+        elif piece_kind == "job options":
+            for line in commands(piece):
+                if JOB_SCRIPT.search(line):
+                    parse_job_options(line)
         else:
             for line in commands(piece):
                 run_command(line, store_a)
@@ -202,5 +253,5 @@ def test_readme_inline_call_runs_on_the_fixture(call, store_a):
 def test_the_readme_has_examples_of_every_kind():
     """The extraction finds what the README shows: a change to its layout must not leave the examples untested."""
     kinds = {k for param in examples() for k, _ in param.values[0]}
-    assert kinds == {"sql", "python", "command"}
+    assert kinds == {"sql", "python", "command", "job", "job options"}
     assert len(inline_calls()) >= 3

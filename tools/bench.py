@@ -255,11 +255,12 @@ class PeakRss(threading.Thread):
             time.sleep(0.2)
 
 
-def spark_submit(script, *args):
-    """The venv's spark-submit on local[CORES] with `script` (relative to the project); its stdout."""
+def spark_submit(script, *args, env=None):
+    """The venv's spark-submit on local[CORES] with `script` (relative to the project); its stdout. `env`:
+    variables added to this process's environment (an S3 endpoint)."""
     cmd = [os.path.join(ROOT, ".venv", "bin", "spark-submit"), "--master", f"local[{CORES}]",
            "--driver-memory", "4g", os.path.join(ROOT, script), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
     if proc.returncode != 0:
         print(proc.stdout[-3000:], proc.stderr[-3000:])
         raise SystemExit(f"{script} failed ({proc.returncode})")
@@ -277,16 +278,17 @@ def warm_page_cache(store):
                     pass
 
 
-def run_job(store, subs, sink, out, *extra):
+def run_job(store, subs, sink, out, *extra, env=None):
     import shutil
 
     shutil.rmtree(out, ignore_errors=True)
-    warm_page_cache(store)
+    if "://" not in store:
+        warm_page_cache(store)
     rss = PeakRss()
     rss.start()
     t = time.time()
     spark_submit("jobs/replay.py", "--store", store, "--out", out, "--subscriptions", subs, "--sink", sink,
-                 "--no-retry", *extra)
+                 "--no-retry", *extra, env=env)
     wall = time.time() - t
     rss.stop = True
     rss.join()
@@ -378,6 +380,45 @@ def in_process(store, sample_rows=100000):
     return decoded, t_read, t_decode, t_decode_job, t_dispatch, len(sample), t_row, t_vec, units.num_rows
 
 
+def run_s3(args):
+    """The store read from a local S3 server (tools/local_s3.py: moto, on 127.0.0.1) against the same store on
+    disk, both to the noop sink, alternating; and the requests the S3 run made, by kind and folder, from the
+    server's access log: a split's commit-log bytes come in few large range reads."""
+    from jobs.plan import JobOptions, build_plan
+    from jobs.split_units import commitlog_splits
+    from jobs.transforms import split_bytes
+    from tools.local_s3 import LocalS3, log_lines, request_counts
+
+    subs = os.path.join(ROOT, "build", "bench", "subscriptions.json")
+    os.makedirs(os.path.dirname(subs), exist_ok=True)
+    subscriptions_file(subs)
+    store = ensure_store(args.messages, args.seed)
+    out = os.path.join(ROOT, "build", "bench", "out-s3")
+    log = os.path.join(ROOT, "build", "bench", "s3-server.log")
+    planned = build_plan(JobOptions(store=store, subscription_files=(subs,), retry=False))
+    ranges = commitlog_splits(planned.plan)
+    splits, commitlog_bytes = len(ranges), sum(split_bytes(planned.plan, a, b) for a, b in ranges)
+    with LocalS3(log) as server:
+        t = time.time()
+        server.upload(store, "bench", "store")
+        print(f"S3 (moto on 127.0.0.1): uploaded the {args.messages:,}-message store in {time.time() - t:.0f} s")
+        jobs = {"disk": [], "s3": []}
+        counts = None
+        for _ in range(max(1, args.repeat)):
+            for where, path in (("disk", store), ("s3", "s3://bench/store")):
+                first = log_lines(log)
+                jobs[where].append(run_job(path, subs, "noop", out, env=server.env)[1])
+                if where == "s3":
+                    counts = request_counts(log, first)
+    disk, s3 = (sorted(jobs[w])[len(jobs[w]) // 2] for w in ("disk", "s3"))
+    print(f"job to noop, median of {len(jobs['disk'])}: disk {disk:.1f} s, S3 {s3:.1f} s: S3 / disk {s3 / disk:.2f}x")
+    reads = counts[("GET range", "commitlog")]
+    print(f"requests of one S3 run: {sum(counts.values()):,}; commit log: {reads} range reads for {splits} splits "
+          f"({reads / splits:.1f} a split, {commitlog_bytes / max(reads, 1) / 2**20:.1f} MiB a read on average)")
+    for (method, folder), n in sorted(counts.items(), key=lambda kv: -kv[1]):
+        print(f"    {method:9s} {folder:18s} {n:,}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--messages", type=int, help="default 3,000,000; 200,000 for a store shape")
@@ -392,7 +433,12 @@ def main(argv=None):
     p.add_argument("--split-mb", type=int, help="store shape: the job's split size (default the job's own)")
     p.add_argument("--subscribed-topics", type=int, default=SHAPE_GROUPS,
                    help="store shape: topics the five TAG groups subscribe to")
+    p.add_argument("--s3", action="store_true",
+                   help="the store read from a local S3 server against the same store on disk (300,000 messages)")
     args = p.parse_args(argv)
+    if args.s3:
+        args.messages = args.messages or 300_000
+        return run_s3(args)
     if args.topics:
         args.messages = args.messages or 200_000
         return run_shape(args)

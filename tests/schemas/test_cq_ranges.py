@@ -13,6 +13,7 @@ from schemas.consume_queue import decode_cq_segment
 from schemas.storefs import Segment
 
 PROBE = 4  # units per probe read in these tests: heads and tails longer and shorter than a read
+WHOLE = 6  # a split reads a segment's units whole up to this many, else searches where its range begins or ends
 
 
 def _segment(tmp_path, head, real, tail, junk=b""):
@@ -28,6 +29,7 @@ def _segment(tmp_path, head, real, tail, junk=b""):
 @pytest.fixture(autouse=True)
 def small_probes(monkeypatch):
     monkeypatch.setattr(cq_ranges, "PROBE_UNITS", PROBE)
+    monkeypatch.setattr(cq_ranges, "WHOLE_UNITS", WHOLE)
 
 
 CASES = list(itertools.product([0, 1, 3, 9, 30], [0, 1, 2, 5, 12, 45], [0, 1, 4, 11, 40])) + [(0, 3, 0, b"junk!")]
