@@ -173,7 +173,7 @@ def job_arguments(line):
     """The arguments a command line gives replay.py (up to a shell operator); a shell's `$(...)` is one word,
     and a `${VAR:+...}` that may expand to nothing is left out."""
     line = re.sub(r"\$\{[^}]*\}", "", re.sub(r"\$\([^)]*\)", "X", line))
-    args = shlex.split(line, comments=True)
+    args = shlex.split(re.sub(r"(^|\s)#.*$", "", line))  # a comment starts a word (not #environment)
     start = next(i for i, a in enumerate(args) if a.endswith("replay.py")) + 1
     end = next((i for i, a in enumerate(args) if i >= start and a in ("|", "&&", "||", ";", ">")), len(args))
     return args[start:end]

@@ -173,6 +173,5 @@ def test_a_terminal_sees_a_progress_line_redrawn_from_the_start(store_a, tmp_pat
     redrawn = seen.split(b"\r\x1b[K")
     assert seen.count(b"\r\x1b[Kmqreplay: ") >= 3, seen[-2000:]
     # drawn before the stage starts (planning, Spark starting), every second: not one line per 30 s
-    assert any(part.startswith((b"mqreplay: planning", b"mqreplay: starting Spark", b"mqreplay: claiming"))
-               for part in redrawn), seen[-2000:]
+    assert any(part.startswith(b"mqreplay: ") and b" splits, " not in part for part in redrawn), seen[-2000:]
     assert time.time() - started < 30
