@@ -28,7 +28,7 @@ test: $(STAMP) ## run the test suite
 	@$(JAVA_ENV) && $(VPY) -m pytest $(PYTEST_ARGS)
 
 $(SAMPLE_STORE)/.complete: $(STAMP)
-	$(VPY) -m schemas.sample_store $(SAMPLE_STORE)
+	$(VPY) -m tools.sample_store $(SAMPLE_STORE)
 
 sample: $(SAMPLE_STORE)/.complete ## generate the sample store (seeded) when it is missing
 

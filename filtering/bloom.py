@@ -61,12 +61,17 @@ def _check_positions(bit_positions, m: int) -> list:
     return out
 
 
+# The broker's defaults (BrokerConfig.maxErrorRateOfBloomFilter, expectConsumerNumUseFilter): the bloom filter
+# every SQL92 registration's bits come from unless the broker was configured otherwise.
+BROKER_BLOOM_F, BROKER_BLOOM_N = 20, 32
+
+
 class BloomFilter:
     """``BloomFilter.createByFn(f, n)``: f = error rate in percent, n = expected number of registrations."""
 
     __slots__ = ("f", "n", "k", "m")
 
-    def __init__(self, f: int = 20, n: int = 32):
+    def __init__(self, f: int = BROKER_BLOOM_F, n: int = BROKER_BLOOM_N):
         f = _java_int_arg("f", f)
         n = _java_int_arg("n", n)
         if f < 1 or f >= 100:

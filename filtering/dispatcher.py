@@ -8,6 +8,7 @@ such a difference is explained; any other is a real mismatch."""
 import numpy as np
 
 from filtering import bloom as bloom_mod
+from filtering.sql92.vectorized import outcomes_many
 
 REASON_BORN_AFTER = "registration born after the message"
 
@@ -15,8 +16,6 @@ REASON_BORN_AFTER = "registration born after the message"
 def registration_outcomes(registrations, properties):
     """(match, errors): (N, R) bool matrices of where each registration's SQL92 returns TRUE, and where
     it throws, per message. All registrations share one extraction of the property columns."""
-    from filtering.sql92.vectorized import outcomes_many
-
     n = len(properties)
     match = np.zeros((n, len(registrations)), dtype=bool)
     errors = np.zeros((n, len(registrations)), dtype=bool)

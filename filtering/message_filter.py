@@ -19,6 +19,8 @@ import pyarrow.compute as pc
 
 from filtering import bloom as bloom_mod
 from filtering import tags as tags_mod
+from filtering.custom import FilterContext, run_filter
+from filtering.sql92 import FilterEvaluationError, vectorized
 from filtering.subscriptions import RETRY_PREFIX
 
 
@@ -61,16 +63,12 @@ class Outcome:
 
 def sql_outcomes(expression, properties):
     """(matched, errors) of an SQL92 expression over a properties column."""
-    from filtering.sql92 import vectorized
-
     matched, errors = vectorized.outcomes_batch(expression, properties)
     return np.asarray(matched, dtype=bool), np.asarray(errors, dtype=bool)
 
 
 def row_outcomes(expression, properties):
     """The row-at-a-time reference of sql_outcomes (RocketMQ's evaluate per message)."""
-    from filtering.sql92 import FilterEvaluationError
-
     rows = properties.to_pylist()
     matched = np.zeros(len(rows), dtype=bool)
     errors = np.zeros(len(rows), dtype=bool)
@@ -158,8 +156,6 @@ def apply_subscription(csub, batch, bloom, recomputed=None, retry_sql=None, mess
             ran = stage1
         client = broker
     elif csub.python is not None:
-        from filtering.custom import FilterContext, run_filter
-
         stage1 = ones
         broker, errors = run_filter(csub.python, messages(), FilterContext(sub.group, sub.topic))
         client, ran = broker, ones

@@ -2,6 +2,8 @@
 user's, compiled once, shipped to executors (everything here is small and picklable)."""
 from dataclasses import dataclass, replace
 
+from filtering import custom, sql92, tags
+
 RETRY_PREFIX = "%RETRY%"
 EXPRESSION_TYPES = ("TAG", "SQL92", "PYTHON")
 
@@ -80,8 +82,6 @@ def _retry_of(topic):
 
 def compile_subscription(sub, dialect="5"):
     """Compile once; a parse failure is kept as `error` so that only this group fails."""
-    from filtering import custom, sql92, tags
-
     compiled = CompiledSubscription(sub)
     try:
         if sub.expression_type == "TAG":

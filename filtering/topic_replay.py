@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 from filtering import bloom as bloom_mod
 from filtering import dispatcher
 from filtering.message_filter import UnitBatch, apply_subscription
+from filtering.sql92.diagnose import failure
 from schemas.arrow_schemas import BITMAP_SCHEMA, OUTPUT_MESSAGE_FIELDS, STAT_FIELDS, TOPIC_STAT_FIELDS
 from schemas.columns import one_array
 
@@ -170,8 +171,6 @@ def _audit_bitmaps(topic, registered, match, bloom, batch, units, messages, raw_
 
 def _error_example(csub, properties, row, out):
     """One `example` row: why the expression throws for the first message of the batch where it does."""
-    from filtering.sql92.diagnose import failure
-
     text = failure(csub.sql, dict(properties.slice(row, 1).to_pylist()[0] or []))
     out.add("example", pa.table({"group": [csub.sub.group], "topic": [csub.sub.topic], "reason": [text]}))
 

@@ -18,17 +18,15 @@ def add_subscription_arguments(p):
 
 
 def subscription_options(args, settings):
-    """The JobOptions fields those arguments decide, over the job settings' defaults, and the settings the
-    job and explain apply alike (bloom bits, max_body_mb)."""
+    """The JobOptions fields those arguments decide (None: not given, the settings' value holds), for
+    jobs.settings.job_options; a switch that only turns a setting off or on is given as its result."""
     return dict(
         subscription_files=tuple(args.subscriptions),
         ad_hoc=tuple(tuple(s) for s in args.subscription),
-        dialect=args.rocketmq_version or str(settings["rocketmq_version"]),
-        start_from=args.start_from or settings["from"],
+        dialect=args.rocketmq_version,
+        start_from=args.start_from,
         retry=settings["retry_subscriptions"] and not args.no_retry,
         support_retry=settings["filter_support_retry"] or args.filter_support_retry,
-        bloom_f=int(settings["bloom_f"]), bloom_n=int(settings["bloom_n"]),
-        max_body=int(settings["max_body_mb"]) << 20,
     )
 
 

@@ -23,11 +23,12 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from jobs.datasource_filters import push_filters, window_narrowing
 from jobs.datasource_read import SplitRead, read_split
 from jobs.errors import UsageError
-from jobs.plan import JobOptions, build_plan
-from jobs.settings import load_settings
+from jobs.plan import build_plan
+from jobs.settings import JobOptions, job_options, load_settings
 from jobs.split_units import commitlog_splits
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, spark_schema
-from schemas.config import ConfigError, load_registrations
+from schemas.config import load_registrations
+from schemas.errors import ConfigError
 
 log = logging.getLogger("mqreplay")
 
@@ -110,13 +111,14 @@ class ReadOptions:
 
 def read_options(options):
     """ReadOptions of the data source's options (Spark's case-insensitive map) over the job settings
-    (conf/replay.json); ValueError, one line naming the option and what it accepts, for the first wrong one."""
+    (conf/replay.json); UsageError (a ValueError), one line naming the option and what it accepts, for the
+    first wrong one."""
     known = {o.lower() for o in OPTIONS}
     unknown = sorted(k for k in options if k.lower() not in known)
     if unknown:
-        raise ValueError(f"rocketmq: unknown option(s) {', '.join(unknown)} (known: {', '.join(OPTIONS)})")
+        raise UsageError(f"rocketmq: unknown option(s) {', '.join(unknown)} (known: {', '.join(OPTIONS)})")
     if not options.get("path"):
-        raise ValueError('rocketmq: option path: no store given: load(STORE) or option("path", STORE)')
+        raise UsageError('rocketmq: option path: no store given: load(STORE) or option("path", STORE)')
     settings = load_settings()
     defaults = {"rocketmqVersion": settings["rocketmq_version"], "onCorrupt": settings["on_corrupt"],
                 "onSubscriptionError": "fail", "withBody": settings["with_body"], "verifyCrc": settings["verify_crc"],
@@ -126,34 +128,32 @@ def read_options(options):
     try:
         narrowing = window_narrowing(*(options.get(name) for name in WINDOW))
     except UsageError as exc:
-        raise ValueError(f"rocketmq: option {exc}") from None
+        raise UsageError(f"rocketmq: option {exc}") from None
     subscriptions = options.get("subscriptions")
     if subscriptions is not None:
         try:
             load_registrations(subscriptions)
         except (ConfigError, OSError) as exc:
-            raise ValueError('rocketmq: option subscriptions: expected a subscription file {"groups": [{"group", '
+            raise UsageError('rocketmq: option subscriptions: expected a subscription file {"groups": [{"group", '
                              f'"topic", "expressionType", "expression"}}]}}: {exc}') from None
-    job = JobOptions(
-        store=options["path"], subscription_files=(subscriptions,) if subscriptions is not None else (),
+    job = job_options(
+        settings, options["path"], subscription_files=(subscriptions,) if subscriptions is not None else (),
         dialect=value["rocketmqVersion"], retry=value["retry"], support_retry=value["filterSupportRetry"],
-        with_body=value["withBody"], on_corrupt=value["onCorrupt"], verify_crc=value["verifyCrc"],
-        bloom_f=int(settings["bloom_f"]), bloom_n=int(settings["bloom_n"]),
-        max_body=int(settings["max_body_mb"]) << 20, split_size=int(settings["split_size_mb"]) << 20, read_all=True)
+        with_body=value["withBody"], on_corrupt=value["onCorrupt"], verify_crc=value["verifyCrc"], read_all=True)
     return ReadOptions(job, narrowing, value["onSubscriptionError"])
 
 
 def _choice(options, name, default):
     text = str(options.get(name, default))
     if text not in CHOICES[name]:
-        raise ValueError(f"rocketmq: option {name} must be {' or '.join(CHOICES[name])}, got {options.get(name)!r}")
+        raise UsageError(f"rocketmq: option {name} must be {' or '.join(CHOICES[name])}, got {options.get(name)!r}")
     return text
 
 
 def _flag(options, name, default):
     text = str(options.get(name, default)).lower()
     if text not in ("true", "false"):
-        raise ValueError(f"rocketmq: option {name} must be true or false, got {options.get(name)!r}")
+        raise UsageError(f"rocketmq: option {name} must be true or false, got {options.get(name)!r}")
     return text == "true"
 
 
@@ -163,7 +163,7 @@ def check_subscriptions(planned, on_error):
     left out, as the job leaves them out, with a warning that names them."""
     failed = "; ".join(f"group {c.sub.group} topic {c.sub.topic}: {c.error}" for c in planned.subscriptions if c.error)
     if failed and on_error == "fail":
-        raise ValueError(f"rocketmq: a subscription does not parse ({failed}); option onSubscriptionError=skip "
+        raise UsageError(f"rocketmq: a subscription does not parse ({failed}); option onSubscriptionError=skip "
                          "reads without it")
     if failed:
         log.warning("rocketmq: left out of delivered_to and collided_for, their subscriptions do not parse "

@@ -16,7 +16,6 @@ from jobs.window import parse_window
 UNIT_COLUMNS = UNIT_FIELDS
 TIME_COLUMN = "store_timestamp"
 BEYOND = 1 << 62  # past any offset or time
-EARLIEST, LATEST = -2, -1  # offsets in startingOffsets/endingOffsets, as Spark's Kafka source writes them
 
 
 @dataclass(frozen=True)
@@ -133,11 +132,6 @@ def window_narrowing(since=None, until=None, starting=None, ending=None):
         lo = -BEYOND if window.since is None else window.since
         hi = BEYOND if window.until is None else window.until
         narrowing = narrowing.with_bounds(TIME_COLUMN, Bounds(lo, hi))
-    first = {(t, q): o for t, queues in window.starting.items() for q, o in queues.items()}
-    end = {(t, q): o for t, queues in window.ending.items() for q, o in queues.items()}
-    ranges = []
-    for topic, queue_id in sorted(set(first) | set(end)):
-        lo, hi = first.get((topic, queue_id), EARLIEST), end.get((topic, queue_id), LATEST)
-        ranges.append((topic, queue_id, 0 if lo == EARLIEST else BEYOND if lo == LATEST else lo,
-                       0 if hi == EARLIEST else BEYOND if hi == LATEST else hi))
-    return replace(narrowing, queue_ranges=tuple(ranges))
+    ranges = tuple((topic, queue_id, first, end)
+                   for (topic, queue_id), (first, end) in sorted(window.queue_offsets(0, BEYOND).items()))
+    return replace(narrowing, queue_ranges=ranges)

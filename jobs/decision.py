@@ -13,20 +13,16 @@ import pyarrow.compute as pc
 from filtering.bloom import BloomFilter
 from filtering.message_filter import apply_subscription
 from filtering.topic_replay import dispatch_topic, in_scope, lazy_messages, retry_filters, topic_batch
-from jobs.plan import load_store_config_uri, plan_from_config
+from jobs.errors import ExplainError
+from jobs.plan import config_files, load_store_config_uri, plan_from_config
 from jobs.replay_plan import ReplayPlan
 from jobs.window import Window
 from schemas import storefs
-from schemas.errors import CorruptStoreError
-from schemas.lookup import NotInStore, parse_offset_msg_id, queue_files, read_records, read_units, record_size_at
+from schemas.errors import CorruptStoreError, NotInStore
+from schemas.lookup import parse_offset_msg_id, queue_files, read_records, read_units, record_size_at
 from schemas.store import check_store_root
 
 STAGES = ("scope", "consume_queue", "commit_log", "client")  # in the order a unit meets them
-
-
-class ExplainError(Exception):
-    """A question the store and the subscriptions cannot answer: no such unit or message id, no
-    subscription of the group to the topic, an expression that does not parse (exit code 2)."""
 
 
 @dataclass
@@ -45,7 +41,7 @@ class Context:
 def load_context(options):
     """Config, subscriptions and the commit-log listing of a store; no message data is read."""
     fs, root = check_store_root(options.store)
-    config = load_store_config_uri(options.store)
+    config = load_store_config_uri(options.store, config_files(options))
     topics = {topic for topic, _, _ in storefs.list_queues(fs, root)}
     commitlog, _ = storefs.list_segments(fs, f"{root}/commitlog")
     plan, compiled = plan_from_config(options, config, topics, commitlog)

@@ -1,6 +1,81 @@
-"""The job's own failure kinds, each with its exit code (store damage has schemas.errors.CorruptStoreError)."""
+"""The job's own failure kinds under the project's one root (schemas/errors.py), and the one place an error
+becomes an exit code and a one-line message (`outcome`), for the job and explain alike.
+
+A task's error crosses Spark's boundary as data: the task raises TaskFailed, whose message is one line
+`mqreplay-task-error {"exit_code": ..., "kind": ..., "message": ...}`, and the driver reads that record back
+(`carried`); Spark itself carries only text from a Python worker to the driver."""
+import json
+import signal
+
+from schemas.errors import EXIT_FAILED, EXIT_INPUT, EXIT_USAGE, InputError, ReplayError
+
+TASK_ERROR = "mqreplay-task-error "
 
 
-class UsageError(ValueError):
+class UsageError(ReplayError, ValueError):
     """Bad arguments: an unknown expression type, a name that matches nothing, an existing OUT. Found before
     Spark starts; the job exits 2."""
+
+    exit_code = EXIT_USAGE
+
+
+class ExplainError(UsageError):
+    """A question the store and the subscriptions cannot answer: no such unit or message id, no
+    subscription of the group to the topic, an expression that does not parse (exit 2)."""
+
+
+class OffsetOutOfRange(InputError):
+    """An offset above a queue's latest: the input names data the store never held (exit 1)."""
+
+
+class PublishFailed(ReplayError):
+    """Publishing a complete output failed (exit 5); the message says where the complete output is."""
+
+
+class RunStopped(ReplayError):
+    """The run was told to stop by a signal; exit code 128 + the signal's number, as a shell reports it."""
+
+    def __init__(self, signum):
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(f"stopped by {signal.Signals(signum).name}: the run stopped, nothing was published")
+
+
+class TaskFailed(ReplayError):
+    """A project error raised in a Spark task, carried to the driver as a JSON record in its message."""
+
+    def __init__(self, exit_code, kind, message):
+        self.exit_code, self.kind, self.message = exit_code, kind, message
+        super().__init__(message)
+
+    @classmethod
+    def of(cls, exc):
+        """The record of a ReplayError, as the exception a task raises in its place."""
+        record = {"exit_code": exc.exit_code, "kind": type(exc).__name__, "message": str(exc)}
+        return cls(exc.exit_code, type(exc).__name__, TASK_ERROR + json.dumps(record, ensure_ascii=False))
+
+    def __reduce__(self):
+        return (type(self), (self.exit_code, self.kind, self.message))
+
+
+def carried(exc):
+    """The TaskFailed record a failed Spark job carries in its text (the first one), or None."""
+    for line in str(exc).splitlines():
+        at = line.find(TASK_ERROR)
+        if at >= 0:
+            try:
+                record = json.JSONDecoder().raw_decode(line, at + len(TASK_ERROR))[0]
+            except ValueError:
+                continue
+            return TaskFailed(int(record["exit_code"]), record["kind"], record["message"])
+    return None
+
+
+def outcome(exc):
+    """(exit code, one-line message) of an error that ends a run or an explain: a project error says its own;
+    an OSError is input that cannot be read (exit 1); anything else is a failure of the job (exit 5)."""
+    if isinstance(exc, ReplayError):
+        return exc.exit_code, str(exc)
+    if isinstance(exc, OSError):
+        return EXIT_INPUT, str(exc)
+    return EXIT_FAILED, f"{type(exc).__name__}: {exc}"

@@ -15,11 +15,17 @@ import argparse
 import json
 import sys
 
+from filtering import sql92
 from jobs.cli import add_subscription_arguments, print_quietly, subscription_options
-from jobs.errors import UsageError
+from jobs.decision import decide, load_context, locate_msg_id, read_queue_units, subscription_of
+from jobs.errors import ExplainError, UsageError, outcome
+from jobs.explain_report import report
+from jobs.explain_text import render
+from jobs.settings import job_options, load_settings
 from jobs.window import parse_window
+from schemas.errors import EXIT_OK, EXIT_USAGE
 
-EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_PIPE = 0, 1, 2, 141
+EXIT_PIPE = 141
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,12 +60,8 @@ def parse_args(argv):
 
 def answer(args):
     """The report of the decision the arguments ask about (ExplainError when there is none to explain)."""
-    from jobs.decision import ExplainError, decide, load_context, locate_msg_id, read_queue_units
-    from jobs.explain_report import report
-    from jobs.plan import JobOptions
-    from jobs.settings import load_settings
-
-    options = JobOptions(store=args.store, **subscription_options(args, load_settings(args.conf)))
+    settings = load_settings(args.conf)
+    options = job_options(settings, args.store, **subscription_options(args, settings))
     ctx = load_context(options)
     csub = subscription_of_or_error(ctx, args.group, args.topic)
     queue_id, queue_offset = args.queue_id, args.queue_offset
@@ -74,9 +76,6 @@ def answer(args):
 
 def subscription_of_or_error(ctx, group, topic):
     """The group's compiled subscription; ExplainError, with the parser's position, when it did not compile."""
-    from filtering import sql92
-    from jobs.decision import ExplainError, subscription_of
-
     csub = subscription_of(ctx, group, topic)
     if not csub.error:
         return csub
@@ -96,20 +95,14 @@ def main(argv=None):
         args = parse_args(argv)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else EXIT_OK
-    from jobs.decision import ExplainError
-
     try:
         result = answer(args)
-    except (ExplainError, UsageError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except (ValueError, OSError) as exc:  # CorruptStoreError, ConfigError, UnsupportedStoreError; no store, a file
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_INPUT
+    except Exception as exc:  # noqa: BLE001 - every error ends explain with its exit code (jobs/errors.py)
+        code, message = outcome(exc)
+        print(f"error: {message}", file=sys.stderr)
+        return code
     if args.json:
         return _print(json.dumps(result, ensure_ascii=False, indent=2))
-    from jobs.explain_text import render
-
     return _print("\n".join(render(result)))
 
 

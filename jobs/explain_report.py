@@ -10,10 +10,10 @@ from filtering.message_filter import retry_filter_applies
 from filtering.sql92 import trace as sql_trace
 from filtering.sql92.diagnose import describe
 from filtering.subscriptions import RETRY_PREFIX
-from filtering.tags import int32, java_hash
 from filtering.topic_replay import retry_filters
 from schemas import layout as L
 from schemas.commitlog import CODECS, compression_types, not_inflated_reason
+from schemas.tag_codes import int32, java_hash
 
 VERDICTS = {
     None: "delivered: the broker returns it (GetMessageStatus.FOUND) and the consumer keeps it",

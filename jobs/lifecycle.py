@@ -15,17 +15,10 @@ import sys
 import threading
 import time
 
+from jobs.errors import RunStopped
+
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _ending = threading.Event()  # set while the run publishes or cleans up: a signal then waits for it
-
-
-class RunStopped(Exception):
-    """The run was told to stop by a signal; exit code 128 + the signal's number, as a shell reports it."""
-
-    def __init__(self, signum):
-        self.signum = signum
-        self.exit_code = 128 + signum
-        super().__init__(f"stopped by {signal.Signals(signum).name}")
 
 
 def stop_on_signals():

@@ -23,7 +23,7 @@ import pyarrow.fs as pafs
 from jobs import claim as claims
 from jobs import lifecycle
 from jobs import transforms as T
-from jobs.errors import UsageError
+from jobs.errors import PublishFailed, UsageError
 from jobs.progress import Progress
 from jobs.sink import SinkSpec, commit, write_driver_part, write_empty_tables
 from jobs.summary import Counters, build_summary
@@ -35,10 +35,6 @@ TMP_MARK = ".tmp-"
 SUCCESS = "_SUCCESS"
 OUTPUT_MARKS = (SUCCESS, "summary.json")
 COPY_THREADS = 16  # what a job's OUT holds (summary.json alone: written before _SUCCESS)
-
-
-class PublishFailed(Exception):
-    """Publishing a complete output failed (exit 5); the message says where the complete output is."""
 
 
 class OutputRun:

@@ -13,52 +13,23 @@ from filtering.bloom import BloomFilter
 from filtering.subscriptions import compile_subscription, merge_subscriptions
 from jobs.cq_index import SegmentIndex, probe_segments
 from jobs.errors import UsageError
-from jobs.replay_plan import ReplayPlan
-from jobs.window import Window, resolve, spans
+from jobs.replay_plan import ReplayPlan, replay_plan
+from jobs.window import resolve, spans
 from schemas import layout as L
 from schemas import storefs
 from schemas.config import (
     CONSUMER_FILTER_FILE,
+    CONSUMER_OFFSET_FILE,
     EXPRESSION_TYPES,
-    ConfigError,
     Registration,
     load_registrations,
     load_store_config,
 )
-from schemas.errors import CorruptStoreError
+from schemas.errors import ConfigError, CorruptStoreError
 from schemas.store import open_store
 from schemas.store_checks import layout_problems
 
 log = logging.getLogger("mqreplay")
-
-
-@dataclass
-class JobOptions:
-    """What the command line and conf/ decide (defaults are the broker's and a sane job's)."""
-
-    store: str
-    subscription_files: tuple = ()
-    ad_hoc: tuple = ()  # (group, topic, type, expression)
-    dialect: str = "5"
-    start_from: str = "earliest"
-    groups: tuple = ()
-    topics: tuple = ()
-    retry: bool = True
-    with_body: bool = True
-    max_body: int = 64 << 20  # max_body_mb, in bytes
-    support_retry: bool = False
-    bloom_f: int = 20
-    bloom_n: int = 32
-    split_size: int = 128 << 20
-    on_corrupt: str = "fail"
-    verify_crc: bool = False
-    allow_missing: bool = False  # names that match nothing become warnings, not usage errors
-    layout: str = "normalized"  # normalized (messages once, narrow matched rows) or wide
-    window: Window = field(default_factory=Window)  # --since/--until, --starting/--ending-offsets
-    # a plain read (the data source, a row per message): read every topic's queues, or only those of
-    # read_topics when given, whatever the subscriptions need; no subscription is then required
-    read_all: bool = False
-    read_topics: tuple = None
 
 
 @dataclass
@@ -93,7 +64,7 @@ def build_plan(options):
     store does not have, --groups / --topics that match no subscription (warnings with allow_missing)."""
     layout = open_store(options.store)
     problems = layout_problems(layout)
-    config = load_store_config_uri(options.store, options.on_corrupt, problems)
+    config = load_store_config_uri(options.store, config_files(options), options.on_corrupt, problems)
     stored = _stored_sql92(config, problems)
     regs = _user_registrations(options)
     bloom = BloomFilter(options.bloom_f, options.bloom_n)
@@ -126,16 +97,13 @@ def build_plan(options):
     window = resolve(options.window, layout, segments, topics_present, options.allow_missing)
     warnings += window.warnings
     problems += window.problems  # OFFSET_TOO_SMALL: audited whatever --on-corrupt, as for a deleted record
-    plan = ReplayPlan(
+    plan = replay_plan(
+        options, layout.commitlog_file_size,
         store_uri=str(options.store),
-        commitlog_file_size=layout.commitlog_file_size or 1,
         commitlog_files=tuple((s.start, s.path, s.length) for s in layout.commitlog),
         subscriptions=runnable,
         registrations=_dispatched_registrations(stored, compiled, bloom, options.dialect),
         audit_bitmaps=CONSUMER_FILTER_FILE not in config.damaged,
-        bloom_f=options.bloom_f, bloom_n=options.bloom_n, with_body=options.with_body, max_body=options.max_body,
-        support_retry=options.support_retry, on_corrupt=options.on_corrupt, verify_crc=options.verify_crc,
-        split_size=min(options.split_size, layout.commitlog_file_size or options.split_size),
         start_offsets=_start_offsets(options, compiled, config.consumer_offsets),
         data_end=segments.data_end, since=options.window.since, until=options.window.until,
         spans=spans(window.segments) if options.window.given else None,
@@ -154,13 +122,12 @@ def plan_from_config(options, config, topics_present, commitlog):
     stored = _stored_sql92(config, [])
     subs = merge_subscriptions(stored, _user_registrations(options), bloom, topics_present, options.retry)
     compiled = [compile_subscription(s, options.dialect) for s in subs]
-    plan = ReplayPlan(
-        store_uri=str(options.store), commitlog_file_size=storefs.file_size_of(commitlog) or 1,
+    plan = replay_plan(
+        options, storefs.file_size_of(commitlog), store_uri=str(options.store),
         commitlog_files=tuple((s.start, s.path, s.length) for s in commitlog),
         subscriptions=tuple(c for c in compiled if not c.error),
         registrations=_dispatched_registrations(stored, compiled, bloom, options.dialect),
-        bloom_f=options.bloom_f, bloom_n=options.bloom_n, support_retry=options.support_retry,
-        max_body=options.max_body, start_offsets=_start_offsets(options, compiled, config.consumer_offsets))
+        start_offsets=_start_offsets(options, compiled, config.consumer_offsets))
     return plan, compiled
 
 
@@ -286,7 +253,7 @@ def _start_offsets(options, compiled, committed):
     if options.start_from == "earliest":
         return ()
     if options.start_from != "committed":
-        raise ValueError(f"--from must be earliest or committed, got {options.start_from!r}")
+        raise UsageError(f"--from must be earliest or committed, got {options.start_from!r}")
     out = []
     for c in compiled:
         for qid, offset in committed.get((c.sub.topic, c.sub.group), {}).items():
@@ -294,27 +261,33 @@ def _start_offsets(options, compiled, committed):
     return tuple(out)
 
 
-def load_store_config_uri(store, on_corrupt="fail", problems=None):
-    """Config of a store (remote ones are copied through pyarrow to a temporary directory first).
+def config_files(options):
+    """The store's config files a run reads: the SQL92 registrations (stage 1 and the bitmap audit), and the
+    committed offsets for --from committed. topics.json and subscriptionGroup.json are not read."""
+    return (CONSUMER_FILTER_FILE,) + ((CONSUMER_OFFSET_FILE,) if options.start_from == "committed" else ())
 
-    With on_corrupt=skip a malformed file is recorded in `problems` and read as absent."""
+
+def load_store_config_uri(store, needed, on_corrupt="fail", problems=None):
+    """The `needed` config files of a store (remote ones are copied through pyarrow to a temporary directory
+    first). With on_corrupt=skip a malformed file is recorded in `problems` and read as absent."""
     fs, root = storefs.resolve(store)
     if isinstance(fs, pafs.LocalFileSystem):
-        return _load_config_dir(root, on_corrupt, problems)
+        return _load_config_dir(root, needed, on_corrupt, problems)
     with tempfile.TemporaryDirectory(prefix="mqreplay-config-") as tmp:
         os.makedirs(f"{tmp}/config")
+        wanted = set(needed) | {f"{name}.bak" for name in needed}
         for info in fs.get_file_info(pafs.FileSelector(f"{root}/config", allow_not_found=True)):
-            if info.type == pafs.FileType.File:
+            if info.type == pafs.FileType.File and info.base_name in wanted:
                 with fs.open_input_file(info.path) as src, open(f"{tmp}/config/{info.base_name}", "wb") as dst:
                     dst.write(src.read())
-        return _load_config_dir(tmp, on_corrupt, problems)
+        return _load_config_dir(tmp, needed, on_corrupt, problems)
 
 
-def _load_config_dir(root, on_corrupt, problems):
+def _load_config_dir(root, needed, on_corrupt, problems):
     absent = set()
     while True:
         try:
-            return load_store_config(root, absent)
+            return load_store_config(root, absent, needed)
         except ConfigError as exc:
             if on_corrupt != "skip" or problems is None or not exc.path or str(exc.path) in absent \
                     or not os.path.exists(exc.path):

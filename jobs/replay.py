@@ -22,17 +22,14 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the reposit
 
 from jobs import lifecycle, outputs  # noqa: E402
 from jobs.cli import add_subscription_arguments, print_quietly, subscription_options  # noqa: E402
-from jobs.errors import UsageError  # noqa: E402
-from jobs.plan import JobOptions, build_plan  # noqa: E402
+from jobs.errors import carried, outcome  # noqa: E402
+from jobs.plan import build_plan  # noqa: E402
 from jobs.progress import MODES, open_progress  # noqa: E402
-from jobs.settings import load_settings  # noqa: E402
+from jobs.settings import job_options, load_settings  # noqa: E402
 from jobs.summary import exit_code, summary_table  # noqa: E402
 from jobs.window import add_window_arguments, window_of  # noqa: E402
-from schemas.config import ConfigError  # noqa: E402
-from schemas.errors import CorruptStoreError, UnsupportedStoreError  # noqa: E402
+from schemas.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ReplayError  # noqa: E402
 
-EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_PARTIAL, EXIT_SKIPPED, EXIT_FAILED = 0, 1, 2, 3, 4, 5
-INPUT_ERRORS = (CorruptStoreError, UnsupportedStoreError, ConfigError, FileNotFoundError, NotADirectoryError)
 log = logging.getLogger("mqreplay")
 
 
@@ -64,13 +61,12 @@ def parse_args(argv):
 
 def options_from(args, settings):
     split = lambda s: tuple(x for x in (s or "").split(",") if x)  # noqa: E731
-    return JobOptions(
-        store=args.store,
+    return job_options(
+        settings, args.store,
         **subscription_options(args, settings),
         groups=split(args.groups), topics=split(args.topics),
         with_body=settings["with_body"] and not args.no_body,
-        split_size=int(settings["split_size_mb"]) << 20,
-        on_corrupt=args.on_corrupt or settings["on_corrupt"],
+        on_corrupt=args.on_corrupt,
         verify_crc=settings["verify_crc"] or args.verify_crc,
         allow_missing=args.allow_missing,
         layout=args.layout,
@@ -101,15 +97,6 @@ def _submitted_conf():
 
     SparkContext._ensure_initialized()
     return {key for key, _ in SparkConf().getAll()}
-
-
-def store_error_of(exc):
-    """The message of a CorruptStoreError / UnsupportedStoreError raised in a Spark task, if that is the cause."""
-    for line in str(exc).splitlines():
-        for name in ("CorruptStoreError: ", "UnsupportedStoreError: ", "ConfigError: "):
-            if name in line:
-                return line.split(name, 1)[1].strip()
-    return None
 
 
 def spark_cause(exc):
@@ -161,22 +148,18 @@ def main(argv=None):
     progress = open_progress(args.progress).start()
     try:
         return _main(args, progress)
-    except lifecycle.RunStopped as exc:
-        print(f"error: {exc}: the run stopped, nothing was published", file=sys.stderr)
-        return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - every error ends the run with its exit code (jobs/errors.py)
+        code, message = outcome(exc)
+        if not isinstance(exc, ReplayError):
+            log.debug("the run failed", exc_info=True)
+        print(f"error: {message}", file=sys.stderr)
+        return code
     finally:
         progress.stop()
 
 
 def _main(args, progress):
-    try:
-        settings, options, run, planned = _prepare(args, progress)
-    except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except (*INPUT_ERRORS, ValueError) as exc:  # ValueError: a job settings file that does not load
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_INPUT
+    settings, options, run, planned = _prepare(args, progress)
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: the JVM is this process's parent
         lifecycle.watch_parent(run.abandon, exit_code=EXIT_FAILED)
     try:
@@ -187,23 +170,13 @@ def _main(args, progress):
         raise
     try:
         summary = outputs.run_and_publish(spark, planned, run, options, sink=args.sink, progress=progress)
-    except UsageError as exc:  # OUT appeared meanwhile, or the claim was lost: the output is kept, named
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except INPUT_ERRORS as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_INPUT
-    except outputs.PublishFailed as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except lifecycle.RunStopped:
+    except ReplayError:  # OUT appeared meanwhile or the claim was lost (usage), publishing failed, a stop
         raise
-    except Exception as exc:  # noqa: BLE001 - a task's error arrives wrapped by Spark
-        reason = store_error_of(exc)
+    except Exception as exc:  # noqa: BLE001 - a failed Spark job: a task's own error, or Spark's cause
         log.debug("the job failed", exc_info=True)
-        if reason is not None:
-            print(f"error: {reason}", file=sys.stderr)
-            return EXIT_INPUT
+        task_error = carried(exc)
+        if task_error is not None:
+            raise task_error from None
         print(f"error: the job failed: {spark_cause(exc)}", file=sys.stderr)
         return EXIT_FAILED
     finally:

@@ -10,18 +10,19 @@ class ReplayPlan:
     commitlog_file_size: int
     commitlog_files: tuple  # ((start, path, length), ...)
     subscriptions: tuple  # CompiledSubscription, compiled without errors
+    # the run's options (jobs/settings.JobOptions), no defaults of their own: `replay_plan` passes them all
+    bloom_f: int
+    bloom_n: int
+    with_body: bool
+    max_body: int  # bytes a compressed body may inflate to; beyond, it is null (audit/bodies)
+    support_retry: bool
+    on_corrupt: str
+    verify_crc: bool
+    split_size: int
     registrations: tuple = ()  # every stored SQL92 registration of the store (the dispatcher's), compiled
     # False when the store's registrations are unknown (a damaged consumerFilter.json read as absent): the stored
     # bitmaps are then not compared, as every one would differ from a bitmap of no registration
     audit_bitmaps: bool = True
-    bloom_f: int = 20
-    bloom_n: int = 32
-    with_body: bool = True
-    max_body: int = 64 << 20  # bytes a compressed body may inflate to; beyond, it is null (audit/bodies)
-    support_retry: bool = False
-    on_corrupt: str = "fail"
-    verify_crc: bool = False
-    split_size: int = 128 << 20
     start_offsets: tuple = ()  # ((group, topic, queue_id, first queue offset), ...) for --from committed
     data_end: int = None  # end of the last record any consume queue points at: no split starts beyond it
     since: int = None  # the store-time window, epoch ms, since <= t < until, checked on every unit
@@ -33,3 +34,13 @@ class ReplayPlan:
         if self.files_by_start is None:
             object.__setattr__(self, "files_by_start", {s: (p, n) for s, p, n in self.commitlog_files})
         return self.files_by_start.get(start)
+
+
+def replay_plan(options, commitlog_file_size, **facts):
+    """The ReplayPlan of a run's JobOptions and what the driver found (`facts`: ReplayPlan's other fields); the
+    commit log's file size is 0 when it has no file. The split size is the option's, at most a file."""
+    return ReplayPlan(
+        commitlog_file_size=commitlog_file_size or 1, bloom_f=options.bloom_f, bloom_n=options.bloom_n,
+        with_body=options.with_body, max_body=options.max_body, support_retry=options.support_retry,
+        on_corrupt=options.on_corrupt, verify_crc=options.verify_crc,
+        split_size=min(options.split_size, commitlog_file_size or options.split_size), **facts)

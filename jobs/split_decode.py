@@ -8,7 +8,7 @@ import pyarrow.compute as pc
 from schemas import kernels as K
 from schemas import layout as L
 from schemas import storefs
-from schemas.arrow_schemas import BODIES_SCHEMA, CORRUPT_SCHEMA
+from schemas.arrow_schemas import BODIES_SCHEMA, CORRUPT_SCHEMA, MESSAGE_SCHEMA
 from schemas.columns import one_array
 from schemas.commitlog import compression_types, decode_records, decompress, inflated_into, not_inflated_reason
 from schemas.errors import CorruptStoreError
@@ -20,17 +20,19 @@ EXT_UNREADABLE = "ext unit unreadable"
 CRC_MISMATCH = "body CRC mismatch"
 
 
-def _corrupt(plan, out, units, rows, reason, path, offsets=None):
-    """Skip (audit) or fail on the units at `rows`; `offsets`: positions in `path` (default commit-log)."""
+def _corrupt(plan, out, units, rows, reason, path, offsets=None, deleted=False, kept=False):
+    """Skip (audit) or fail on the units at `rows`; `offsets`: positions in `path` (default commit-log).
+    deleted: retention removed their records (audited whatever --on-corrupt, as the broker's
+    OFFSET_TOO_SMALL); kept: audited, but the units are still decided (an unreadable ext unit)."""
     rows = np.asarray(rows)
     if not len(rows):
         return
     sel = units.take(pa.array(rows))
     where = sel.column("commitlog_offset") if offsets is None else pa.array(np.asarray(offsets)[rows])
-    if plan.on_corrupt != "skip" and not reason.startswith("OFFSET_TOO_SMALL"):
+    if plan.on_corrupt != "skip" and not deleted:
         first = sel.slice(0, 1).to_pylist()[0]
         raise CorruptStoreError(path, where[0].as_py(), reason, first["topic"], first["queue_id"])
-    if not reason.startswith(EXT_UNREADABLE):
+    if not kept:
         out.skipped.append(sel.select(["topic", "queue_id", "queue_offset"]))
     n = len(rows)
     out.add("corrupt", pa.table({
@@ -53,7 +55,7 @@ def check_ext(plan, units, out):
         rows = np.flatnonzero(missing & (topics == topic) & (queues == queue))
         _corrupt(plan, out, units, rows,
                  EXT_UNREADABLE + ": its tag code counts as missing (matches), as the broker does",
-                 f"consumequeue_ext/{topic}/{queue}", offsets=positions)
+                 f"consumequeue_ext/{topic}/{queue}", offsets=positions, kept=True)
 
 
 def decode_messages(plan, units, out):
@@ -66,10 +68,10 @@ def decode_messages(plan, units, out):
     found = plan.file_of(file_start)
     first_start = plan.commitlog_files[0][0] if plan.commitlog_files else None
     if found is None:
-        reason = OFFSET_TOO_SMALL if first_start is not None and file_start < first_start else \
-            "commit-log file missing"
+        deleted = first_start is not None and file_start < first_start
         path = f"commitlog/{L.file_name(file_start)}"
-        _corrupt(plan, out, units, np.arange(units.num_rows), reason, path)
+        reason = OFFSET_TOO_SMALL if deleted else "commit-log file missing"
+        _corrupt(plan, out, units, np.arange(units.num_rows), reason, path, deleted=deleted)
         return None, units.slice(0, 0)
     path, length = found
     rel = offsets - file_start
@@ -144,8 +146,6 @@ def _decode_one_by_one(plan, buf, uniq, starts, idx, base, path, units, out):
     good_starts = np.array(good_starts, dtype=np.int64)
     idx = idx[np.isin(starts[idx], good_starts)]
     inverse = np.searchsorted(good_starts, starts[idx])
-    from schemas.arrow_schemas import MESSAGE_SCHEMA
-
     table = pa.Table.from_batches(batches) if batches else MESSAGE_SCHEMA.empty_table()
     return table, idx, inverse
 

@@ -104,8 +104,10 @@ class Pieces:
         self.pieces.append((kind, piece))
 
     def flush(self):
+        """The pieces collected so far, handed on and forgotten (a list: a caller that drops it still empties
+        the collection, so nothing piles up over a split)."""
         pieces, self.pieces = self.pieces, []
-        yield from pieces
+        return pieces
 
 
 def _skipped_stats(plan, out):

@@ -5,6 +5,8 @@ import pyarrow as pa
 
 from schemas import storefs
 from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA
+from schemas.consume_queue import resolve_units
+from schemas.cq_ranges import units_in_range
 
 
 def commitlog_splits(plan):
@@ -71,9 +73,6 @@ def _holding(splits, starts, ends):
 def split_units(plan, segments, start, end):
     """CONSUME_QUEUE_SCHEMA table of the needed queues' units pointing into [start, end) (run by a task):
     only the segments of the SegmentIndex whose range overlaps the split are opened."""
-    from schemas.cq_ranges import units_in_range
-    from schemas.local_api import resolve_units
-
     fs = storefs.resolve(plan.store_uri)[0]
     rows = segments.overlapping(start, end)  # in (queue, file) order: a run of rows per queue
     batches = []

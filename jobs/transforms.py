@@ -11,9 +11,11 @@ and a SQL query (spark.range, mapInArrow, toArrow) cost the driver 1.1-1.4 s of 
 first task started, which the RDD job does not (measured on the bench store)."""
 import gc
 
+from jobs.errors import TaskFailed
 from jobs.sink import SplitWriter
 from jobs.split_task import iter_split
 from jobs.split_units import commitlog_splits, split_units
+from schemas.errors import ReplayError
 
 
 def split_bytes(plan, start, end):
@@ -45,7 +47,12 @@ def replay(sc, planned, spec, progress=None):
 
     def task(indices):
         for index in indices:
-            report, n_units = run_split(plan, segments, spec, index, ranges[index], attempt_name())
+            try:
+                report, n_units = run_split(plan, segments, spec, index, ranges[index], attempt_name())
+            except TaskFailed:
+                raise
+            except ReplayError as exc:  # to the driver as a record it reads (jobs/errors.py), not as text
+                raise TaskFailed.of(exc) from None
             yield from report
             if progress is not None:
                 start, end = ranges[index]

@@ -20,16 +20,17 @@ import numpy as np
 
 from jobs.cli import parse_store_time
 from jobs.cq_index import SegmentIndex
-from jobs.errors import UsageError
+from jobs.errors import OffsetOutOfRange, UsageError
 from schemas import layout as L
-from schemas.errors import CorruptStoreError
-from schemas.lookup import NotInStore, read_records, read_units
+from schemas.errors import CorruptStoreError, NotInStore
+from schemas.lookup import read_records, read_units
 
-EARLIEST, LATEST = -2, -1
+EARLIEST, LATEST = -2, -1  # in an offsets JSON, as Spark's Kafka source writes them
 
 
-class OffsetOutOfRange(ValueError):
-    """An offset above a queue's latest: the input names data the store never held (exit 1)."""
+def resolve_offset(offset, earliest, latest):
+    """An offsets JSON's offset with EARLIEST and LATEST replaced by a queue's earliest and latest."""
+    return earliest if offset == EARLIEST else latest if offset == LATEST else offset
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,14 @@ class Window:
         if self.until is not None:
             inside &= store_times < self.until
         return inside
+
+    def queue_offsets(self, earliest, latest):
+        """{(topic, queue_id): (first, end)} of every queue the offsets name, EARLIEST and LATEST resolved to
+        `earliest` and `latest` (a queue named on one side only is open on the other)."""
+        first = {(t, q): o for t, queues in self.starting.items() for q, o in queues.items()}
+        end = {(t, q): o for t, queues in self.ending.items() for q, o in queues.items()}
+        return {key: (resolve_offset(first.get(key, EARLIEST), earliest, latest),
+                      resolve_offset(end.get(key, LATEST), earliest, latest)) for key in set(first) | set(end)}
 
 
 FLAGS = ("--since", "--until", "--starting-offsets", "--ending-offsets")
@@ -171,7 +180,7 @@ def _offset(given, key, default, lo, hi, flag, problems):
     of the run: retention deleted those units), above its latest an OffsetOutOfRange."""
     topic, qid = key
     offset = given.get(topic, {}).get(qid, default)
-    offset = lo if offset == EARLIEST else hi if offset == LATEST else offset
+    offset = resolve_offset(offset, lo, hi)
     if offset > hi:
         raise OffsetOutOfRange(f"{flag}: topic {topic} queue {qid} offset {offset} is beyond the queue's "
                                f"latest offset {hi} (its units are {lo} to {hi - 1})")

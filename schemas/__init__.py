@@ -1,7 +1,20 @@
-"""RocketMQ store formats: layouts, vectorized decoders and encoders, Arrow and Spark schemas."""
+"""RocketMQ store formats: layouts, vectorized decoders, Arrow and Spark schemas.
+
+`schemas.read_messages` and `schemas.read_consume_queues` (schemas/local_api.py: a whole store as Arrow
+tables) are loaded on first use (PEP 562), so that importing one format module (the filters import the tag
+codes and columns) does not load the record decoders and their compiled kernels."""
+import importlib
+
 from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA, MESSAGE_SCHEMA
 from schemas.errors import CorruptStoreError, UnsupportedStoreError
-from schemas.local_api import read_consume_queues, read_messages
+
+_LAZY = {"read_messages": "schemas.local_api", "read_consume_queues": "schemas.local_api"}
 
 __all__ = ["read_messages", "read_consume_queues", "MESSAGE_SCHEMA", "CONSUME_QUEUE_SCHEMA",
            "CorruptStoreError", "UnsupportedStoreError"]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'schemas' has no attribute {name!r}")

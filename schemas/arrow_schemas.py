@@ -1,7 +1,7 @@
 """The one definition of every table's Arrow schema; Spark StructTypes are derived from them."""
 import pyarrow as pa
 
-from schemas.properties import PROPERTIES_TYPE
+PROPERTIES_TYPE = pa.map_(pa.string(), pa.string())  # message properties, in order of appearance
 
 MESSAGE_SCHEMA = pa.schema([
     ("topic", pa.string()),

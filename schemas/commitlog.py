@@ -13,10 +13,12 @@ import pyarrow.compute as pc
 
 from schemas import kernels as K
 from schemas import layout as L
+from schemas.arrow_schemas import MESSAGE_SCHEMA
 from schemas.columns import gather_bytes, slices_to_binary, to_utf8
 from schemas.errors import CorruptStoreError, UnsupportedStoreError
 from schemas.hosts import format_hosts
 from schemas.properties import parse_properties
+from schemas.tag_codes import tags_code_array
 
 _SIZE_MAGIC = struct.Struct(">ii")
 
@@ -69,9 +71,6 @@ def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True,
     inflates beyond max_body bytes is null (never inflated whole: see decompress). inflate=False leaves
     compressed bodies as stored, for a caller that inflates them itself (jobs/split_decode.py, a budget of
     bytes at a time)."""
-    from filtering.tags import tags_code_array
-    from schemas.arrow_schemas import MESSAGE_SCHEMA
-
     buf = np.asarray(buf, dtype=np.uint8)
     starts = np.asarray(starts, dtype=np.int64)
     f = K.record_fields(buf, starts) if fields is None else fields

@@ -13,21 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from schemas.errors import ConfigError
+
 CONSUMER_FILTER_FILE = "consumerFilter.json"
 CONSUMER_OFFSET_FILE = "consumerOffset.json"
 TOPICS_FILE = "topics.json"
 SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json"
 EXPRESSION_TYPES = ("TAG", "SQL92", "PYTHON")
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
-
-
-class ConfigError(ValueError):
-    """A config file that is not what the broker (or the subscription file format) writes."""
-
-    def __init__(self, path, reason, key=None, line=None, column=None):
-        self.path, self.reason, self.key, self.line, self.column = str(path), reason, key, line, column
-        where = self.path if line is None else f"{self.path}, line {line} column {column}"
-        super().__init__(f"{where}: {reason}" if key is None else f"{where}: {key}: {reason}")
 
 
 # ---------------------------------------------------------------- fastjson text
@@ -413,10 +406,12 @@ def _present(path: Path):
     return None
 
 
-def load_store_config(store_dir, absent=()) -> StoreConfig:
+def load_store_config(store_dir, absent=(), needed=None) -> StoreConfig:
     """Load ``<store_dir>/config/``; missing files count as empty, a malformed present file is an error.
 
-    absent: paths of files to read as missing (malformed ones that --on-corrupt skip audited)."""
+    absent: paths of files to read as missing (malformed ones that --on-corrupt skip audited); needed: the
+    names of the files to parse (default all): a run parses only those it uses, so a malformed file it does not
+    read (topics.json for a replay) cannot stop it."""
     store_dir = Path(store_dir)
     if not store_dir.is_dir():
         raise ConfigError(store_dir, "store directory does not exist")
@@ -427,7 +422,7 @@ def load_store_config(store_dir, absent=()) -> StoreConfig:
                SUBSCRIPTION_GROUP_FILE: (load_subscription_groups, dict)}
     values, paths, damaged = {}, {}, []
     for name, (load, empty) in loaders.items():
-        found = _present(config / name)
+        found = _present(config / name) if needed is None or name in needed else None
         if found is not None and str(found) in absent:
             found = None
             damaged.append(name)

@@ -3,6 +3,8 @@ import numpy as np
 import pyarrow as pa
 
 from schemas import layout as L
+from schemas import storefs
+from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA
 from schemas.columns import gather_bytes, gather_struct
 from schemas.errors import CorruptStoreError
 
@@ -101,8 +103,6 @@ def _bitmap_array(n, lengths, pieces):
 
 def cq_table(topic, queue_id, cols, tags_code, store_time, bitmaps, ok):
     """A CONSUME_QUEUE_SCHEMA record batch for one queue."""
-    from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA
-
     n = len(cols["queue_offset"])
     is_ext = L.is_ext_address(cols["tags_code_raw"])
     missing = is_ext & ~ok
@@ -118,3 +118,21 @@ def cq_table(topic, queue_id, cols, tags_code, store_time, bitmaps, ok):
         pa.array(store_time, mask=~ok),
         bitmaps,
     ], schema=CONSUME_QUEUE_SCHEMA)
+
+
+def resolve_units(fs, queue, parts):
+    """CONSUME_QUEUE_SCHEMA batch of decoded unit columns (decode_cq_segment dicts) of one queue, with
+    their ext units read (only the windows the addresses need)."""
+    cols = {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, np.int64)
+            for k in ("queue_offset", "commitlog_offset", "size", "tags_code_raw")}
+    cols["size"] = cols["size"].astype(np.int32)
+    ext = ExtReader({s.start: _window_loader(fs, s) for s in queue.ext}, queue.ext_file_size)
+    return cq_table(queue.topic, queue.queue_id, cols, *ext.resolve(cols["tags_code_raw"]))
+
+
+def _window_loader(fs, segment):
+    """loader(lo, hi) of a segment's bytes, clipped to the file."""
+    def load(lo, hi):
+        hi = min(hi, segment.length)
+        return storefs.read_range(fs, segment.path, lo, max(0, hi - lo))
+    return load

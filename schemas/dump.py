@@ -10,7 +10,8 @@ import json
 import sys
 from pathlib import Path
 
-from schemas.config import ConfigError, load_fastjson
+from schemas.config import load_fastjson
+from schemas.errors import EXIT_INPUT, ReplayError
 from schemas.local_api import iter_message_batches, queue_batch
 from schemas.store import open_store
 
@@ -62,9 +63,9 @@ def main(argv=None):
             dump_config(args.store, sys.stdout)
     except BrokenPipeError:
         return 0
-    except (ValueError, ConfigError, FileNotFoundError) as exc:
+    except (ReplayError, OSError) as exc:  # a store that is damaged, missing or unreadable: exit 1
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_INPUT
     return 0
 
 

@@ -7,7 +7,7 @@ import pyarrow as pa
 from schemas import storefs
 from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA, MESSAGE_SCHEMA
 from schemas.commitlog import decode_records, walk_records
-from schemas.consume_queue import ExtReader, cq_table, decode_cq_segment
+from schemas.consume_queue import decode_cq_segment, resolve_units
 from schemas.store import open_store
 
 
@@ -33,26 +33,6 @@ def queue_batch(fs, queue):
     """Every unit of one consume queue with its ext unit resolved (CONSUME_QUEUE_SCHEMA)."""
     return resolve_units(fs, queue, [decode_cq_segment(storefs.read_range(fs, s.path), s.start, s.path)
                                      for s in queue.cq])
-
-
-def resolve_units(fs, queue, parts):
-    """CONSUME_QUEUE_SCHEMA batch of decoded unit columns (decode_cq_segment dicts) of one queue, with
-    their ext units read (only the windows the addresses need)."""
-    import numpy as np
-
-    cols = {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, np.int64)
-            for k in ("queue_offset", "commitlog_offset", "size", "tags_code_raw")}
-    cols["size"] = cols["size"].astype(np.int32)
-    ext = ExtReader({s.start: _window_loader(fs, s) for s in queue.ext}, queue.ext_file_size)
-    return cq_table(queue.topic, queue.queue_id, cols, *ext.resolve(cols["tags_code_raw"]))
-
-
-def _window_loader(fs, segment):
-    """loader(lo, hi) of a segment's bytes, clipped to the file."""
-    def load(lo, hi):
-        hi = min(hi, segment.length)
-        return storefs.read_range(fs, segment.path, lo, max(0, hi - lo))
-    return load
 
 
 def read_consume_queues(store_dir):

@@ -11,16 +11,12 @@ import pyarrow as pa
 from schemas import layout as L
 from schemas import storefs
 from schemas.commitlog import decode_records
-from schemas.consume_queue import decode_cq_segment
+from schemas.consume_queue import decode_cq_segment, resolve_units
 from schemas.cq_ranges import segment_bounds
-from schemas.local_api import resolve_units
+from schemas.errors import NotInStore
 from schemas.store import QueueFiles
 
 _HOST_BYTES = {32: 4, 56: 16}  # offsetMsgId length in hex digits -> store host address bytes (IPv4, IPv6)
-
-
-class NotInStore(LookupError):
-    """The store has no such queue, unit, record or message id."""
 
 
 def queue_files(fs, root, topic, queue_id):

@@ -7,7 +7,7 @@ non-empty; everything else is dropped. A repeated name keeps its last value (Has
 import numpy as np
 import pyarrow as pa
 
-PROPERTIES_TYPE = pa.map_(pa.string(), pa.string())
+from schemas import kernels as K
 
 
 def parse_properties(blobs, extract=()):
@@ -16,8 +16,6 @@ def parse_properties(blobs, extract=()):
     One compiled scan over the bytes of the whole column (`kernels.split_properties`): \x01 and \x02 never
     occur inside a multi-byte UTF-8 sequence, so separator positions are character boundaries. With
     `extract` (names such as "TAGS"), also returns {name: string column of that property's value per row}."""
-    from schemas import kernels as K
-
     n = len(blobs)
     offsets = np.frombuffer(blobs.buffers()[1], dtype=np.int32)[blobs.offset: blobs.offset + n + 1].astype(np.int64)
     data = np.frombuffer(blobs.buffers()[2], dtype=np.uint8) if n and blobs.buffers()[2] is not None \

@@ -2,7 +2,7 @@
 from dataclasses import dataclass, field
 
 from schemas import storefs
-from schemas.errors import UnsupportedStoreError
+from schemas.errors import StoreNotFound, UnsupportedStoreError
 
 
 @dataclass(frozen=True)
@@ -38,15 +38,15 @@ def check_store_root(uri):
     fs, root = storefs.resolve(uri)
     info = fs.get_file_info(root)
     if info.type.name == "File":
-        raise NotADirectoryError(f"--store {uri} is a file: give the broker's storePathRootDir, the directory "
-                                 f"that holds commitlog/ and consumequeue/")
+        raise StoreNotFound(f"--store {uri} is a file: give the broker's storePathRootDir, the directory "
+                            f"that holds commitlog/ and consumequeue/")
     if info.type.name != "Directory":
-        raise FileNotFoundError(f"store directory not found: {uri}")
+        raise StoreNotFound(f"store directory not found: {uri}")
     if fs.get_file_info(f"{root}/commitlog").type.name != "Directory":
         if fs.get_file_info(f"{root}/dledger").type.name == "Directory" or \
                 fs.get_file_info(f"{root}/commitlog/dledger").type.name == "Directory":
             raise UnsupportedStoreError(f"{uri}: a DLedger commit log is not read by this version")
-        raise FileNotFoundError(f"{uri} has no commitlog/ folder: is it a broker's storePathRootDir?")
+        raise StoreNotFound(f"{uri} has no commitlog/ folder: is it a broker's storePathRootDir?")
     if fs.get_file_info(f"{root}/batchconsumequeue").type.name == "Directory":
         raise UnsupportedStoreError(f"{uri}: batch consume queues (5.0 BatchCQ) are not read by this version")
     return fs, root

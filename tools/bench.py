@@ -55,11 +55,11 @@ def generate(store, n, seed):
     from filtering import dispatcher
     from filtering.bloom import BloomFilter
     from filtering.subscriptions import Subscription, compile_subscription
-    from schemas.sample_store import dispatched_properties
-    from schemas.writer import Message, StoreWriter
+    from tools.sample_store import dispatched_properties
+    from tools.store_writer import Message, StoreWriter
 
     rng = random.Random(seed)
-    bloom = BloomFilter(20, 32)
+    bloom = BloomFilter()
     born = BORN
     regs = [compile_subscription(Subscription(f"G_SQL_{i}", t, "SQL92", e, born - 1000,
                                               tuple(bloom.registration_bits(f"G_SQL_{i}", t)), True))
@@ -129,7 +129,7 @@ def shape_subscriptions(path, n_topics, subscribed):
 def generate_shape(store, n, seed, n_topics, queues_per_topic, cq_file_units, commitlog_mb):
     """A store of many queues: messages spread evenly over n_topics x queues_per_topic, bodies of about
     100 bytes, a tag and keys each; consume-queue files of cq_file_units units (TAG groups only: no bitmaps)."""
-    from schemas.writer import Message, StoreWriter
+    from tools.store_writer import Message, StoreWriter
 
     rng = random.Random(seed)
     topics = shape_topics(n_topics)
@@ -160,7 +160,8 @@ def ensure_shape_store(args):
 def planning_costs(store, subs, split_size):
     """Planning on the driver and every split's unit lookup, in this process: times, then lookups counted
     through a filesystem wrapper (a second pass: the wrapper's own cost stays out of the times)."""
-    from jobs.plan import JobOptions, build_plan
+    from jobs.plan import build_plan
+    from jobs.settings import JobOptions
     from jobs.split_units import commitlog_splits, split_units
     from tools.lookups import CQ, EXT, counting
 
@@ -318,7 +319,8 @@ def in_process(store, sample_rows=100000):
     from filtering import dispatcher, sql92
     from filtering.bloom import BloomFilter
     from filtering.message_filter import row_outcomes, sql_outcomes
-    from jobs.plan import JobOptions, build_plan
+    from jobs.plan import build_plan
+    from jobs.settings import JobOptions
     from jobs.split_task import BATCH_ROWS
     from jobs.split_units import commitlog_splits
     from schemas import storefs
@@ -384,7 +386,8 @@ def run_s3(args):
     """The store read from a local S3 server (tools/local_s3.py: moto, on 127.0.0.1) against the same store on
     disk, both to the noop sink, alternating; and the requests the S3 run made, by kind and folder, from the
     server's access log: a split's commit-log bytes come in few large range reads."""
-    from jobs.plan import JobOptions, build_plan
+    from jobs.plan import build_plan
+    from jobs.settings import JobOptions
     from jobs.split_units import commitlog_splits
     from jobs.transforms import split_bytes
     from tools.local_s3 import LocalS3, log_lines, request_counts

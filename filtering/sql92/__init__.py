@@ -10,7 +10,7 @@ The PLY lexers and the parser are built once per process, on first use, and writ
 import threading
 from functools import lru_cache
 
-from . import nodes
+from . import nodes, vectorized
 from .errors import FilterEvaluationError, FilterSyntaxError
 from .evaluate import compile_node, recursion_room
 from .lexer import KEYWORDS_4, KEYWORDS_5, SelectorLexer
@@ -119,5 +119,4 @@ class Expression:
 
     def matches_batch(self, properties):
         """Vectorized `matches` over a pyarrow map<string, string> column: a numpy bool array."""
-        from .vectorized import matches_batch
-        return matches_batch(self, properties)
+        return vectorized.matches_batch(self, properties)

@@ -1,8 +1,12 @@
-"""The two ways a selector can fail, kept apart from the rest so every module can raise them."""
+"""The two ways a selector can fail, kept apart from the rest so every module can raise them; both under the
+project's one error root (schemas/errors.py)."""
+from schemas.errors import EXIT_USAGE, ReplayError
 
 
-class FilterSyntaxError(ValueError):
+class FilterSyntaxError(ReplayError, ValueError):
     """RocketMQ's compile rejects the selector (MQFilterException: a syntax, token or build-time error)."""
+
+    exit_code = EXIT_USAGE
 
     def __init__(self, message, position=None):
         if position is not None:
@@ -11,7 +15,7 @@ class FilterSyntaxError(ValueError):
         self.position = position
 
 
-class FilterEvaluationError(Exception):
+class FilterEvaluationError(ReplayError):
     """RocketMQ's evaluate throws; `java_class` names the exception the broker would have caught.
 
     A failed String conversion also says which: `value` (the property's string), `target` (the Java

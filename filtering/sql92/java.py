@@ -11,6 +11,8 @@ import re
 import struct
 import unicodedata
 
+from schemas.errors import ReplayError
+
 from .errors import FilterEvaluationError
 
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
@@ -31,7 +33,7 @@ class Long(int):
         return Long, (int(self),)
 
 
-class NumberFormatError(ValueError):
+class NumberFormatError(ReplayError, ValueError):
     """java.lang.NumberFormatException, raised by the valueOf helpers."""
 
 

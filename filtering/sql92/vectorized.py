@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from schemas import kernels as K
+
 from . import java
 from .errors import FilterEvaluationError
 from .evaluate import compile_node, recursion_room
@@ -81,8 +83,6 @@ class _Batch:
         entry of that name per row, then one take of the values, gives the same column many times faster.
         """
         if name not in self._columns:
-            from schemas import kernels as K
-
             if self._entries is None:
                 keys = self.maps.keys
                 key_offsets = np.frombuffer(keys.buffers()[1], np.int32)[keys.offset: keys.offset + len(keys) + 1]

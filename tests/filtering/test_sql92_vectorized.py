@@ -172,7 +172,7 @@ def test_vectorized_match_and_error_masks_follow_rocketmq(text):
     """outcomes' error mask is where evaluate() throws (the summary's evaluation_errors): by hand, and
     the vectorized sql_outcomes equal to the row-by-row row_outcomes (differential)."""
     from filtering.message_filter import row_outcomes, sql_outcomes
-    from schemas.properties import PROPERTIES_TYPE
+    from schemas.arrow_schemas import PROPERTIES_TYPE
 
     props = pa.array(ERROR_ROWS, PROPERTIES_TYPE)
     expr = sql92.parse(text)
@@ -197,7 +197,7 @@ def test_shared_extraction_of_many_expressions_gives_each_expressions_outcomes()
     """outcomes_many (properties extracted once for all) gives, per expression, the hand-worked outcome,
     which is also what outcomes_batch gives for that expression alone (differential)."""
     from filtering.sql92.vectorized import outcomes_batch, outcomes_many
-    from schemas.properties import PROPERTIES_TYPE
+    from schemas.arrow_schemas import PROPERTIES_TYPE
 
     props = pa.array(MANY_ROWS, PROPERTIES_TYPE)
     exprs = [sql92.parse(t) for t in MANY_CASES]

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 
 import schemas
-from jobs.plan import JobOptions, build_plan
+from jobs.plan import build_plan
+from jobs.settings import JobOptions
 from jobs.split_units import commitlog_splits, split_units
 from schemas import cq_ranges
 from schemas.store import open_store
-from schemas.writer import Message, StoreWriter
 from tools.lookups import CQ, EXT, counting
+from tools.store_writer import Message, StoreWriter
 
 TOPICS = [f"T{t}" for t in range(6)] + ["Sparse"]  # Sparse: one message in 40, its files span many splits
 QUEUES = 4

@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from jobs.plan import JobOptions, build_plan
+from jobs.plan import build_plan
+from jobs.settings import JobOptions
 from schemas.config import ConfigError
 from schemas.errors import CorruptStoreError
 from tests.jobs.conftest import writable_copy

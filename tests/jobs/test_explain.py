@@ -11,10 +11,10 @@ import pytest
 from jobs import explain
 from jobs.cli import parse_store_time
 from jobs.decision import STAGES, decide, load_context, read_queue_units, subscription_of
-from jobs.plan import JobOptions
+from jobs.settings import JobOptions
 from schemas.config import load_fastjson
-from schemas.writer import Message, StoreWriter
 from tests.jobs.conftest import writable_copy
+from tools.store_writer import Message, StoreWriter
 
 ROOT = Path(__file__).resolve().parents[2]
 

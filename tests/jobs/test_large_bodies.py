@@ -18,10 +18,11 @@ import pyarrow.dataset as ds
 import pytest
 import zstandard
 
-from jobs.plan import JobOptions, build_plan
+from jobs.plan import build_plan
+from jobs.settings import JobOptions
 from schemas.errors import CorruptStoreError
-from schemas.writer import Message, StoreWriter
 from tests.local_replay import kind, replay_local
+from tools.store_writer import Message, StoreWriter
 
 ROOT = Path(__file__).resolve().parents[2]
 MIB = 1 << 20

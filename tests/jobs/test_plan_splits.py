@@ -4,8 +4,9 @@ import dataclasses
 
 import pytest
 
-from jobs.plan import JobOptions, build_plan
-from jobs.replay_plan import ReplayPlan
+from jobs.plan import build_plan
+from jobs.replay_plan import replay_plan
+from jobs.settings import JobOptions
 from jobs.split_units import commitlog_splits
 from tests.jobs.conftest import assert_rows_equal
 from tests.local_replay import kind, replay_local
@@ -14,8 +15,8 @@ GIB = 1 << 30
 
 
 def _plan(files, split_size, data_end):
-    return ReplayPlan(store_uri="mem://", commitlog_file_size=GIB, subscriptions=(), split_size=split_size,
-                      commitlog_files=tuple((s, f"commitlog/{s:020d}", GIB) for s in files), data_end=data_end)
+    return replay_plan(JobOptions(store="mem://", split_size=split_size), GIB, store_uri="mem://", subscriptions=(),
+                       commitlog_files=tuple((s, f"commitlog/{s:020d}", GIB) for s in files), data_end=data_end)
 
 
 @pytest.mark.parametrize("files,data_end", [

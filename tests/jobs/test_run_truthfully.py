@@ -13,9 +13,10 @@ import sys
 import pytest
 
 from jobs.errors import UsageError
-from jobs.plan import JobOptions, build_plan
+from jobs.plan import build_plan
+from jobs.settings import JobOptions
 from jobs.summary import Counters, build_summary, exit_code, summary_table
-from schemas.errors import CorruptStoreError
+from schemas.errors import CorruptStoreError, StoreNotFound
 from tests.jobs.conftest import writable_copy
 from tests.local_replay import kind, replay_local
 
@@ -300,7 +301,7 @@ def test_python_filter_named_by_a_store_is_audited_and_ignored_when_skipping(cop
 
 # ---------------------------------------------------------------- 10: smaller promises
 def test_store_given_as_a_file_says_so(store_a):
-    with pytest.raises(NotADirectoryError, match="is a file"):
+    with pytest.raises(StoreNotFound, match="is a file"):
         build_plan(JobOptions(store=str(store_a / "registrations.json")))
 
 

@@ -6,7 +6,8 @@ from collections import Counter
 
 import pytest
 
-from jobs.plan import JobOptions, build_plan
+from jobs.plan import build_plan
+from jobs.settings import JobOptions
 from tests.jobs.conftest import assert_rows_equal
 from tests.local_replay import kind, replay_local
 

@@ -9,10 +9,11 @@ import pytest
 
 from jobs import replay
 from jobs.errors import UsageError
-from jobs.plan import JobOptions, build_plan
+from jobs.plan import build_plan
+from jobs.settings import JobOptions
 from jobs.window import OffsetOutOfRange, offsets_json, parse_window
-from schemas.writer import Message, StoreWriter
 from tests.local_replay import replay_local
+from tools.store_writer import Message, StoreWriter
 
 SINCE, UNTIL = 1795237035000, 1795237035400  # store_a's messages were stored from ...034764 to ...035698
 

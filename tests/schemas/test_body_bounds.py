@@ -12,7 +12,7 @@ import zstandard
 
 from schemas.commitlog import decode_records, decompress
 from schemas.errors import CorruptStoreError
-from schemas.writer import Message, encode_record
+from tools.store_writer import Message, encode_record
 
 MIB = 1 << 20
 ZLIB, LZ4, ZSTD = 3, 1, 2

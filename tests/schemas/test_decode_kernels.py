@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from schemas import layout as L
 from schemas.commitlog import decode_records
-from schemas.writer import Message, encode_record
+from tools.store_writer import Message, encode_record
 
 _v4 = st.builds(lambda b: str(ipaddress.IPv4Address(b)), st.binary(min_size=4, max_size=4))
 _v6 = st.builds(lambda b: str(ipaddress.IPv6Address(b)), st.binary(min_size=16, max_size=16))

@@ -5,9 +5,10 @@ import struct
 import pytest
 
 import schemas
-from jobs.plan import JobOptions, build_plan
-from schemas.sample_store import DEFAULT_SUBSCRIPTIONS, generate_store
+from jobs.plan import build_plan
+from jobs.settings import JobOptions
 from tests.local_replay import kind, replay_local
+from tools.sample_store import DEFAULT_SUBSCRIPTIONS, generate_store
 
 
 @pytest.fixture(scope="module")

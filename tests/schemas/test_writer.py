@@ -5,7 +5,7 @@ import os
 import pytest
 
 import schemas
-from schemas.writer import Message, StoreWriter, encode_record
+from tools.store_writer import Message, StoreWriter, encode_record
 
 
 def _messages_of(store):
@@ -91,7 +91,8 @@ def test_lz4_and_zstd_frames_of_4_9_4_decode(tmp_path, ctype):
 
 
 def test_store_without_ext_units_decodes_and_replays_without_bitmap_audit(tmp_path):
-    from jobs.plan import JobOptions, build_plan
+    from jobs.plan import build_plan
+    from jobs.settings import JobOptions
     from tests.local_replay import kind, replay_local
 
     with StoreWriter(tmp_path, commitlog_file_size=1 << 16, cq_file_size=200, ext_file_size=1024,

@@ -5,7 +5,7 @@ decimal properties, non-ASCII values and topic names, IPv6 born hosts, zlib bodi
 size. SQL92 groups of the subscription file are registered in config/consumerFilter.json and the
 dispatcher computes every message's bitmap, as a broker with enableCalcFilterBitMap does.
 
-    python -m schemas.sample_store OUT_DIR [--messages N] [--seed S] [--commitlog-mb MB]
+    python -m tools.sample_store OUT_DIR [--messages N] [--seed S] [--commitlog-mb MB]
 """
 import argparse
 import json
@@ -15,8 +15,12 @@ import sys
 
 import pyarrow as pa
 
+from filtering import dispatcher
+from filtering.bloom import BloomFilter
+from filtering.subscriptions import Subscription, compile_subscription
 from schemas import layout as L
-from schemas.writer import Message, StoreWriter
+from schemas.properties import parse_properties, properties_to_blob
+from tools.store_writer import Message, StoreWriter
 
 DEFAULT_SUBSCRIPTIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf",
                                      "sample_subscriptions.json")
@@ -66,14 +70,10 @@ def _message(rng, i, topics, now, store_host, retry_groups):
 def generate_store(root, messages=3000, seed=11, subscriptions=DEFAULT_SUBSCRIPTIONS, commitlog_file_size=1 << 20,
                    cq_file_size=6000, ext_file_size=16384, now=1795237034500, batch_size=20000):
     """Write a store of `messages` messages under root; returns the registrations it persisted."""
-    from filtering import dispatcher
-    from filtering.bloom import BloomFilter
-    from filtering.subscriptions import Subscription, compile_subscription
-
     rng = random.Random(seed)
     with open(subscriptions, encoding="utf-8") as f:
         groups = json.load(f)["groups"]
-    bloom = BloomFilter(20, 32)
+    bloom = BloomFilter()
     topics = list(TOPICS)
     sql = []
     for g in groups:
@@ -119,8 +119,6 @@ def writer_topics(writer):
 
 def dispatched_properties(messages):
     """The properties as the dispatcher sees them: decoded from the stored bytes (empty values dropped)."""
-    from schemas.properties import parse_properties, properties_to_blob
-
     return parse_properties(pa.array([properties_to_blob(m.properties) for m in messages], pa.string()))
 
 
@@ -155,7 +153,7 @@ def _consumer_filter_json(registrations, bloom):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m schemas.sample_store", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m tools.sample_store", description=__doc__.splitlines()[0])
     p.add_argument("out")
     p.add_argument("--messages", type=int, default=3000)
     p.add_argument("--seed", type=int, default=11)

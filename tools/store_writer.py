@@ -1,6 +1,7 @@
 """Write a store in RocketMQ's exact byte format: commit log, consume queues, ext units, config JSON.
 
-Used for the sample store of `make run`, tests and benchmark stores of any size. The record encoder is
+A tool, not the read path: it writes the sample store of `make run` (tools/sample_store.py), the tests'
+stores and benchmark stores of any size. The record encoder is
 the byte layout of schemas/layout.py written the other way round; files are preallocated to full size
 with zeros, as a broker's mapped files are.
 """
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 
 from schemas import layout as L
 from schemas.properties import properties_to_blob
+from schemas.tag_codes import tags_code
 
 _HEAD = struct.Struct(">iiiiiqqiq")
 _MID = struct.Struct(">iqi")
@@ -156,8 +158,6 @@ class StoreWriter:
             return physical
         self.next_queue_offset[key] = queue_offset + 1
         tags = msg.properties.get("TAGS")
-        from filtering.tags import tags_code
-
         code = tags_code(tags)
         if self.enable_ext:
             code = self._put_ext(key, code, msg.store_timestamp, msg.filter_bitmap)
