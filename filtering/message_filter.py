@@ -59,6 +59,7 @@ class Outcome:
     client: np.ndarray  # what the consumer finally receives
     errors: np.ndarray  # evaluation errors (SQL92 exceptions, PYTHON exceptions) wherever it was evaluated
     evaluated: np.ndarray  # where the expression was evaluated (dispatcher: every row; else stage 2)
+    bloom_skips: np.ndarray = None  # SQL92: why stage 1 did not consult the bloom filter (stage1_sql)
 
 
 def sql_outcomes(expression, properties):
@@ -80,21 +81,33 @@ def row_outcomes(expression, properties):
     return matched, errors
 
 
-def stage1_sql(sub, batch, bloom, bitmaps, bitmaps_valid):
-    """(passed, bloom_checked) of ExpressionMessageFilter.isMatchedByConsumeQueue for an SQL92 group."""
+# Why stage 1 of an SQL92 group passed without consulting the bloom filter, in the order the broker tests
+BLOOM_CONSULTED, NO_BLOOM_DATA, NO_EXT_UNIT, BEFORE_BORN_TIME, NO_BITMAP = range(5)
+
+
+def _bloom_skips(sub, batch, bloom, bitmaps, bitmaps_valid):
+    """Per row, why isMatchedByConsumeQueue does not consult the bloom filter for an SQL92 group (uint8 codes
+    above; BLOOM_CONSULTED where it does): the registration has no valid bloom data; the unit has no readable
+    ext unit; the message is older than the registration (isMsgInLive; an ad hoc subscription without
+    bornTime is live everywhere); the ext unit holds no bitmap of the bloom's width. Ad hoc subscriptions test
+    recomputed bitmaps where the broker keeps ext units: a broker without them has none to test."""
     n = len(batch)
     bits = sub.bloom_bits
     if not bits or bloom is None or len(bits) != bloom.k or bitmaps.shape[1] * 8 != bloom.m:
-        return np.ones(n, dtype=bool), np.zeros(n, dtype=bool)  # no or invalid bloom data: passes
-    if sub.stored:
-        live = batch.ext_ok & (batch.msg_store_time >= (sub.born_time if sub.born_time is not None else 0))
-        checked = live & bitmaps_valid
-    else:  # ad hoc: recomputed bitmaps where the broker keeps ext units, live from its bornTime (all
-        # messages when none is given); a broker without ext units has no bitmap to test: stage 1 passes
-        checked = batch.ext_ok & bitmaps_valid & (batch.msg_store_time >= sub.born_time
-                                                  if sub.born_time is not None else True)
-    hit = bloom_mod.is_hit_array(bitmaps, bits) if checked.any() else np.zeros(n, dtype=bool)
-    return ~checked | hit, checked & hit
+        return np.full(n, NO_BLOOM_DATA, dtype=np.uint8)
+    born = sub.born_time if sub.born_time is not None else (0 if sub.stored else None)
+    before = batch.msg_store_time < born if born is not None else np.zeros(n, dtype=bool)
+    return np.select([~batch.ext_ok, before, ~np.asarray(bitmaps_valid, dtype=bool)],
+                     [NO_EXT_UNIT, BEFORE_BORN_TIME, NO_BITMAP], BLOOM_CONSULTED).astype(np.uint8)
+
+
+def stage1_sql(sub, batch, bloom, bitmaps, bitmaps_valid):
+    """(passed, bloom_checked, skips) of ExpressionMessageFilter.isMatchedByConsumeQueue for an SQL92 group:
+    a row the bloom filter is not consulted for passes (skips says why); one it is passes on isHit."""
+    skips = _bloom_skips(sub, batch, bloom, bitmaps, bitmaps_valid)
+    checked = skips == BLOOM_CONSULTED
+    hit = bloom_mod.is_hit_array(bitmaps, sub.bloom_bits) if checked.any() else np.zeros(len(batch), dtype=bool)
+    return ~checked | hit, checked & hit, skips
 
 
 def retry_filter_applies(sub, support_retry):
@@ -141,9 +154,9 @@ def apply_subscription(csub, batch, bloom, recomputed=None, retry_sql=None, mess
         client = broker & tags_mod.client_tag_match_encoded(csub.tag, batch.tags_encoded())
     elif csub.sql is not None:
         if sub.stored:
-            stage1, checked = stage1_sql(sub, batch, bloom, batch.stored_bitmaps, batch.stored_valid)
+            stage1, checked, skips = stage1_sql(sub, batch, bloom, batch.stored_bitmaps, batch.stored_valid)
         else:
-            stage1, checked = stage1_sql(sub, batch, bloom, *recomputed)
+            stage1, checked, skips = stage1_sql(sub, batch, bloom, *recomputed)
         broker = np.zeros(n, dtype=bool)
         if evaluated is not None:
             broker = stage1 & evaluated[0]
@@ -155,6 +168,7 @@ def apply_subscription(csub, batch, bloom, recomputed=None, retry_sql=None, mess
             errors[stage1] = e
             ran = stage1
         client = broker
+        return Outcome(stage1, checked, broker, client, errors, ran, skips)
     elif csub.python is not None:
         stage1 = ones
         broker, errors = run_filter(csub.python, messages(), FilterContext(sub.group, sub.topic))

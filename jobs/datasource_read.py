@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from filtering.topic_replay import message_columns, replay_topic
+from filtering.decision import decide_topic
+from filtering.topic_replay import message_columns
 from jobs.split_task import Pieces, decoded_topics
 from jobs.split_units import split_units
 
@@ -55,21 +56,18 @@ def _rows(plan, topic, units, messages, out, schema):
     cols = {"topic": units.column("topic")}
     cols.update((name, column) for name, column in message_columns(messages, units).items() if name in schema.names)
     if "delivered_to" in schema.names:
-        replay_topic(plan, topic, units, messages, out)
-        pieces = [piece for kind, piece in out.flush() if kind == "message"]
-        n = units.num_rows
-        cols["delivered_to"] = _group_lists(pieces, "delivered", n)
-        cols["collided_for"] = _group_lists(pieces, "collided", n)
+        decision = decide_topic(plan, topic, units, messages)
+        cols["delivered_to"] = _group_lists(decision.delivered, decision.groups)
+        cols["collided_for"] = _group_lists(decision.collided, decision.groups)
     return pa.table(cols).cast(schema)
 
 
-def _group_lists(pieces, which, n):
-    """A list of group names per row of the batch (empty for the rows no group gets), names in order."""
-    names = [piece.groups.take(pa.array(getattr(piece, which)[0])) for piece in pieces]
-    rows = [piece.rows[getattr(piece, which)[1]] for piece in pieces]
-    pairs = pa.table({"row": np.concatenate(rows) if rows else np.zeros(0, np.int64),
-                      "group": pa.concat_arrays(names) if names else pa.array([], pa.string())})
-    pairs = pairs.sort_by([("row", "ascending"), ("group", "ascending")])
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(np.bincount(pairs.column("row").to_numpy(), minlength=n), out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), pairs.column("group").combine_chunks())
+def _group_lists(matrix, groups):
+    """A list of group names per message of a (groups, messages) bool matrix, names in order (empty lists for
+    the messages no group gets)."""
+    order = np.argsort(np.asarray(groups, dtype=object), kind="stable")
+    rows, picks = np.nonzero(matrix[order].T)  # ordered by message, then by name
+    offsets = np.zeros(matrix.shape[1] + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows, minlength=matrix.shape[1]), out=offsets[1:])
+    names = pa.array(np.asarray(groups, dtype=object)[order][picks] if len(picks) else [], pa.string())
+    return pa.ListArray.from_arrays(pa.array(offsets), names)

@@ -1,18 +1,12 @@
-"""The replay's decision for one group over a few units of one queue, made by the job's own code.
-
-The units and their records are read where they are (schemas.lookup), joined into the job's UnitBatch
-(topic_replay.topic_batch), dispatched (topic_replay.dispatch_topic) and filtered (message_filter.
-apply_subscription) exactly as a replay task does; --from committed is topic_replay.in_scope. Nothing here
-decides a match: it only says which stage dropped a unit (jobs/explain_report.py says why).
-"""
+"""The question explain answers: one group's decision over a few units of one queue, made by the job's one
+decision (filtering.decision.decide_topic). The units and their records are read where they are
+(schemas.lookup); nothing here decides a match (jobs/explain_report.py says why, from the reason codes)."""
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow.compute as pc
 
-from filtering.bloom import BloomFilter
-from filtering.message_filter import apply_subscription
-from filtering.topic_replay import dispatch_topic, in_scope, lazy_messages, retry_filters, topic_batch
+from filtering.decision import STAGE_OF, decide_topic
 from jobs.errors import ExplainError
 from jobs.plan import config_files, load_store_config_uri, plan_from_config
 from jobs.replay_plan import ReplayPlan
@@ -21,8 +15,6 @@ from schemas import storefs
 from schemas.errors import CorruptStoreError, NotInStore
 from schemas.lookup import parse_offset_msg_id, queue_files, read_records, read_units, record_size_at
 from schemas.store import check_store_root
-
-STAGES = ("scope", "consume_queue", "commit_log", "client")  # in the order a unit meets them
 
 
 @dataclass
@@ -96,31 +88,30 @@ def locate_msg_id(ctx, msg_id):
 
 
 @dataclass
-class Verdicts:
-    """The job's outcome for one group over a batch of units, and what it was computed from."""
+class Question:
+    """One group's decision over units of one queue, as the job makes it: the TopicDecision (a single row, the
+    group's), the units and messages it was made on, and the window that scoped it."""
 
-    csub: object
+    decision: object  # filtering.decision.TopicDecision
     units: object
     messages: object
-    batch: object  # message_filter.UnitBatch
-    outcome: object  # message_filter.Outcome
-    recomputed: tuple  # (bitmaps, valid) the dispatcher recomputed (ad hoc SQL92 subscriptions read these)
     window: Window
-    in_scope: np.ndarray  # --from committed and the window
-    stage: list  # per unit: None (delivered) or the first of STAGES that dropped it
+
+    @property
+    def csub(self):
+        return self.decision.subscriptions[0]
+
+    def reason(self, i):
+        """The reason code of unit i (filtering.decision: DELIVERED or where and why it stopped)."""
+        return int(self.decision.reasons()[0, i])
+
+    def stage(self, i):
+        """None (delivered) or the first of STAGES that dropped unit i."""
+        return STAGE_OF.get(self.reason(i))
 
 
 def decide(ctx, csub, units, messages, window=Window()):
-    """Verdicts of one compiled subscription over units of its topic, from the job's functions."""
-    plan, topic = ctx.plan, csub.sub.topic
-    bloom = BloomFilter(plan.bloom_f, plan.bloom_n)
-    batch = topic_batch(topic, units, messages, bloom)
-    dispatched = dispatch_topic(plan, topic, batch, bloom)
-    outcome = apply_subscription(csub, batch, bloom, dispatched.recomputed, retry_filters(plan).get(csub.sub.group),
-                                 lazy_messages(messages), plan.support_retry, dispatched.evaluated(csub))
-    scope = in_scope(plan, csub.sub, units.column("queue_id").to_numpy(), units.column("queue_offset").to_numpy())
-    scope = np.ones(len(batch), dtype=bool) if scope is None else scope
-    scope &= window.contains(messages.column("store_timestamp").to_numpy())
-    passed = (scope, outcome.stage1, outcome.broker, outcome.client)
-    stage = [next((name for name, ok in zip(STAGES, passed) if not ok[i]), None) for i in range(len(batch))]
-    return Verdicts(csub, units, messages, batch, outcome, dispatched.recomputed, window, scope, stage)
+    """The job's decision (filtering.decision.decide_topic) for one compiled subscription over units of its
+    topic: the dispatcher runs over all the topic's registrations as in a task, the group alone is decided."""
+    decision = decide_topic(ctx.plan, csub.sub.topic, units, messages, [csub], window)
+    return Question(decision, units, messages, window)

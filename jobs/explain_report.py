@@ -1,51 +1,67 @@
 """Why one unit was (or was not) delivered to one group, in RocketMQ's terms: the facts behind each stage
 of a decision the job made (jobs/decision.py), as one JSON-ready dict (jobs/explain_text.py prints it).
 
-The verdict and every stage's pass or fail are the job's Outcome; this module only collects the inputs
-the job looked at (the unit, the subscription, the bloom bits, the tag codes) and, for SQL92, the per-node
-trace of the row evaluator (filtering/sql92/trace.py).
+The verdict, every stage's pass or fail and the reasons are the job's TopicDecision (its reason codes, and
+message_filter's codes for a bloom filter not consulted), put in words here; this module adds the inputs the
+job looked at (the unit, the subscription, the bloom bits, the tag codes) and, for SQL92, the per-node trace
+of the row evaluator (filtering/sql92/trace.py).
 """
 from filtering import bloom as bloom_mod
+from filtering import decision as D
+from filtering import message_filter as M
+from filtering.decision import retry_filters
 from filtering.message_filter import retry_filter_applies
 from filtering.sql92 import trace as sql_trace
 from filtering.sql92.diagnose import describe
 from filtering.subscriptions import RETRY_PREFIX
-from filtering.topic_replay import retry_filters
 from schemas import layout as L
 from schemas.commitlog import CODECS, compression_types, not_inflated_reason
 from schemas.tag_codes import int32, java_hash
 
-VERDICTS = {
-    None: "delivered: the broker returns it (GetMessageStatus.FOUND) and the consumer keeps it",
-    "scope": "not in the replay's scope: below the group's committed offset (--from committed) or outside "
-             "the --since/--until window",
-    "consume_queue": "filtered on the consume queue: ExpressionMessageFilter.isMatchedByConsumeQueue is false, "
-                     "the broker skips the unit without reading the message (NO_MATCHED_MESSAGE)",
-    "commit_log": "filtered on the commit log: isMatchedByCommitLog is false (only a Boolean TRUE matches), "
-                  "the broker does not return it",
-    "client": "returned by the broker, dropped by the 4.x consumer's exact tag check "
-              "(PullAPIWrapper.processPullResult)",
+VERDICTS = {  # reason code -> (its name in the JSON answer, the verdict in words)
+    D.DELIVERED: ("delivered", "delivered: the broker returns it (GetMessageStatus.FOUND) and the consumer keeps it"),
+    D.BELOW_COMMITTED: ("below_committed", "not in the replay's scope: below the group's committed offset "
+                                           "(--from committed): already consumed"),
+    D.OUTSIDE_WINDOW: ("outside_window", "not in the replay's scope: its store time is outside the "
+                                         "--since/--until window"),
+    D.CQ_FILTERED: ("consume_queue_filtered", "filtered on the consume queue: ExpressionMessageFilter."
+                    "isMatchedByConsumeQueue is false, the broker skips the unit without reading the message "
+                    "(NO_MATCHED_MESSAGE)"),
+    D.NOT_MATCHED: ("not_matched", "filtered on the commit log: isMatchedByCommitLog is false (only a Boolean "
+                                   "TRUE matches), the broker does not return it"),
+    D.EVALUATION_ERROR: ("evaluation_error", "filtered on the commit log: the expression threw, which the broker "
+                                             "counts as not matched, and does not return it"),
+    D.CLIENT_DROPPED: ("client_dropped", "returned by the broker, dropped by the 4.x consumer's exact tag check "
+                                         "(PullAPIWrapper.processPullResult)"),
+}
+BLOOM_SKIPS = {  # message_filter's codes: why stage 1 passed without the bloom filter
+    M.NO_BLOOM_DATA: "the registration has no valid bloom data",
+    M.NO_EXT_UNIT: "the unit has no readable ext unit",
+    M.BEFORE_BORN_TIME: "the message was stored at {store_time}, before the registration's bornTime {born_time} "
+                        "(isMsgInLive false: its bitmap cannot hold the registration's bits)",
+    M.NO_BITMAP: "the ext unit holds no bitmap of the bloom's width",
 }
 
 
-def report(ctx, verdicts, i=0):
-    """The whole answer for unit `i` of a Verdicts batch."""
-    unit = verdicts.units.slice(i, 1).to_pylist()[0]
-    message = verdicts.messages.slice(i, 1).to_pylist()[0]
+def report(ctx, q, i=0):
+    """The whole answer for unit `i` of a Question (jobs/decision.py)."""
+    unit = q.units.slice(i, 1).to_pylist()[0]
+    message = q.messages.slice(i, 1).to_pylist()[0]
     message["properties"] = dict(message["properties"] or [])
-    sub = verdicts.csub.sub
-    stage = verdicts.stage[i]
+    sub = q.csub.sub
+    reason = q.reason(i)
+    name, verdict = VERDICTS[reason]
     return {
         "group": sub.group, "topic": sub.topic, "queue_id": unit["queue_id"], "queue_offset": unit["queue_offset"],
-        "delivered": stage is None, "stage": stage, "verdict": VERDICTS[stage],
+        "delivered": reason == D.DELIVERED, "stage": q.stage(i), "reason": name, "verdict": verdict,
         "unit": _unit(unit),
         "message": {**{k: message[k] for k in ("msg_id", "tags", "keys", "store_timestamp", "born_timestamp",
                                                "reconsume_times", "properties")}, "body": _body(ctx, message)},
-        "subscription": _subscription(ctx, verdicts.csub, message),
-        "scope": _scope(ctx, verdicts, unit, message, bool(verdicts.in_scope[i])),
-        "consume_queue": _consume_queue(ctx, verdicts, i, message),
-        "commit_log": _commit_log(ctx, verdicts, i, message),
-        "client": _client(verdicts, i, message),
+        "subscription": _subscription(ctx, q.csub, message),
+        "scope": _scope(ctx, q, i, unit, message),
+        "consume_queue": _consume_queue(ctx, q, i, message),
+        "commit_log": _commit_log(ctx, q, i, message),
+        "client": _client(q, i, message),
     }
 
 
@@ -117,30 +133,30 @@ def _retry_expression(ctx, csub, message):
     return retry_filters(ctx.plan).get(csub.sub.group, {}).get(original)
 
 
-def _scope(ctx, v, unit, message, inside):
-    sub, window = v.csub.sub, v.window
-    out = {"from": ctx.options.start_from, "in_scope": inside}
+def _scope(ctx, q, i, unit, message):
+    sub, window, reason = q.csub.sub, q.window, q.reason(i)
+    out = {"from": ctx.options.start_from, "in_scope": bool(q.decision.in_scope[0, i])}
     if ctx.options.start_from == "committed":
         committed = {q: o for g, t, q, o in ctx.plan.start_offsets if (g, t) == (sub.group, sub.topic)}
         out["committed_offset"] = committed.get(unit["queue_id"])
     if window.since is not None or window.until is not None:
         out.update(since=window.since, until=window.until, store_timestamp=message["store_timestamp"])
-    if not inside:
-        before = out.get("committed_offset") is not None and unit["queue_offset"] < out["committed_offset"]
+    if reason == D.BELOW_COMMITTED:
         out["reason"] = (f"queue offset {unit['queue_offset']} is below {sub.group}'s committed offset "
-                         f"{out['committed_offset']}: already consumed" if before
-                         else f"storeTimestamp {message['store_timestamp']} is outside the window")
+                         f"{out['committed_offset']}: already consumed")
+    elif reason == D.OUTSIDE_WINDOW:
+        out["reason"] = f"storeTimestamp {message['store_timestamp']} is outside the window"
     return out
 
 
-def _consume_queue(ctx, v, i, message):
-    csub, passed = v.csub, bool(v.outcome.stage1[i])
+def _consume_queue(ctx, q, i, message):
+    csub, passed = q.csub, bool(q.decision.stage1[0, i])
     if retry_filter_applies(csub.sub, ctx.plan.support_retry):
         return {"passed": passed, "reason": "filterSupportRetry on a %RETRY% topic: the consume-queue stage passes"}
     if csub.tag is not None:
-        return _tag_stage(csub, v.batch, i, message, passed)
+        return _tag_stage(csub, q.decision.batch, i, message, passed)
     if csub.sql is not None:
-        return _bloom_stage(ctx, v, i, passed)
+        return _bloom_stage(ctx, q, i, passed)
     return {"passed": passed, "reason": "a custom (PYTHON) filter has no consume-queue stage"}
 
 
@@ -162,17 +178,17 @@ def _code_set(tag_sub):
     return "{" + ", ".join(f"{t}: {java_hash(t)}" for t in sorted(tag_sub.tags)) + "}"
 
 
-def _bloom_stage(ctx, v, i, passed):
-    sub, batch = v.csub.sub, v.batch
-    bloom = bloom_mod.BloomFilter(ctx.plan.bloom_f, ctx.plan.bloom_n)
-    checked = bool(v.outcome.bloom_checked[i]) or not passed
+def _bloom_stage(ctx, q, i, passed):
+    sub, d = q.csub.sub, q.decision
+    skip = int(d.bloom_skips[0][i])
     if sub.stored:
-        bitmap = batch.stored_bitmaps[i] if batch.stored_valid[i] else None
+        bitmap = d.batch.stored_bitmaps[i] if d.batch.stored_valid[i] else None
         source = "the ext unit's stored bitmap"
     else:
-        bitmap = v.recomputed[0][i] if v.recomputed[1][i] else None
+        bitmap = d.dispatched.recomputed[0][i] if d.dispatched.recomputed[1][i] else None
         source = "the bitmap recomputed from the registrations (an ad hoc subscription has no stored bits)"
     bits = list(sub.bloom_bits or ())
+    checked = skip == M.BLOOM_CONSULTED
     out = {"passed": passed, "bloom_checked": checked, "bloom_bits": bits,
            "bitmap": bitmap.tobytes().hex() if bitmap is not None else None, "bitmap_source": source}
     if checked:
@@ -180,27 +196,14 @@ def _bloom_stage(ctx, v, i, passed):
         shown = ", ".join(f"{p} {'set' if s else 'not set'}" for p, s in out["bits_set"].items())
         out["reason"] = f"bloom isHit of bits [{shown}] in {source}: {'true' if passed else 'false'}"
     else:
-        out["reason"] = _unchecked_reason(sub, batch, i, bitmap, bloom) + ": stage 1 passes without the bloom"
+        words = BLOOM_SKIPS[skip].format(store_time=int(d.batch.msg_store_time[i]), born_time=sub.born_time)
+        out["reason"] = words + ": stage 1 passes without the bloom"
     return out
 
 
-def _unchecked_reason(sub, batch, i, bitmap, bloom):
-    """Why the bloom filter was not consulted (ExpressionMessageFilter lets the unit through)."""
-    if not sub.bloom_bits or len(sub.bloom_bits) != bloom.k:
-        return "the registration has no valid bloom data"
-    if not batch.ext_ok[i]:  # stored or ad hoc: no ext unit, no bitmap to test (stage1_sql)
-        return "the unit has no readable ext unit"
-    store_time = int(batch.msg_store_time[i])
-    if sub.born_time is not None and store_time < sub.born_time:
-        return (f"the message was stored at {store_time}, before the registration's bornTime {sub.born_time} "
-                f"(isMsgInLive false: its bitmap cannot hold the registration's bits)")
-    if bitmap is None:
-        return "the ext unit holds no bitmap of the bloom's width"
-    return "the bloom filter was not consulted"
-
-
-def _commit_log(ctx, v, i, message):
-    csub, reached = v.csub, bool(v.outcome.stage1[i])
+def _commit_log(ctx, q, i, message):
+    d = q.decision
+    csub, reached = q.csub, bool(d.stage1[0, i])
     expression = csub.sql
     if retry_filter_applies(csub.sub, ctx.plan.support_retry):
         expression = _retry_expression(ctx, csub, message)
@@ -209,25 +212,25 @@ def _commit_log(ctx, v, i, message):
     elif csub.tag is not None:
         return {"applies": False, "reason": "a TAG subscription is decided on the consume queue alone"}
     if expression is None:  # a PYTHON filter
-        return {"applies": True, "reached": reached, "passed": bool(v.outcome.broker[i]) if reached else None,
-                "error": bool(v.outcome.errors[i]),
+        return {"applies": True, "reached": reached, "passed": bool(d.broker[0, i]) if reached else None,
+                "error": bool(d.errors[0, i]),
                 "reason": "the custom filter's return value (an exception counts as not matched)"}
     result, error, root = sql_trace.trace(expression, message["properties"])
-    return {"applies": True, "reached": reached, "passed": bool(v.outcome.broker[i]) if reached else None,
+    return {"applies": True, "reached": reached, "passed": bool(d.broker[0, i]) if reached else None,
             "expression": expression.text,
             "result": sql_trace.java_text(result) if error is None else None,
             "error": sql_trace.error_text(error) if error is not None else None,
             "hint": describe(error) if error is not None else None, "tree": sql_trace.rows(root)}
 
 
-def _client(v, i, message):
-    csub = v.csub
+def _client(q, i, message):
+    csub, d = q.csub, q.decision
     if csub.tag is None or not csub.tag.tags:
         why = "subscription '*'" if csub.tag is not None else f"a {csub.sub.expression_type} subscription"
         return {"applies": False, "reason": f"{why}: the consumer keeps what the broker returns"}
-    reached = bool(v.outcome.broker[i])
+    reached = bool(d.broker[0, i])
     tag = message["tags"]
-    out = {"applies": True, "reached": reached, "passed": bool(v.outcome.client[i]) if reached else None,
+    out = {"applies": True, "reached": reached, "passed": bool(d.client[0, i]) if reached else None,
            "tag": tag, "tags": sorted(csub.tag.tags)}
     if not reached:
         out["reason"] = "not reached: the broker did not return it"

@@ -9,7 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from filtering.topic_replay import counters_table, in_scope, replay_topic
+from filtering.decision import in_scope
+from filtering.topic_replay import counters_table, replay_topic
 from jobs.split_decode import check_ext, decode_messages, inflated
 from jobs.window import Window
 from schemas.columns import batch_bounds, one_array

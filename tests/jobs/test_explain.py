@@ -6,11 +6,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from filtering.bloom import BloomFilter
+from filtering.decision import STAGES
+from filtering.message_filter import NO_EXT_UNIT, stage1_sql
+from filtering.subscriptions import Subscription
 from jobs import explain
 from jobs.cli import parse_store_time
-from jobs.decision import STAGES, decide, load_context, read_queue_units, subscription_of
+from jobs.decision import decide, load_context, read_queue_units, subscription_of
+from jobs.explain_report import BLOOM_SKIPS, report
 from jobs.settings import JobOptions
 from schemas.config import load_fastjson
 from tests.jobs.conftest import writable_copy
@@ -62,9 +68,9 @@ def test_every_unit_of_every_group_gets_rocketmqs_verdict(ctx, queues, store_a_e
         for (t, queue_id), (units, messages) in queues.items():
             if t != topic:
                 continue
-            verdicts = decide(ctx, csub, units, messages)
-            for offset, stage in zip(units.column("queue_offset").to_pylist(), verdicts.stage):
-                key = (group, topic, queue_id, offset)
+            q = decide(ctx, csub, units, messages)
+            for i, offset in enumerate(units.column("queue_offset").to_pylist()):
+                key, stage = (group, topic, queue_id, offset), q.stage(i)
                 want = None if key in delivered else "client" if key in collided else "filtered"
                 if (stage is None) != (want is None) or (want == "client") != (stage == "client"):
                     wrong.append(f"{key}: stage {stage}, RocketMQ {want}")
@@ -72,43 +78,41 @@ def test_every_unit_of_every_group_gets_rocketmqs_verdict(ctx, queues, store_a_e
     assert checked > 17000 and not wrong[:10]
 
 
-def test_verdicts_equal_the_jobs_output_with_retry_filters_and_an_ad_hoc_group(store_a, unit_offsets):
-    """Paths RocketMQ's fixture does not cover (filterSupportRetry, an ad hoc SQL92 group with recomputed
-    bitmaps): explain and the job (tests.local_replay, the Spark job's tasks in one process) agree."""
-    from jobs.plan import build_plan
-    from tests.local_replay import kind, replay_local
-
-    options = JobOptions(store=str(store_a / "store"), subscription_files=(str(store_a / "registrations.json"),),
-                         ad_hoc=(("G_NEW", "TopicTest", "SQL92", "a > 30 AND region IS NULL"),), support_retry=True)
-    result = replay_local(build_plan(options))
-    job = {name: {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]) for r in kind(result, name).to_pylist()}
-           for name in ("matched", "collision")}
+def test_an_ad_hoc_tag_group_gets_the_verdicts_written_out_by_hand(store_a):
+    """An ad hoc TAG group "TagA || BB" on TopicTest, decided from RocketMQ's own decode of every message
+    (messages.jsonl.gz): delivered where the tag is TagA or BB; dropped by the client where the tag is Aa (Java's
+    "Aa".hashCode() == "BB".hashCode() == 2112: the broker returns it); filtered on the consume queue elsewhere."""
+    options = JobOptions(store=str(store_a / "store"), ad_hoc=(("G_HAND", "TopicTest", "TAG", "TagA || BB"),),
+                         retry=False)
     ctx = load_context(options)
-    got = {"matched": set(), "collision": set()}
-    for (topic, queue_id), offsets in unit_offsets.items():
-        units, messages = read_queue_units(ctx, topic, queue_id, offsets)
-        for csub in (c for c in ctx.compiled if c.sub.topic == topic):
-            verdicts = decide(ctx, csub, units, messages)
-            for offset, stage in zip(units.column("queue_offset").to_pylist(), verdicts.stage):
-                key = (*csub.key, queue_id, offset)
-                if stage is None:
-                    got["matched"].add(key)
-                elif stage == "client":
-                    got["collision"].add(key)
-    assert any(k[0] == "G_NEW" for k in job["matched"]) and any(k[1].startswith("%RETRY%") for k in job["matched"])
-    assert got == job
+    csub = subscription_of(ctx, "G_HAND", "TopicTest")
+    want, tags = {}, {}
+    with gzip.open(store_a / "messages.jsonl.gz", "rt", encoding="utf-8") as f:
+        for line in f:
+            m = json.loads(line)
+            if m["topic"] == "TopicTest":
+                tag = (m.get("properties") or {}).get("TAGS")
+                tags[(m["queueId"], m["queueOffset"])] = tag
+    for key, tag in tags.items():
+        want[key] = None if tag in ("TagA", "BB") else "client" if tag == "Aa" else "consume_queue"
+    got = {}
+    for queue_id in sorted({q for q, _ in tags}):
+        offsets = sorted(o for q, o in tags if q == queue_id)
+        units, messages = read_queue_units(ctx, "TopicTest", queue_id, offsets)
+        q = decide(ctx, csub, units, messages)
+        got.update(((queue_id, o), q.stage(i)) for i, o in enumerate(units.column("queue_offset").to_pylist()))
+    assert sorted(set(want.values()), key=str) == [None, "client", "consume_queue"]
+    assert got == want
 
 
 def test_sql92_trace_agrees_with_the_stage_two_verdict_on_every_unit_reaching_it(ctx, queues):
     """The tree comes from the row evaluator, the verdict from the job's vectorized one: same answer."""
-    from jobs.explain_report import report
-
     disagree = []
     for csub in (c for c in ctx.compiled if c.sql is not None):
         units, messages = queues[(csub.sub.topic, 0)]
-        verdicts = decide(ctx, csub, units, messages)
-        for i in range(len(verdicts.stage)):
-            stage2 = report(ctx, verdicts, i)["commit_log"]
+        q = decide(ctx, csub, units, messages)
+        for i in range(units.num_rows):
+            stage2 = report(ctx, q, i)["commit_log"]
             if stage2["reached"] and stage2["passed"] != (stage2["result"] == "true"):
                 disagree.append((csub.key, i, stage2["result"], stage2["error"]))
     assert not disagree[:5]
@@ -149,8 +153,6 @@ def test_json_answer_shape(capsys, store_a):
 
 def test_late_registration_skips_the_bloom_for_messages_stored_before_it(ctx, queues):
     """G_SQL_LATE was registered after 1500 messages: their bitmaps lack its bits, stage 1 passes them."""
-    from jobs.explain_report import report
-
     csub = subscription_of(ctx, "G_SQL_LATE", "TopicTest")
     units, messages = queues[("TopicTest", 0)]
     first = report(ctx, decide(ctx, csub, units, messages), 0)["consume_queue"]
@@ -303,16 +305,13 @@ def test_unparsable_expression_exits_2_with_the_parsers_position(capsys, store_a
 def test_an_ad_hoc_sql92_unit_without_an_ext_unit_is_said_to_have_none():
     # stage1_sql lets such a unit through for stored and ad hoc subscriptions alike: no bitmap to test
     # (the missing ext unit's store time reads 0, which must not be reported as stored before bornTime)
-    from types import SimpleNamespace
-
-    from filtering.bloom import BloomFilter
-    from filtering.subscriptions import Subscription
-    from jobs.explain_report import _unchecked_reason
-
     bloom = BloomFilter(20, 32)
     sub = Subscription("G_NEW", "T", "SQL92", "a > 1", 1795000000000, tuple(bloom.registration_bits("G_NEW", "T")))
-    batch = SimpleNamespace(ext_ok=[False], msg_store_time=[0])
-    assert _unchecked_reason(sub, batch, 0, None, bloom) == "the unit has no readable ext unit"
+    batch = type("Batch", (), {"ext_ok": np.array([False]), "msg_store_time": np.array([0]),
+                               "__len__": lambda self: 1})()
+    passed, checked, skips = stage1_sql(sub, batch, bloom, np.zeros((1, bloom.m // 8), np.uint8), np.array([True]))
+    assert (bool(passed[0]), bool(checked[0]), int(skips[0])) == (True, False, NO_EXT_UNIT)
+    assert BLOOM_SKIPS[NO_EXT_UNIT] == "the unit has no readable ext unit"
 
 
 @pytest.mark.parametrize("make, words", [(lambda root: (root / "dledger").mkdir(), "DLedger commit log"),

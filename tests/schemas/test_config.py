@@ -208,13 +208,13 @@ def test_unknown_shape_raises_config_error_naming_file_and_key(tmp_path, loader,
 
 
 def test_malformed_store_config_stops_the_job_with_exit_1_naming_the_file(tmp_path, capsys):
-    """README, exit codes: 1 = store or config unreadable or damaged, the message naming the file. The job's
-    entry point reports input errors it catches as ValueError, which a ConfigError must therefore be."""
+    """README, exit codes: 1 = store or config unreadable or damaged, the message naming the file (a file the
+    run reads: consumerFilter.json; topics.json is not read, see tests/jobs/test_config_files_read.py)."""
     from jobs.replay import main
 
     for folder in ("commitlog", "consumequeue", "config"):  # an empty store but for its config
         (tmp_path / "store" / folder).mkdir(parents=True)
-    bad = write(tmp_path / "store" / "config", '{"topicConfigTable":{"T":{0:', "topics.json")
+    bad = write(tmp_path / "store" / "config", '{"filterDataByTopic":{"T":{0:', "consumerFilter.json")
     assert main(["--store", str(tmp_path / "store"), "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and str(bad) in err and "malformed JSON" in err
