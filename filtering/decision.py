@@ -178,7 +178,7 @@ class TopicDecision:
 
 def decide_topic(plan, topic, units, messages, subscriptions=None, window=None):
     """The TopicDecision of `subscriptions` (default: the plan's of `topic`) over a batch of the topic's units
-    and their decoded messages, row for row. window: a jobs.window.Window whose store-time bounds scope the
+    and their decoded messages, row for row. window: a jobs.pipeline.window.Window whose store-time bounds scope the
     batch (the job's tasks drop messages outside it before deciding; explain asks about one that may be)."""
     n = units.num_rows
     bloom = bloom_mod.BloomFilter(plan.bloom_f, plan.bloom_n)

@@ -1,5 +1,5 @@
 """Command-line options that say which subscriptions a replay applies: shared by the job (jobs/replay.py)
-and by the tool that explains one of its decisions (jobs/explain.py), so that both read them alike."""
+and by the tool that explains one of its decisions (jobs/explain/__init__.py), so that both read them alike."""
 
 
 def add_subscription_arguments(p):

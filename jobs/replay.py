@@ -20,14 +20,14 @@ import sys
 if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jobs import lifecycle, outputs  # noqa: E402
 from jobs.cli import add_subscription_arguments, print_quietly, subscription_options  # noqa: E402
 from jobs.errors import carried, outcome  # noqa: E402
-from jobs.plan import build_plan  # noqa: E402
-from jobs.progress import MODES, open_progress  # noqa: E402
+from jobs.pipeline.plan import build_plan  # noqa: E402
+from jobs.pipeline.window import add_window_arguments, window_of  # noqa: E402
+from jobs.run import lifecycle, outputs  # noqa: E402
+from jobs.run.progress import MODES, open_progress  # noqa: E402
+from jobs.run.summary import exit_code, summary_table  # noqa: E402
 from jobs.settings import job_options, load_settings  # noqa: E402
-from jobs.summary import exit_code, summary_table  # noqa: E402
-from jobs.window import add_window_arguments, window_of  # noqa: E402
 from schemas.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ReplayError  # noqa: E402
 
 log = logging.getLogger("mqreplay")

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field, fields
 
 from filtering.bloom import BROKER_BLOOM_F, BROKER_BLOOM_N
-from jobs.window import Window
+from jobs.pipeline.window import Window
 from schemas.errors import ConfigError
 
 DEFAULTS = {

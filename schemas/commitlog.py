@@ -69,7 +69,7 @@ def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True,
     `stored_body` (as on disk) and `properties_raw` (the blob, with the pieces RocketMQ drops).
     fields: `kernels.record_fields(buf, starts)` when the caller already has it. A compressed body that
     inflates beyond max_body bytes is null (never inflated whole: see decompress). inflate=False leaves
-    compressed bodies as stored, for a caller that inflates them itself (jobs/split_decode.py, a budget of
+    compressed bodies as stored, for a caller that inflates them itself (jobs/pipeline/split_decode.py, a budget of
     bytes at a time)."""
     buf = np.asarray(buf, dtype=np.uint8)
     starts = np.asarray(starts, dtype=np.int64)

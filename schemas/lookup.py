@@ -1,4 +1,4 @@
-"""Single units and records read where they are, for questions about a few messages (jobs/explain.py).
+"""Single units and records read where they are, for questions about a few messages (jobs/explain/__init__.py).
 
 The unit at queue offset O is bytes [20*O, 20*O + 20) of its queue, in the file whose name is
 20*O // file size * file size; a record is `size` bytes at its commit-log offset, in the file

@@ -6,10 +6,10 @@ import tempfile
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from jobs.sink import SinkSpec, commit
-from jobs.split_units import commitlog_splits
-from jobs.summary import Counters
-from jobs.transforms import run_split
+from jobs.pipeline.split_units import commitlog_splits
+from jobs.run.sink import SinkSpec, commit
+from jobs.run.stage import run_split
+from jobs.run.summary import Counters
 from schemas.arrow_schemas import STAT_FIELDS, TOPIC_STAT_FIELDS
 
 OUTPUTS = {"matched": "matched", "collision": "audit/collisions", "bitmap": "audit/bitmaps",

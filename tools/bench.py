@@ -160,9 +160,9 @@ def ensure_shape_store(args):
 def planning_costs(store, subs, split_size):
     """Planning on the driver and every split's unit lookup, in this process: times, then lookups counted
     through a filesystem wrapper (a second pass: the wrapper's own cost stays out of the times)."""
-    from jobs.plan import build_plan
+    from jobs.pipeline.plan import build_plan
+    from jobs.pipeline.split_units import commitlog_splits, split_units
     from jobs.settings import JobOptions
-    from jobs.split_units import commitlog_splits, split_units
     from tools.lookups import CQ, EXT, counting
 
     options = JobOptions(store=store, subscription_files=(subs,), retry=False, split_size=split_size)
@@ -319,10 +319,10 @@ def in_process(store, sample_rows=100000):
     from filtering import dispatcher, sql92
     from filtering.bloom import BloomFilter
     from filtering.message_filter import row_outcomes, sql_outcomes
-    from jobs.plan import build_plan
+    from jobs.pipeline.plan import build_plan
+    from jobs.pipeline.split_task import BATCH_ROWS
+    from jobs.pipeline.split_units import commitlog_splits
     from jobs.settings import JobOptions
-    from jobs.split_task import BATCH_ROWS
-    from jobs.split_units import commitlog_splits
     from schemas import storefs
     from schemas.commitlog import decode_records
 
@@ -386,10 +386,10 @@ def run_s3(args):
     """The store read from a local S3 server (tools/local_s3.py: moto, on 127.0.0.1) against the same store on
     disk, both to the noop sink, alternating; and the requests the S3 run made, by kind and folder, from the
     server's access log: a split's commit-log bytes come in few large range reads."""
-    from jobs.plan import build_plan
+    from jobs.pipeline.plan import build_plan
+    from jobs.pipeline.split_units import commitlog_splits
+    from jobs.run.stage import split_bytes
     from jobs.settings import JobOptions
-    from jobs.split_units import commitlog_splits
-    from jobs.transforms import split_bytes
     from tools.local_s3 import LocalS3, log_lines, request_counts
 
     subs = os.path.join(ROOT, "build", "bench", "subscriptions.json")

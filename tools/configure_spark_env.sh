@@ -95,7 +95,7 @@ jit=""
 export SPARK_SUBMIT_OPTS="\$jit \${SPARK_SUBMIT_OPTS:-} \$cds -Xlog:cds=off -Xlog:cds+dynamic=off -Dlog4j2.configurationFile=file:\$conf/log4j2.properties"
 props=(--properties-file "\$conf/spark-defaults.conf")
 for a in "\$@"; do case "\$a" in --properties-file|--properties-file=*) props=() ;; esac; done
-# exec: the PID a scheduler holds is the JVM's, so its SIGTERM or SIGKILL stops the run (jobs/lifecycle.py)
+# exec: the PID a scheduler holds is the JVM's, so its SIGTERM or SIGKILL stops the run (jobs/run/lifecycle.py)
 exec "\$SPARK_HOME/bin/spark-submit" "\${props[@]}" "\$@"
 WRAP
 chmod +x "$bin_dir/spark-submit"

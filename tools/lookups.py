@@ -118,7 +118,7 @@ class _CountingHandler(pafs.FileSystemHandler):
 @contextlib.contextmanager
 def counting():
     """Yields a Lookups that counts every open and read made through storefs until the block ends."""
-    from jobs import split_decode
+    from jobs.pipeline import split_decode
 
     lookups = Lookups()
     real = storefs.resolve

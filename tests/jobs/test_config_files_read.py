@@ -2,7 +2,7 @@
 (without --from committed) consumerOffset.json does not stop a replay of store_a; one it uses does."""
 import pytest
 
-from jobs.plan import build_plan
+from jobs.pipeline.plan import build_plan
 from jobs.settings import JobOptions
 from schemas.errors import ConfigError
 from tests.jobs.conftest import writable_copy

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import schemas
-from jobs.plan import build_plan
+from jobs.pipeline.plan import build_plan
+from jobs.pipeline.split_units import commitlog_splits, split_units
 from jobs.settings import JobOptions
-from jobs.split_units import commitlog_splits, split_units
 from schemas import cq_ranges
 from schemas.store import open_store
 from tools.lookups import CQ, EXT, counting
@@ -106,7 +106,7 @@ def test_only_the_queues_of_the_runs_topics_are_read(many_queues):
 
 
 def test_stored_sql92_registrations_make_their_topic_needed():
-    from jobs.plan import needed_topics
+    from jobs.pipeline.plan import needed_topics
     from schemas.config import ConsumerFilterData
 
     fd = ConsumerFilterData(topic="T5", consumer_group="G_SQL", expression="a > 1", expression_type="SQL92",

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from jobs.plan import build_plan
+from jobs.pipeline.plan import build_plan
 from jobs.settings import JobOptions
 from schemas.config import ConfigError
 from schemas.errors import CorruptStoreError

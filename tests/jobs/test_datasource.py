@@ -13,7 +13,7 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from jobs.datasource import RocketMQDataSource, register
-from jobs.datasource_filters import BEYOND, Narrowing, push_filters, window_narrowing
+from jobs.datasource.filters import BEYOND, Narrowing, push_filters, window_narrowing
 
 COLUMNS = ["topic", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys", "born_timestamp",
            "store_timestamp", "born_host", "store_host", "reconsume_times", "sys_flag", "body"]

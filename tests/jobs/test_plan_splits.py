@@ -4,10 +4,10 @@ import dataclasses
 
 import pytest
 
-from jobs.plan import build_plan
-from jobs.replay_plan import replay_plan
+from jobs.pipeline.plan import build_plan
+from jobs.pipeline.replay_plan import replay_plan
+from jobs.pipeline.split_units import commitlog_splits
 from jobs.settings import JobOptions
-from jobs.split_units import commitlog_splits
 from tests.jobs.conftest import assert_rows_equal
 from tests.local_replay import kind, replay_local
 

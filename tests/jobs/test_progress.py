@@ -4,8 +4,8 @@ import io
 
 import pytest
 
-from jobs import progress as module
-from jobs.progress import Progress, open_progress
+from jobs.run import progress as module
+from jobs.run.progress import Progress, open_progress
 
 pytestmark = pytest.mark.spark
 

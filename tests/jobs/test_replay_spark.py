@@ -129,7 +129,7 @@ def test_a_failed_job_is_cleaned_up_only_after_its_other_tasks_ended(spark, tmp_
     removed only once they have ended, or a late task's parts outlive it (a leftover OUT.tmp-* seen in CI)."""
     import time
 
-    from jobs.outputs import _settle
+    from jobs.run.outputs import _settle
 
     late = tmp_path / "late"
 

@@ -13,9 +13,9 @@ import sys
 import pytest
 
 from jobs.errors import UsageError
-from jobs.plan import build_plan
+from jobs.pipeline.plan import build_plan
+from jobs.run.summary import Counters, build_summary, exit_code, summary_table
 from jobs.settings import JobOptions
-from jobs.summary import Counters, build_summary, exit_code, summary_table
 from schemas.errors import CorruptStoreError, StoreNotFound
 from tests.jobs.conftest import writable_copy
 from tests.local_replay import kind, replay_local
@@ -316,7 +316,7 @@ def test_console_table_aligns_cjk_topics_by_display_width(store_a):
 
 
 def test_stale_temporary_outputs_are_found_and_removed(tmp_path):
-    from jobs.outputs import remove_temporaries, stale_temporaries
+    from jobs.run.outputs import remove_temporaries, stale_temporaries
 
     (tmp_path / "out.tmp-dead0001").mkdir()
     (tmp_path / "other.tmp-x").mkdir()

@@ -15,9 +15,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from jobs import claim
 from jobs.errors import UsageError
-from jobs.outputs import OutputRun
+from jobs.run import claim
+from jobs.run.outputs import OutputRun
 from tests.jobs.test_exit_codes import ROOT, _submit
 
 pytestmark = pytest.mark.spark

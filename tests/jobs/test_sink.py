@@ -1,12 +1,12 @@
-"""jobs/sink.py: a split's parts, the commit of successful attempts only, names safe as paths."""
+"""jobs/run/sink.py: a split's parts, the commit of successful attempts only, names safe as paths."""
 import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from filtering.topic_replay import MessageRows
-from jobs.sink import SinkSpec, SplitWriter, commit, hive_escape
-from jobs.summary import Counters
+from jobs.run.sink import SinkSpec, SplitWriter, commit, hive_escape
+from jobs.run.summary import Counters
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, STAT_FIELDS
 
 
@@ -122,7 +122,7 @@ def test_a_part_is_written_byte_for_byte_the_same_again(tmp_path):
 
 
 def test_wide_rows_are_written_a_bounded_number_at_a_time_in_order(tmp_path, monkeypatch):
-    from jobs import sink
+    from jobs.run import sink
 
     monkeypatch.setattr(sink, "WIDE_ROWS", 3)
     commit(str(tmp_path / "out"), _write(tmp_path, "a", layout="wide", pieces=_repeated_pieces()))

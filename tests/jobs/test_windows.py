@@ -9,9 +9,9 @@ import pytest
 
 from jobs import replay
 from jobs.errors import UsageError
-from jobs.plan import build_plan
+from jobs.pipeline.plan import build_plan
+from jobs.pipeline.window import OffsetOutOfRange, offsets_json, parse_window
 from jobs.settings import JobOptions
-from jobs.window import OffsetOutOfRange, offsets_json, parse_window
 from tests.local_replay import replay_local
 from tools.store_writer import Message, StoreWriter
 

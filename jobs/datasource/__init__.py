@@ -1,12 +1,12 @@
 """`spark.read.format("rocketmq").load(STORE)`: a broker's store as a table, a row per consume-queue unit
-whose message decodes, through the job's own planning (jobs/plan.py) and task code (jobs/datasource_read.py).
+whose message decodes, through the job's own planning (jobs/pipeline/plan.py) and task code (jobs/datasource/read.py).
 
     from jobs.datasource import register
     register(spark)   # the pushdown setting, and in local mode the driver's interpreter for the workers
     spark.read.format("rocketmq").load("/data/broker-a/store").where("topic = 'TopicTest'")
 
 Partitions are the job's commit-log splits; filters on topic, queue_id, queue_offset, commitlog_offset and
-store_timestamp narrow the queues probed, the splits planned and the units read (jobs/datasource_filters.py).
+store_timestamp narrow the queues probed, the splits planned and the units read (jobs/datasource/filters.py).
 Every option is checked when the source is loaded (schema()), so a typo fails load() with one line that
 names the option and what it accepts, instead of a read that quietly leaves groups or rows out."""
 import logging
@@ -20,12 +20,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from jobs.datasource_filters import push_filters, window_narrowing
-from jobs.datasource_read import SplitRead, read_split
+from jobs.datasource.filters import push_filters, window_narrowing
+from jobs.datasource.read import SplitRead, read_split
 from jobs.errors import UsageError
-from jobs.plan import build_plan
+from jobs.pipeline.plan import build_plan
+from jobs.pipeline.split_units import commitlog_splits
 from jobs.settings import JobOptions, job_options, load_settings
-from jobs.split_units import commitlog_splits
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, spark_schema
 from schemas.config import load_registrations
 from schemas.errors import ConfigError
@@ -105,7 +105,7 @@ class ReadOptions:
     subscription that does not parse."""
 
     job: JobOptions
-    narrowing: object  # jobs.datasource_filters.Narrowing of the window options
+    narrowing: object  # jobs.datasource.filters.Narrowing of the window options
     on_subscription_error: str
 
 

@@ -1,7 +1,7 @@
 """Driver-side planning: list the store, merge and compile subscriptions, describe the work units.
 
 Only metadata is handled here (file names, sizes, config JSON, and the head and tail of each consume-queue
-file the run needs: jobs/cq_index.py); the rest of the store's bytes are read by the tasks."""
+file the run needs: jobs/pipeline/cq_index.py); the rest of the store's bytes are read by the tasks."""
 import logging
 import os
 import tempfile
@@ -11,10 +11,10 @@ import pyarrow.fs as pafs
 
 from filtering.bloom import BloomFilter
 from filtering.subscriptions import compile_subscription, merge_subscriptions
-from jobs.cq_index import SegmentIndex, probe_segments
 from jobs.errors import UsageError
-from jobs.replay_plan import ReplayPlan, replay_plan
-from jobs.window import resolve, spans
+from jobs.pipeline.cq_index import SegmentIndex, probe_segments
+from jobs.pipeline.replay_plan import ReplayPlan, replay_plan
+from jobs.pipeline.window import resolve, spans
 from schemas import layout as L
 from schemas import storefs
 from schemas.config import (
@@ -42,7 +42,7 @@ class Planned:
     lost_units: tuple = ()  # LostUnits: consume-queue units a truncated file no longer holds
     warnings: list = field(default_factory=list)  # what the run must say besides its counters
     segments: SegmentIndex = None  # the consume-queue segments of the needed queues, probed once
-    ranges: tuple = ()  # ((topic, queue_id, first, end), ...): the queue offsets the run covers (jobs/window.py)
+    ranges: tuple = ()  # ((topic, queue_id, first, end), ...): the queue offsets the run covers (pipeline/window.py)
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def build_plan(options):
 
 def plan_from_config(options, config, topics_present, commitlog):
     """(ReplayPlan, every compiled subscription, failed ones included) of a run over all subscriptions, from
-    the store's config, its topic names and its commit-log Segments alone: what jobs/explain.py decides one
+    the store's config, its topic names and its commit-log Segments alone: what jobs/explain/__init__.py decides one
     unit with, without build_plan's listing and checks of every queue. The subscriptions are merged and
     compiled, and the dispatcher's registrations chosen, as build_plan does."""
     bloom = BloomFilter(options.bloom_f, options.bloom_n)

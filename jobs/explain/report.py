@@ -1,5 +1,5 @@
 """Why one unit was (or was not) delivered to one group, in RocketMQ's terms: the facts behind each stage
-of a decision the job made (jobs/decision.py), as one JSON-ready dict (jobs/explain_text.py prints it).
+of a decision the job made (jobs/explain/question.py), as one JSON-ready dict (jobs/explain/text.py prints it).
 
 The verdict, every stage's pass or fail and the reasons are the job's TopicDecision (its reason codes, and
 message_filter's codes for a bloom filter not consulted), put in words here; this module adds the inputs the
@@ -44,7 +44,7 @@ BLOOM_SKIPS = {  # message_filter's codes: why stage 1 passed without the bloom 
 
 
 def report(ctx, q, i=0):
-    """The whole answer for unit `i` of a Question (jobs/decision.py)."""
+    """The whole answer for unit `i` of a Question (jobs/explain/question.py)."""
     unit = q.units.slice(i, 1).to_pylist()[0]
     message = q.messages.slice(i, 1).to_pylist()[0]
     message["properties"] = dict(message["properties"] or [])

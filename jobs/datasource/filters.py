@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from filtering.topic_replay import UNIT_FIELDS
-from jobs.window import parse_window
+from jobs.pipeline.window import parse_window
 
 # columns whose integer comparisons are pushed: those a unit holds narrow units before any record is read
 UNIT_COLUMNS = UNIT_FIELDS
@@ -123,7 +123,7 @@ def _is_int(value):
 
 def window_narrowing(since=None, until=None, starting=None, ending=None):
     """The narrowing of the window options (text as given, None when absent), read by the job's own parser
-    (jobs.window.parse_window: epoch ms or ISO-8601 with an offset; offsets JSON or a file in the shape of
+    (jobs.pipeline.window.parse_window: epoch ms or ISO-8601 with an offset; offsets JSON or a file in the shape of
     Spark's Kafka source, -2 earliest, -1 latest; queues not named: all): [since, until) of store time, and
     per queue [starting, ending) of queue offsets. UsageError (a ValueError) names the option."""
     window = parse_window(since, until, starting, ending, flags=("since", "until", "startingOffsets", "endingOffsets"))

@@ -1,4 +1,4 @@
-"""An explain answer (jobs/explain_report.py) as text: the verdict first, then what the broker read and held,
+"""An explain answer (jobs/explain/report.py) as text: the verdict first, then what the broker read and held,
 then each stage in the order a unit meets them."""
 import json
 

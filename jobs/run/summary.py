@@ -2,7 +2,7 @@
 from the tasks' reports, the console table, and the exit code that goes with it."""
 import unicodedata
 
-from jobs.window import describe
+from jobs.pipeline.window import describe
 from schemas.arrow_schemas import STAT_FIELDS, TOPIC_STAT_FIELDS
 
 
@@ -16,7 +16,7 @@ class Counters:
 
     @classmethod
     def of(cls, reports, driver_problems=0):
-        """The counters of the successful attempts' reports (jobs/sink.py's report rows)."""
+        """The counters of the successful attempts' reports (jobs/run/sink.py's report rows)."""
         groups, topics, examples, corrupt, bodies = {}, {}, {}, driver_problems, 0
         for r in reports:
             if r["kind"] == "stats":

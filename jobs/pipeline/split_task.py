@@ -1,6 +1,6 @@
 """One replay task: the consume-queue units that point into one commit-log split, in, (kind, piece) pairs
-out. The stages, each owned elsewhere: decoding under the corruption policy (jobs/split_decode.py), every
-group of a topic (filtering/topic_replay.py); the sink (jobs/sink.py) writes what comes out.
+out. The stages, each owned elsewhere: decoding under the corruption policy (jobs/pipeline/split_decode.py), every
+group of a topic (filtering/topic_replay.py); the sink (jobs/run/sink.py) writes what comes out.
 
 Pure Arrow and numpy (no Spark): the Spark job runs it in one task per split, tests run it
 directly. The task reads only its split's byte range of one commit-log file; record starts come from the
@@ -11,8 +11,8 @@ import pyarrow.compute as pc
 
 from filtering.decision import in_scope
 from filtering.topic_replay import counters_table, replay_topic
-from jobs.split_decode import check_ext, decode_messages, inflated
-from jobs.window import Window
+from jobs.pipeline.split_decode import check_ext, decode_messages, inflated
+from jobs.pipeline.window import Window
 from schemas.columns import batch_bounds, one_array
 
 # units decoded, filtered and written per batch: arrays stay cache- and allocator-friendly (measured: 64k
@@ -48,7 +48,7 @@ def decoded_topics(plan, units, out):
     the bench store: worker peak RSS 765 -> 600 MiB, and the first split of a fresh worker 0.3 s faster, that
     memory being new to the process). A batch whose inflated bodies pass BATCH_BYTES is handed on in pieces
     (split_decode.inflated). Damaged units, and bodies left null (beyond plan.max_body), go to `out` (the
-    corruption policy of jobs/split_decode.py), batch by batch. The job's task and the data source read
+    corruption policy of jobs/pipeline/split_decode.py), batch by batch. The job's task and the data source read
     through this."""
     if units.num_rows == 0:
         return
@@ -69,7 +69,7 @@ def decoded_topics(plan, units, out):
 
 def _in_window(plan, messages, units):
     """(messages, units) stored since <= t < until: the exact check of each unit the window's offset range
-    holds (jobs/window.py); units outside are not counted anywhere."""
+    holds (jobs/pipeline/window.py); units outside are not counted anywhere."""
     if plan.since is None and plan.until is None:
         return messages, units
     keep = Window(plan.since, plan.until).contains(messages.column("store_timestamp").to_numpy())

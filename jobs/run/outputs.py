@@ -1,4 +1,4 @@
-"""Run the replay and publish OUT: a run claims OUT (jobs/claim.py: one run per OUT), writes everything under
+"""Run the replay and publish OUT: a run claims OUT (jobs/run/claim.py: one run per OUT), writes everything under
 a temporary sibling OUT.tmp-<run>, and publishes it only when every part succeeded, with `_SUCCESS` (the
 run's id and files, as Hadoop's committers write it) as its last file; a failed or killed run leaves no OUT
 and releases its claim. Publishing never removes an OUT this run did not claim, and `--overwrite` replaces
@@ -20,14 +20,14 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from jobs import claim as claims
-from jobs import lifecycle
-from jobs import transforms as T
 from jobs.errors import PublishFailed, UsageError
-from jobs.progress import Progress
-from jobs.sink import SinkSpec, commit, write_driver_part, write_empty_tables
-from jobs.summary import Counters, build_summary
-from jobs.window import offsets_json
+from jobs.pipeline.window import offsets_json
+from jobs.run import claim as claims
+from jobs.run import lifecycle
+from jobs.run import stage as T
+from jobs.run.progress import Progress
+from jobs.run.sink import SinkSpec, commit, write_driver_part, write_empty_tables
+from jobs.run.summary import Counters, build_summary
 from schemas import storefs
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 
@@ -39,7 +39,7 @@ COPY_THREADS = 16  # what a job's OUT holds (summary.json alone: written before 
 
 class OutputRun:
     """OUT's claim and temporary sibling for one run, and its one ending: published, or abandoned (the
-    temporary removed, the claim released). Both endings take one lock, so a kill's cleanup (jobs/lifecycle.py)
+    temporary removed, the claim released). Both endings take one lock, so a kill's cleanup (jobs/run/lifecycle.py)
     never interleaves with a publish."""
 
     def __init__(self, out, overwrite=False, clean_stale=False):

@@ -1,4 +1,5 @@
-"""The plan a replay task needs besides its units: built on the driver (jobs/plan.py), shipped to every task."""
+"""The plan a replay task needs besides its units: built on the driver (jobs/pipeline/plan.py), shipped to every
+task."""
 from dataclasses import dataclass, field
 
 
@@ -27,7 +28,7 @@ class ReplayPlan:
     data_end: int = None  # end of the last record any consume queue points at: no split starts beyond it
     since: int = None  # the store-time window, epoch ms, since <= t < until, checked on every unit
     until: int = None
-    spans: tuple = None  # with a window: commit-log [start, end) ranges its units point into (jobs/window.py)
+    spans: tuple = None  # with a window: commit-log [start, end) ranges its units point into (jobs/pipeline/window.py)
     files_by_start: dict = field(default=None, compare=False)
 
     def file_of(self, start):

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from jobs.cli import parse_store_time
-from jobs.cq_index import SegmentIndex
 from jobs.errors import OffsetOutOfRange, UsageError
+from jobs.pipeline.cq_index import SegmentIndex
 from schemas import layout as L
 from schemas.errors import CorruptStoreError, NotInStore
 from schemas.lookup import read_records, read_units

@@ -3,7 +3,7 @@
 Data flow: the driver lists files, probes the needed consume-queue segments and cuts the commit log into
 splits; `replay` runs one task per split, which finds its units in the segments that point into it,
 reads its byte range of the commit log, decodes each message once, applies every group's subscription
-and writes the answer with pyarrow (jobs/sink.py). Spark carries back only the small reports (a row per
+and writes the answer with pyarrow (jobs/run/sink.py). Spark carries back only the small reports (a row per
 file, the counters): no result row goes through the JVM.
 
 The stage is a plain RDD of split numbers, not a DataFrame: the tasks return some tens of report rows,
@@ -12,9 +12,9 @@ first task started, which the RDD job does not (measured on the bench store)."""
 import gc
 
 from jobs.errors import TaskFailed
-from jobs.sink import SplitWriter
-from jobs.split_task import iter_split
-from jobs.split_units import commitlog_splits, split_units
+from jobs.pipeline.split_task import iter_split
+from jobs.pipeline.split_units import commitlog_splits, split_units
+from jobs.run.sink import SplitWriter
 from schemas.errors import ReplayError
 
 
@@ -35,13 +35,13 @@ def attempt_name():
 
 
 def replay(sc, planned, spec, progress=None):
-    """All groups in one pass, one task per commit-log split: the report rows (jobs/sink.py) of every split.
+    """All groups in one pass, one task per commit-log split: the report rows (jobs/run/sink.py) of every split.
 
     A task finds the units pointing into its split in the consume-queue segments that can hold them (the
     plan's SegmentIndex: units are in commit-log order), reads that byte range of the commit log, decodes
     each message once, applies every subscription of its topic and writes its parts
-    (jobs.sink.SplitWriter): no shuffle, and memory bounded by the split. `progress`: the
-    accumulators (units, bytes, splits) of jobs.progress.Progress, added to as each split is done."""
+    (jobs.run.sink.SplitWriter): no shuffle, and memory bounded by the split. `progress`: the
+    accumulators (units, bytes, splits) of jobs.run.progress.Progress, added to as each split is done."""
     plan, segments = planned.plan, planned.segments
     ranges = commitlog_splits(plan)
 

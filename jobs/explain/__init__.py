@@ -5,7 +5,7 @@
         [--from committed] [--since T] [--until T] [--json]
 
 No Spark: the unit and its record are read where they are and the job's own filter code decides
-(jobs/decision.py); jobs/explain_report.py says why, stage by stage.
+(jobs/explain/question.py); jobs/explain/report.py says why, stage by stage.
 Exit codes: 0 answered; 1 failed input (store or config unreadable or damaged); 2 bad arguments, no such
 unit or message id, no subscription of the group to the topic, or an expression that does not parse;
 141 (128 + SIGPIPE, as a shell reports a tool that signal ended) the reader closed stdout before the whole
@@ -17,12 +17,12 @@ import sys
 
 from filtering import sql92
 from jobs.cli import add_subscription_arguments, print_quietly, subscription_options
-from jobs.decision import decide, load_context, locate_msg_id, read_queue_units, subscription_of
 from jobs.errors import ExplainError, UsageError, outcome
-from jobs.explain_report import report
-from jobs.explain_text import render
+from jobs.explain.question import decide, load_context, locate_msg_id, read_queue_units, subscription_of
+from jobs.explain.report import report
+from jobs.explain.text import render
+from jobs.pipeline.window import parse_window
 from jobs.settings import job_options, load_settings
-from jobs.window import parse_window
 from schemas.errors import EXIT_OK, EXIT_USAGE
 
 EXIT_PIPE = 141

@@ -9,8 +9,8 @@ import pyarrow as pa
 
 from filtering.decision import decide_topic
 from filtering.topic_replay import message_columns
-from jobs.split_task import Pieces, decoded_topics
-from jobs.split_units import split_units
+from jobs.pipeline.split_task import Pieces, decoded_topics
+from jobs.pipeline.split_units import split_units
 
 log = logging.getLogger("mqreplay")
 
@@ -21,7 +21,7 @@ class SplitRead:
 
     plan: object  # ReplayPlan
     segments: object  # SegmentIndex of the queues read
-    narrowing: object  # jobs.datasource_filters.Narrowing
+    narrowing: object  # jobs.datasource.filters.Narrowing
 
 
 def read_split(job, start, end, schema):

@@ -1,6 +1,6 @@
 """The question explain answers: one group's decision over a few units of one queue, made by the job's one
 decision (filtering.decision.decide_topic). The units and their records are read where they are
-(schemas.lookup); nothing here decides a match (jobs/explain_report.py says why, from the reason codes)."""
+(schemas.lookup); nothing here decides a match (jobs/explain/report.py says why, from the reason codes)."""
 from dataclasses import dataclass
 
 import numpy as np
@@ -8,9 +8,9 @@ import pyarrow.compute as pc
 
 from filtering.decision import STAGE_OF, decide_topic
 from jobs.errors import ExplainError
-from jobs.plan import config_files, load_store_config_uri, plan_from_config
-from jobs.replay_plan import ReplayPlan
-from jobs.window import Window
+from jobs.pipeline.plan import config_files, load_store_config_uri, plan_from_config
+from jobs.pipeline.replay_plan import ReplayPlan
+from jobs.pipeline.window import Window
 from schemas import storefs
 from schemas.errors import CorruptStoreError, NotInStore
 from schemas.lookup import parse_offset_msg_id, queue_files, read_records, read_units, record_size_at
@@ -22,7 +22,7 @@ class Context:
     """What every question about one store shares: a replay plan with the subscriptions compiled as the
     job compiles them (failed ones kept apart), and where the store's files are."""
 
-    options: object  # jobs.plan.JobOptions
+    options: object  # jobs.pipeline.plan.JobOptions
     plan: ReplayPlan
     compiled: list  # every CompiledSubscription, failed ones included
     fs: object
