@@ -13,9 +13,11 @@ from filtering.tags import (
     broker_tag_match_array,
     client_tag_match,
     client_tag_match_array,
+    java_hash,
     parse_subscription,
+    tags_code,
+    tags_code_array,
 )
-from schemas.tag_codes import java_hash, tags_code, tags_code_array
 from tests.conftest import read_jsonl
 
 TAG_HASH = read_jsonl("bloom_tags/tag_hash.jsonl.gz")
