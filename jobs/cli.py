@@ -1,5 +1,9 @@
 """Command-line options that say which subscriptions a replay applies: shared by the job (jobs/replay.py)
 and by the tool that explains one of its decisions (jobs/explain/__init__.py), so that both read them alike."""
+import os
+import sys
+
+from jobs.settings import CHOICES, DEFAULTS
 
 
 def add_subscription_arguments(p):
@@ -8,8 +12,9 @@ def add_subscription_arguments(p):
                    help="subscription file {\"groups\": [...]} (repeatable; later files win)")
     p.add_argument("--subscription", action="append", nargs=4, default=[],
                    metavar=("GROUP", "TOPIC", "TYPE", "EXPRESSION"), help="an ad hoc subscription (repeatable)")
-    p.add_argument("--rocketmq-version", choices=["4", "5"], help="SQL92 dialect (default 5)")
-    p.add_argument("--from", dest="start_from", choices=["earliest", "committed"],
+    p.add_argument("--rocketmq-version", choices=CHOICES["rocketmq_version"],
+                   help=f"SQL92 dialect (default {DEFAULTS['rocketmq_version']})")
+    p.add_argument("--from", dest="start_from", choices=CHOICES["from"],
                    help="earliest, or each group's committed offsets in config/consumerOffset.json")
     p.add_argument("--conf", help="job settings JSON (default conf/replay.json)")
     p.add_argument("--no-retry", action="store_true", help="do not add each group's %%RETRY%% subscription")
@@ -30,52 +35,9 @@ def subscription_options(args, settings):
     )
 
 
-# 2001-01-01T00:00:00Z in epoch ms: no broker stored a message before it (RocketMQ began in 2012), while an epoch
-# number in seconds of any year until 2286 is smaller, so a number below it can only be seconds (or a typo)
-FIRST_STORE_TIME = 978307200000
-
-
-def parse_store_time(text):
-    """A store time as epoch milliseconds: digits are epoch ms, anything else ISO-8601 with an offset
-    (`2026-11-21T12:57:15.400+08:00`, or `Z`); ValueError otherwise, and for a number before 2001, which
-    would silently put the window's bound in 1970."""
-    from datetime import datetime, timezone
-
-    text = text.strip()
-    if text.lstrip("-").isdigit():
-        value = int(text)
-        if value < FIRST_STORE_TIME:
-            raise ValueError(_before_any_store(text, value))
-        return value
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
-    except ValueError:
-        raise ValueError(f"{text!r} is neither epoch milliseconds nor an ISO-8601 time") from None
-    if moment.tzinfo is None:
-        raise ValueError(f"{text!r} has no UTC offset (write e.g. {text}+08:00 or {text}Z)")
-    delta = moment - datetime(1970, 1, 1, tzinfo=timezone.utc)
-    return (delta.days * 86400 + delta.seconds) * 1000 + delta.microseconds // 1000
-
-
-def _before_any_store(text, value):
-    """Why an epoch number before 2001 is refused, with the milliseconds meant when it reads as seconds."""
-    from datetime import datetime, timedelta, timezone
-
-    if value < 0:
-        return f"{text} is before 1970 in epoch milliseconds: give epoch milliseconds or ISO-8601 with an offset"
-    day = (datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=value)).date()
-    if FIRST_STORE_TIME <= value * 1000 < 10 ** 13:  # seconds of 2001 to 2286
-        return f"{text} reads as {day} in epoch milliseconds: did you mean seconds? write {value * 1000}"
-    return f"{text} reads as {day} in epoch milliseconds, before any broker stored a message: give epoch " \
-           "milliseconds or ISO-8601 with an offset"
-
-
 def print_quietly(text):
     """Print to stdout; False when the reader closed it (`| head`): the rest goes nowhere, not into a second
     error when the interpreter flushes stdout at exit. The job and explain end as a Unix tool does then."""
-    import os
-    import sys
-
     try:
         print(text)
         sys.stdout.flush()

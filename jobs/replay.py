@@ -27,7 +27,7 @@ from jobs.pipeline.window import add_window_arguments, window_of  # noqa: E402
 from jobs.run import lifecycle, outputs  # noqa: E402
 from jobs.run.progress import MODES, open_progress  # noqa: E402
 from jobs.run.summary import exit_code, summary_table  # noqa: E402
-from jobs.settings import job_options, load_settings  # noqa: E402
+from jobs.settings import CHOICES, job_options, load_settings  # noqa: E402
 from schemas.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ReplayError  # noqa: E402
 
 log = logging.getLogger("mqreplay")
@@ -42,7 +42,7 @@ def parse_args(argv):
     p.add_argument("--groups", help="comma-separated groups to replay (default all)")
     p.add_argument("--topics", help="comma-separated topics to replay (default all)")
     p.add_argument("--no-body", action="store_true", help="leave message bodies out of the output")
-    p.add_argument("--on-corrupt", choices=["fail", "skip"], help="stop on damaged data, or audit and skip it")
+    p.add_argument("--on-corrupt", choices=CHOICES["on_corrupt"], help="stop on damaged data, or audit and skip it")
     p.add_argument("--verify-crc", action="store_true", help="check every body's CRC32")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT (once the new one is complete)")
     p.add_argument("--allow-missing", action="store_true",

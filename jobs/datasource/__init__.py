@@ -25,6 +25,7 @@ from jobs.datasource.read import SplitRead, read_split
 from jobs.errors import UsageError
 from jobs.pipeline.plan import build_plan
 from jobs.pipeline.split_units import commitlog_splits
+from jobs.settings import CHOICES as SETTING_CHOICES
 from jobs.settings import JobOptions, job_options, load_settings
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, spark_schema
 from schemas.config import load_registrations
@@ -35,7 +36,8 @@ log = logging.getLogger("mqreplay")
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 WORKER_PYTHON_CONF = "spark.pyspark.python"
 FLAGS = ("withBody", "verifyCrc", "retry", "filterSupportRetry")
-CHOICES = {"rocketmqVersion": ("4", "5"), "onCorrupt": ("fail", "skip"), "onSubscriptionError": ("fail", "skip")}
+CHOICES = {"rocketmqVersion": SETTING_CHOICES["rocketmq_version"], "onCorrupt": SETTING_CHOICES["on_corrupt"],
+           "onSubscriptionError": ("fail", "skip")}
 WINDOW = ("since", "until", "startingOffsets", "endingOffsets")
 OPTIONS = ("path", "subscriptions") + FLAGS + tuple(CHOICES) + WINDOW
 GROUP_COLUMNS = ("delivered_to", "collided_for")

@@ -15,10 +15,10 @@ A topic or queue the offsets JSON names that the store lacks is a usage error (a
 are ignored, so a wider run's offsets.json serves a narrower one."""
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 
-from jobs.cli import parse_store_time
 from jobs.errors import OffsetOutOfRange, UsageError
 from jobs.pipeline.cq_index import SegmentIndex
 from schemas import layout as L
@@ -31,6 +31,42 @@ EARLIEST, LATEST = -2, -1  # in an offsets JSON, as Spark's Kafka source writes 
 def resolve_offset(offset, earliest, latest):
     """An offsets JSON's offset with EARLIEST and LATEST replaced by a queue's earliest and latest."""
     return earliest if offset == EARLIEST else latest if offset == LATEST else offset
+
+
+# 2001-01-01T00:00:00Z in epoch ms: no broker stored a message before it (RocketMQ began in 2012), while an epoch
+# number in seconds of any year until 2286 is smaller, so a number below it can only be seconds (or a typo)
+FIRST_STORE_TIME = 978307200000
+
+
+def parse_store_time(text):
+    """A store time as epoch milliseconds: digits are epoch ms, anything else ISO-8601 with an offset
+    (`2026-11-21T12:57:15.400+08:00`, or `Z`); ValueError otherwise, and for a number before 2001, which
+    would silently put the window's bound in 1970."""
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        value = int(text)
+        if value < FIRST_STORE_TIME:
+            raise ValueError(_before_any_store(text, value))
+        return value
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    except ValueError:
+        raise ValueError(f"{text!r} is neither epoch milliseconds nor an ISO-8601 time") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"{text!r} has no UTC offset (write e.g. {text}+08:00 or {text}Z)")
+    delta = moment - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (delta.days * 86400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def _before_any_store(text, value):
+    """Why an epoch number before 2001 is refused, with the milliseconds meant when it reads as seconds."""
+    if value < 0:
+        return f"{text} is before 1970 in epoch milliseconds: give epoch milliseconds or ISO-8601 with an offset"
+    day = (datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=value)).date()
+    if FIRST_STORE_TIME <= value * 1000 < 10 ** 13:  # seconds of 2001 to 2286
+        return f"{text} reads as {day} in epoch milliseconds: did you mean seconds? write {value * 1000}"
+    return f"{text} reads as {day} in epoch milliseconds, before any broker stored a message: give epoch " \
+           "milliseconds or ISO-8601 with an offset"
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from filtering.decision import STAGES
 from filtering.message_filter import NO_EXT_UNIT, stage1_sql
 from filtering.subscriptions import Subscription
 from jobs import explain
-from jobs.cli import parse_store_time
 from jobs.explain.question import decide, load_context, read_queue_units, subscription_of
 from jobs.explain.report import BLOOM_SKIPS, report
+from jobs.pipeline.window import parse_store_time
 from jobs.settings import JobOptions
 from schemas.config import load_fastjson
 from tests.jobs.conftest import writable_copy
