@@ -289,6 +289,4 @@ def header_problems(logfile, buf, starts, offsets, sizes):
     DLedger entry header is damaged: none in a plain file. buf must hold header_size bytes before each."""
     if logfile.kind != DLEDGER or not len(starts):
         return []
-    headers = dledger.gather_headers(buf, np.asarray(starts) - dledger.HEADER_SIZE)
-    return [(reason, np.flatnonzero(mask)) for reason, mask in
-            dledger.header_problems(headers, np.asarray(offsets, np.int64), np.asarray(sizes, np.int64))]
+    return dledger.header_problems(buf, np.asarray(starts, np.int64) - dledger.HEADER_SIZE, offsets, sizes)
