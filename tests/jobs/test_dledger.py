@@ -15,7 +15,8 @@ import pytest
 import schemas
 from jobs import explain, replay
 from jobs.datasource import read_options
-from jobs.plan import JobOptions, build_plan
+from jobs.plan import build_plan
+from jobs.settings import JobOptions
 from jobs.window import offsets_json, parse_window
 from schemas.commitlog_files import StoreLayoutError
 from schemas.errors import CorruptStoreError
