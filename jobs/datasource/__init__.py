@@ -38,7 +38,7 @@ WORKER_PYTHON_CONF = "spark.pyspark.python"
 FLAGS = ("withBody", "verifyCrc", "retry", "filterSupportRetry")
 CHOICES = {"rocketmqVersion": ("4", "5"), "onCorrupt": ("fail", "skip"), "onSubscriptionError": ("fail", "skip")}
 WINDOW = ("since", "until", "startingOffsets", "endingOffsets")
-OPTIONS = ("path", "subscriptions", "commitlog") + FLAGS + tuple(CHOICES) + WINDOW
+OPTIONS = ("path", "subscriptions") + FLAGS + tuple(CHOICES) + WINDOW + ("commitlog",)
 GROUP_COLUMNS = ("delivered_to", "collided_for")
 
 
