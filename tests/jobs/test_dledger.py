@@ -15,9 +15,9 @@ import pytest
 import schemas
 from jobs import explain, replay
 from jobs.datasource import read_options
-from jobs.plan import build_plan
+from jobs.pipeline.plan import build_plan
+from jobs.pipeline.window import offsets_json, parse_window
 from jobs.settings import JobOptions
-from jobs.window import offsets_json, parse_window
 from schemas.commitlog_files import StoreLayoutError
 from schemas.errors import CorruptStoreError
 from tests.conftest import read_store_jsonl
