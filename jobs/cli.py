@@ -22,6 +22,18 @@ def add_subscription_arguments(p):
                    help="apply the original topic's SQL92 filter on %%RETRY%% topics (broker filterSupportRetry)")
 
 
+def add_commitlog_argument(p):
+    """--commitlog DIR[,DIR...]: where the commit log is when not under --store (schemas/commitlog_files.py)."""
+    p.add_argument("--commitlog", metavar="DIR[,DIR...]",
+                   help="the commit log's directories when they are not under --store (storePathCommitLog, "
+                        "storePathDLedgerCommitLog, readOnlyCommitLogStorePaths): plain or DLedger files, one log")
+
+
+def commitlog_dirs(text):
+    """--commitlog's directories, in the order given."""
+    return tuple(d.strip() for d in (text or "").split(",") if d.strip())
+
+
 def subscription_options(args, settings):
     """The JobOptions fields those arguments decide (None: not given, the settings' value holds), for
     jobs.settings.job_options; a switch that only turns a setting off or on is given as its result."""

@@ -1,6 +1,6 @@
 """spark-submit entry point: replay a RocketMQ broker store and re-apply its server-side filtering.
 
-    spark-submit jobs/replay.py --store STORE --out OUT [--subscriptions FILE ...]
+    spark-submit jobs/replay.py --store STORE --out OUT [--commitlog DIR[,DIR...]] [--subscriptions FILE ...]
         [--subscription GROUP TOPIC TYPE EXPRESSION ...] [--rocketmq-version {4,5}]
         [--from {earliest,committed}] [--since T] [--until T] [--starting-offsets JSON|FILE]
         [--ending-offsets JSON|FILE] [--groups G,...] [--topics T,...] [--conf FILE] [--no-body]
@@ -20,7 +20,13 @@ import sys
 if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jobs.cli import add_subscription_arguments, print_quietly, subscription_options  # noqa: E402
+from jobs.cli import (  # noqa: E402
+    add_commitlog_argument,
+    add_subscription_arguments,
+    commitlog_dirs,
+    print_quietly,
+    subscription_options,
+)
 from jobs.errors import carried, outcome  # noqa: E402
 from jobs.pipeline.plan import build_plan  # noqa: E402
 from jobs.pipeline.window import add_window_arguments, window_of  # noqa: E402
@@ -37,6 +43,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(prog="replay.py", description=__doc__.splitlines()[0])
     p.add_argument("--store", required=True, help="the broker's storePathRootDir (path or URI)")
     p.add_argument("--out", required=True, help="output directory (path or URI); must not exist")
+    add_commitlog_argument(p)
     add_subscription_arguments(p)
     add_window_arguments(p)
     p.add_argument("--groups", help="comma-separated groups to replay (default all)")
@@ -62,7 +69,7 @@ def parse_args(argv):
 def options_from(args, settings):
     split = lambda s: tuple(x for x in (s or "").split(",") if x)  # noqa: E731
     return job_options(
-        settings, args.store,
+        settings, args.store, commitlog=commitlog_dirs(args.commitlog),
         **subscription_options(args, settings),
         groups=split(args.groups), topics=split(args.topics),
         with_body=settings["with_body"] and not args.no_body,

@@ -81,6 +81,7 @@ class JobOptions:
     # read_topics when given, whatever the subscriptions need; no subscription is then required
     read_all: bool = False
     read_topics: tuple = None
+    commitlog: tuple = ()  # --commitlog: the directories of a log kept elsewhere than under the store root
 
 
 def job_options(settings, store, **given):

@@ -3,6 +3,13 @@
     python -m schemas.dump STORE_DIR messages [--no-body]   one line per commit-log message
     python -m schemas.dump STORE_DIR cq                     one line per consume-queue unit
     python -m schemas.dump STORE_DIR config                 one line per config file, parsed
+    python -m schemas.dump STORE_DIR layout                 one line per commit-log directory read: its
+                                                            layout and the RocketMQ setting that makes it
+
+Commit-log layouts read (schemas/commitlog_files.py): plain (<root>/commitlog, the default); plain over
+several directories (storePathCommitLog=DIR1,DIR2, RIP-7, 4.9.2+); DLedger (enableDLegerCommitLog=true:
+<root>/dledger-<selfId>/data, or storePathDLedgerCommitLog); plain then DLedger (a broker switched to
+DLedger: its old commitlog/ up to dividedCommitlogOffset). --commitlog DIR[,DIR...] for a log kept elsewhere.
 """
 import argparse
 import base64
@@ -27,8 +34,8 @@ def _jsonable(row):
     return out
 
 
-def dump_messages(store, out, with_body=True):
-    for batch in iter_message_batches(store, with_body=with_body):
+def dump_messages(store, out, with_body=True, commitlog=()):
+    for batch in iter_message_batches(store, with_body=with_body, commitlog=commitlog):
         for row in batch.to_pylist():
             if not with_body:
                 row.pop("body")
@@ -43,6 +50,11 @@ def dump_cq(store, out):
             out.write(json.dumps(_jsonable(row), ensure_ascii=False) + "\n")
 
 
+def dump_layout(store, out, commitlog=()):
+    for row in open_store(store, commitlog).log.describe():
+        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
 def dump_config(store, out):
     for path in sorted(Path(store, "config").glob("*.json")):
         out.write(json.dumps({"file": path.name, "content": load_fastjson(path)}, ensure_ascii=False) + "\n")
@@ -51,19 +63,26 @@ def dump_config(store, out):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m schemas.dump", description=__doc__.splitlines()[0])
     parser.add_argument("store", help="a broker's storePathRootDir")
-    parser.add_argument("what", choices=["messages", "cq", "config"])
+    parser.add_argument("what", choices=["messages", "cq", "config", "layout"])
     parser.add_argument("--no-body", action="store_true", help="leave message bodies out")
+    parser.add_argument("--commitlog", metavar="DIR[,DIR...]", default="",
+                        help="the commit log's directories when they are not under STORE_DIR")
     args = parser.parse_args(argv)
     try:
         if args.what == "messages":
-            dump_messages(args.store, sys.stdout, with_body=not args.no_body)
+            dump_messages(args.store, sys.stdout, with_body=not args.no_body, commitlog=args.commitlog)
         elif args.what == "cq":
             dump_cq(args.store, sys.stdout)
+        elif args.what == "layout":
+            dump_layout(args.store, sys.stdout, args.commitlog)
         else:
             dump_config(args.store, sys.stdout)
     except BrokenPipeError:
         return 0
-    except (ReplayError, OSError) as exc:  # a store that is damaged, missing or unreadable: exit 1
+    except ReplayError as exc:  # damaged or missing: exit 1; a commit log it cannot find or read: 2
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except OSError as exc:  # unreadable
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT
     return 0

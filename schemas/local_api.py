@@ -6,26 +6,29 @@ import pyarrow as pa
 
 from schemas import storefs
 from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA, MESSAGE_SCHEMA
-from schemas.commitlog import decode_records, walk_records
+from schemas.commitlog import decode_records
+from schemas.commitlog_files import record_starts
 from schemas.consume_queue import decode_cq_segment, resolve_units
 from schemas.store import open_store
 
 
-def iter_message_batches(store_dir, with_body=True, raw=False):
-    """One RecordBatch per commit-log segment, in log order (blank end-of-file records excluded)."""
-    layout = open_store(store_dir)
+def iter_message_batches(store_dir, with_body=True, raw=False, commitlog=()):
+    """One RecordBatch per commit-log segment, in log order (blank end-of-file records excluded).
+
+    commitlog: directories of a log kept elsewhere (the job's --commitlog)."""
+    layout = open_store(store_dir, commitlog)
     fs = layout.filesystem()
-    for seg in layout.commitlog:
+    for seg in layout.log.files:  # plain files and DLedger data files alike (schemas/commitlog_files.py)
         buf = storefs.read_range(fs, seg.path)
-        starts, _, _ = walk_records(buf, seg.start, seg.path)
+        starts = record_starts(seg, buf)
         yield decode_records(buf, starts, seg.start, seg.path, with_body=with_body, raw=raw)
 
 
-def read_messages(store_dir, with_body=True, raw=False):
+def read_messages(store_dir, with_body=True, raw=False, commitlog=()):
     """Every message record of the commit log, in log order, as a pyarrow Table (MESSAGE_SCHEMA).
 
     raw=True adds `stored_body` and `properties_raw` (see decode_records)."""
-    batches = list(iter_message_batches(store_dir, with_body, raw))
+    batches = list(iter_message_batches(store_dir, with_body, raw, commitlog))
     return pa.Table.from_batches(batches) if batches else MESSAGE_SCHEMA.empty_table()
 
 

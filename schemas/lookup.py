@@ -1,9 +1,10 @@
 """Single units and records read where they are, for questions about a few messages (jobs/explain/__init__.py).
 
 The unit at queue offset O is bytes [20*O, 20*O + 20) of its queue, in the file whose name is
-20*O // file size * file size; a record is `size` bytes at its commit-log offset, in the file
-offset // file size; an offsetMsgId holds that offset. Only the folders of one queue are listed and
-only the bytes asked for are read, so an answer costs the same on a store of any size.
+20*O // file size * file size; a record is `size` bytes at its commit-log offset, in the data file whose
+range holds it (schemas/commitlog_files.py: plain or DLedger); an offsetMsgId holds that offset. Only the
+folders of one queue are listed and only the bytes asked for are read, so an answer costs the same on a
+store of any size.
 """
 import numpy as np
 import pyarrow as pa
@@ -11,9 +12,10 @@ import pyarrow as pa
 from schemas import layout as L
 from schemas import storefs
 from schemas.commitlog import decode_records
+from schemas.commitlog_files import header_problems
 from schemas.consume_queue import decode_cq_segment, resolve_units
 from schemas.cq_ranges import segment_bounds
-from schemas.errors import NotInStore
+from schemas.errors import CorruptStoreError, NotInStore
 from schemas.store import QueueFiles
 
 _HOST_BYTES = {32: 4, 56: 16}  # offsetMsgId length in hex digits -> store host address bytes (IPv4, IPv6)
@@ -62,22 +64,28 @@ def _queue_range(fs, queue):
            f"{last[0].start // L.CQ_UNIT_SIZE + last[1][1]}"
 
 
-def read_records(fs, commitlog, file_size, offsets, sizes, max_body=None):
+def read_records(fs, log, offsets, sizes, max_body=None):
     """MESSAGE_SCHEMA table of the records at commit-log `offsets` (each `sizes` bytes), in that order, bodies
     left out (a window's bounds need none), or with max_body, decoded as the job decodes them: a compressed
     one that inflates beyond max_body bytes is null (explain says so).
 
-    commitlog: the store's commit-log Segments; file_size: their mapped-file size."""
+    log: the store's CommitLog (schemas/commitlog_files.py): plain or DLedger data files, whose entry headers
+    are checked as the job checks them (CorruptStoreError when damaged)."""
     offsets, sizes = np.asarray(offsets, dtype=np.int64), np.asarray(sizes, dtype=np.int64)
+    files = [_commitlog_file(log, int(o)) for o in offsets]
     batches, rows = [], []
-    for start in np.unique(offsets // file_size * file_size):
-        segment = _commitlog_file(commitlog, int(start), offsets)
-        sel = np.flatnonzero(offsets // file_size * file_size == start)
+    for start in sorted({f.start for f in files}):
+        segment = next(f for f in files if f.start == start)
+        sel = np.flatnonzero([f.start == start for f in files])
         rel = offsets[sel] - start
-        lo, hi = int(rel.min()), int((rel + sizes[sel]).max())
+        lo, hi = int(rel.min()) - segment.header_size, int((rel + sizes[sel]).max())
+        if lo < 0:
+            raise NotInStore(f"no message record starts at commit-log offset {int(offsets[sel][np.argmin(rel)])}")
         buf = storefs.read_range(fs, segment.path, lo, hi - lo)
         if len(buf) < hi - lo:
             raise NotInStore(f"commit-log file {segment.path} ends before offset {int(start) + hi}")
+        for reason, bad in header_problems(segment, buf, rel - lo, offsets[sel], sizes[sel]):
+            raise CorruptStoreError(segment.path, int(offsets[sel][bad[0]]) - segment.header_size, reason)
         batches.append(decode_records(buf, rel - lo, int(start) + lo, segment.path, with_body=max_body is not None,
                                       max_body=max_body))
         rows.append(sel)
@@ -85,11 +93,10 @@ def read_records(fs, commitlog, file_size, offsets, sizes, max_body=None):
     return table.take(pa.array(np.argsort(np.concatenate(rows), kind="stable")))
 
 
-def record_size_at(fs, commitlog, file_size, offset):
+def record_size_at(fs, log, offset):
     """totalSize of the record starting at a commit-log offset; NotInStore when none starts there."""
-    start = offset // file_size * file_size
-    segment = _commitlog_file(commitlog, start, [offset])
-    head = storefs.read_range(fs, segment.path, offset - start, 8)
+    segment = _commitlog_file(log, offset)
+    head = storefs.read_range(fs, segment.path, offset - segment.start, 8)
     size, magic = (int.from_bytes(head[i:i + 4].tobytes(), "big", signed=True) for i in (0, 4)) \
         if len(head) == 8 else (0, 0)
     if magic not in L.MESSAGE_MAGICS or size < L.MIN_RECORD_SIZE:
@@ -97,12 +104,12 @@ def record_size_at(fs, commitlog, file_size, offset):
     return size
 
 
-def _commitlog_file(commitlog, start, offsets):
-    segment = next((s for s in commitlog if s.start == start), None)
+def _commitlog_file(log, offset):
+    segment = log.file_at(offset)
     if segment is None:
-        first = commitlog[0].start if commitlog else None
-        why = "deleted by retention" if first is not None and start < first else "not in the store"
-        raise NotInStore(f"commit-log offset {int(offsets[0])}: its file {L.file_name(start)} is {why}")
+        name, deleted = log.missing(offset)
+        why = "deleted by retention" if deleted else "not in the store"
+        raise NotInStore(f"commit-log offset {int(offset)}: its file {name.split('/')[-1]} is {why}")
     return segment
 
 

@@ -2,6 +2,7 @@
 from dataclasses import dataclass, field
 
 from schemas import storefs
+from schemas.commitlog_files import CommitLog, find_log, resolve_dirs
 from schemas.errors import StoreNotFound, UnsupportedStoreError
 
 
@@ -27,6 +28,7 @@ class StoreLayout:
     commitlog_file_size: int
     queues: tuple
     ignored: tuple = field(default=())  # files that are not segments (.tmp etc.), for the audit
+    log: CommitLog = field(default_factory=CommitLog)  # where the log's files are (schemas/commitlog_files.py)
 
     def filesystem(self):
         return storefs.resolve(self.uri)[0]
@@ -34,7 +36,7 @@ class StoreLayout:
 
 def check_store_root(uri):
     """(filesystem, root) of a store directory this version reads; an error naming what it is otherwise
-    (a file, missing, no commit log, a DLedger commit log, batch consume queues)."""
+    (a file, missing, batch consume queues). Where its commit log is: commitlog_files.find_log."""
     fs, root = storefs.resolve(uri)
     info = fs.get_file_info(root)
     if info.type.name == "File":
@@ -42,20 +44,17 @@ def check_store_root(uri):
                             f"that holds commitlog/ and consumequeue/")
     if info.type.name != "Directory":
         raise StoreNotFound(f"store directory not found: {uri}")
-    if fs.get_file_info(f"{root}/commitlog").type.name != "Directory":
-        if fs.get_file_info(f"{root}/dledger").type.name == "Directory" or \
-                fs.get_file_info(f"{root}/commitlog/dledger").type.name == "Directory":
-            raise UnsupportedStoreError(f"{uri}: a DLedger commit log is not read by this version")
-        raise StoreNotFound(f"{uri} has no commitlog/ folder: is it a broker's storePathRootDir?")
     if fs.get_file_info(f"{root}/batchconsumequeue").type.name == "Directory":
         raise UnsupportedStoreError(f"{uri}: batch consume queues (5.0 BatchCQ) are not read by this version")
     return fs, root
 
 
-def open_store(uri):
-    """List a store directory (local path or URI): commit log, consume queues and ext queues."""
+def open_store(uri, commitlog=()):
+    """List a store directory (local path or URI): commit log, consume queues and ext queues.
+
+    commitlog: --commitlog's directories, for a log kept elsewhere than under the store root."""
     fs, root = check_store_root(uri)
-    commitlog, ignored = storefs.list_segments(fs, f"{root}/commitlog")
+    log, ignored = find_log(fs, root, resolve_dirs(fs, commitlog))
     ext_by_queue = {}
     if fs.get_file_info(f"{root}/consumequeue_ext").type.name == "Directory":
         for topic, qid, path in storefs.list_queues(fs, root, "consumequeue_ext"):
@@ -69,8 +68,7 @@ def open_store(uri):
         ext = ext_by_queue.get((topic, qid), [])
         queues.append(QueueFiles(topic, qid, tuple(segs), storefs.file_size_of(segs) or 0,
                                  tuple(ext), storefs.file_size_of(ext) or 0))
-    return StoreLayout(str(uri), root, tuple(commitlog), storefs.file_size_of(commitlog) or 0,
-                       tuple(queues), tuple(ignored))
+    return StoreLayout(str(uri), root, log.files, log.file_size, tuple(queues), tuple(ignored), log)
 
 
 __all__ = ["QueueFiles", "StoreLayout", "check_store_root", "open_store", "UnsupportedStoreError"]

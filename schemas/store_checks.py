@@ -27,10 +27,10 @@ def layout_problems(layout):
                      reason="not a segment file (a .tmp or an unknown name): ignored") for p in layout.ignored]
     # One size per kind for the whole store (a broker setting): the largest seen, so that a lone
     # truncated file in a queue of one file is still found.
-    clog_size = max([layout.commitlog_file_size or 0] + [s.length for s in layout.commitlog])
     cq_size = max([q.cq_file_size for q in layout.queues] + [s.length for q in layout.queues for s in q.cq] + [0])
     ext_size = max([q.ext_file_size for q in layout.queues] + [s.length for q in layout.queues for s in q.ext] + [0])
-    problems += _segment_problems(layout.commitlog, clog_size, "commit-log")
+    for _, files, size in layout.log.kinds():  # each format's files (a plain log before DLedger's) by its size
+        problems += _segment_problems(files, max([size] + [f.length for f in files]), "commit-log")
     for q in layout.queues:
         if cq_size % L.CQ_UNIT_SIZE:
             problems.append(dict(file=q.cq[0].path, offset=0, topic=q.topic, queue_id=q.queue_id,

@@ -30,6 +30,16 @@ def store_a(tmp_path_factory):
     return root / "store_a"
 
 
+@pytest.fixture(scope="session")
+def store_dledger(tmp_path_factory):
+    """Fixture store_dledger (a real RocketMQ 4.9.8 store in DLedger mode and its dumps, as store_a's), unpacked
+    once per session."""
+    root = tmp_path_factory.mktemp("fixtures")
+    with tarfile.open(DATA / "stores" / "store_dledger.tar.gz") as tar:
+        tar.extractall(root, filter="data")
+    return root / "store_dledger"
+
+
 def read_store_jsonl(path):
     """Lines of one of a store fixture's RocketMQ dumps (messages.jsonl.gz, cq.jsonl.gz), as dicts."""
     with gzip.open(path, "rt", encoding="utf-8") as f:

@@ -20,11 +20,12 @@ def test_jsonl_copy_equals_shared_fixture(relpath):
 
 
 @needs_shared
-def test_store_copy_equals_shared_fixture():
-    with tarfile.open(DATA / "stores" / "store_a.tar.gz") as tar:
+@pytest.mark.parametrize("name", ["store_a", "store_dledger"])
+def test_store_copy_equals_shared_fixture(name):
+    with tarfile.open(DATA / "stores" / f"{name}.tar.gz") as tar:
         members = {m.name: m for m in tar.getmembers() if m.isfile()}
         shared_files = {str(p.relative_to(SHARED / "stores")): p
-                        for p in (SHARED / "stores" / "store_a").rglob("*") if p.is_file()}
+                        for p in (SHARED / "stores" / name).rglob("*") if p.is_file()}
         assert set(members) == set(shared_files)
         for name, path in shared_files.items():
             assert tar.extractfile(members[name]).read() == path.read_bytes(), name

@@ -12,6 +12,10 @@ prints the planning time, the consume-queue lookups of the driver and of every s
 
     python tools/bench.py [--messages 3000000] [--seed 7] [--no-tenth] [--repeat 3]
     python tools/bench.py --topics 250 --queues-per-topic 8 --cq-file-units 1000 [--messages 200000] [--split-mb 1]
+    python tools/bench.py --dledger [--messages 3000000] [--repeat 3]
+
+With --dledger, the store is also rewritten as a DLedger broker writes it (tools/dledger_writer.py, cached beside
+it) and the job runs on both layouts, alternating (noop and Parquet): DLedger's job time against plain's.
 """
 import argparse
 import glob
@@ -340,9 +344,9 @@ def in_process(store, sample_rows=100000):
     splits = []
     for lo, hi in commitlog_splits(plan):  # the job's own splits
         rows = np.flatnonzero((offsets >= lo) & (offsets < hi))
-        start = lo // plan.commitlog_file_size * plan.commitlog_file_size
-        if len(rows) and plan.file_of(start):
-            path, length = plan.file_of(start)
+        file = plan.log.file_at(lo)  # schemas/commitlog_files.py: plain or DLedger data file
+        if len(rows) and file is not None:
+            start, path, length = file.start, file.path, file.length
             part = offsets[rows] - start
             splits.append((start, path, length, part, np.sort(part), unit_topics[rows]))
     # the Java figures are for a warm JIT: the first split runs once untimed (numba's cached code loaded,
@@ -422,6 +426,51 @@ def run_s3(args):
         print(f"    {method:9s} {folder:18s} {n:,}")
 
 
+def ensure_dledger_store(store):
+    """The bench store rewritten as a DLedger broker writes it (tools/dledger_writer.py: the entry layout of
+    DLedger 0.3.1.2's DLedgerEntryCoder and MmapFileList and RocketMQ 4.9.8's DLedgerCommitLog, read from the
+    Java code): every record the body of a 48-byte-header entry in dledger-n0/data/, the consume queues pointed
+    at the bodies; cached beside the plain store."""
+    from tools.dledger_writer import convert
+
+    dst = store + "-dledger"
+    if not os.path.exists(os.path.join(dst, ".complete")):
+        print(f"rewriting {store} as DLedger entries in {dst} (once; cached)", flush=True)
+        t = time.time()
+        if os.path.exists(dst):
+            import shutil
+
+            shutil.rmtree(dst)
+        convert(store, dst)
+        open(os.path.join(dst, ".complete"), "w").close()
+        print(f"  rewritten in {time.time() - t:.0f} s", flush=True)
+    return dst
+
+
+def run_dledger(args):
+    """The job on the bench store as a plain commit log and as DLedger entries (issue 25), to the noop sink and
+    to Parquet (normalized), alternating, median of --repeat: the DLedger layout's job time against the plain
+    one's (target: within 1.1x). Same records, units and decisions; a DLedger task also reads and checks the
+    48-byte entry header before each record."""
+    subs = os.path.join(ROOT, "build", "bench", "subscriptions.json")
+    os.makedirs(os.path.dirname(subs), exist_ok=True)
+    subscriptions_file(subs)
+    plain = ensure_store(args.messages, args.seed)
+    stores = {"plain": plain, "DLedger": ensure_dledger_store(plain)}
+    for sink in ("noop", "parquet"):
+        jobs = {name: [] for name in stores}
+        for _ in range(max(1, args.repeat)):
+            for name, store in stores.items():
+                out = os.path.join(ROOT, "build", "bench", f"out-layout-{sink}")
+                jobs[name].append(run_job(store, subs, sink, out)[1])
+        med = {name: sorted(times)[len(times) // 2] for name, times in jobs.items()}
+        ratio = med["DLedger"] / med["plain"]
+        spread = ", ".join(f"{name} {min(t):.1f}-{max(t):.1f} s" for name, t in jobs.items())
+        print(f"job to {sink:7s} {args.messages:,} msgs, median of {len(jobs['plain'])}: plain {med['plain']:.1f} s, "
+              f"DLedger {med['DLedger']:.1f} s: DLedger / plain {ratio:.2f}x (target at most 1.10x: "
+              f"{'met' if ratio <= 1.1 else 'not met'}; ranges {spread})")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--messages", type=int, help="default 3,000,000; 200,000 for a store shape")
@@ -438,7 +487,12 @@ def main(argv=None):
                    help="store shape: topics the five TAG groups subscribe to")
     p.add_argument("--s3", action="store_true",
                    help="the store read from a local S3 server against the same store on disk (300,000 messages)")
+    p.add_argument("--dledger", action="store_true",
+                   help="the store also rewritten as DLedger entries: job time of each layout (issue 25)")
     args = p.parse_args(argv)
+    if args.dledger:
+        args.messages = args.messages or 3_000_000
+        return run_dledger(args)
     if args.s3:
         args.messages = args.messages or 300_000
         return run_s3(args)

@@ -20,6 +20,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from jobs.cli import commitlog_dirs
 from jobs.datasource.filters import push_filters, window_narrowing
 from jobs.datasource.read import SplitRead, read_split
 from jobs.errors import UsageError
@@ -39,7 +40,7 @@ FLAGS = ("withBody", "verifyCrc", "retry", "filterSupportRetry")
 CHOICES = {"rocketmqVersion": SETTING_CHOICES["rocketmq_version"], "onCorrupt": SETTING_CHOICES["on_corrupt"],
            "onSubscriptionError": ("fail", "skip")}
 WINDOW = ("since", "until", "startingOffsets", "endingOffsets")
-OPTIONS = ("path", "subscriptions") + FLAGS + tuple(CHOICES) + WINDOW
+OPTIONS = ("path", "subscriptions") + FLAGS + tuple(CHOICES) + WINDOW + ("commitlog",)
 GROUP_COLUMNS = ("delivered_to", "collided_for")
 
 
@@ -140,6 +141,7 @@ def read_options(options):
                              f'"topic", "expressionType", "expression"}}]}}: {exc}') from None
     job = job_options(
         settings, options["path"], subscription_files=(subscriptions,) if subscriptions is not None else (),
+        commitlog=commitlog_dirs(options.get("commitlog")),
         dialect=value["rocketmqVersion"], retry=value["retry"], support_retry=value["filterSupportRetry"],
         with_body=value["withBody"], on_corrupt=value["onCorrupt"], verify_crc=value["verifyCrc"], read_all=True)
     return ReadOptions(job, narrowing, value["onSubscriptionError"])

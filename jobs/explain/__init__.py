@@ -2,12 +2,14 @@
 
     python -m jobs.explain --store STORE [--subscriptions FILE | --subscription G T TYPE EXPR] --group G
         --topic T (--queue-id Q --queue-offset O | --msg-id OFFSET_MSG_ID) [--rocketmq-version 4|5]
+        [--commitlog DIR[,DIR...]]
         [--from committed] [--since T] [--until T] [--json]
 
 No Spark: the unit and its record are read where they are and the job's own filter code decides
 (jobs/explain/question.py); jobs/explain/report.py says why, stage by stage.
 Exit codes: 0 answered; 1 failed input (store or config unreadable or damaged); 2 bad arguments, no such
-unit or message id, no subscription of the group to the topic, or an expression that does not parse;
+unit or message id, no subscription of the group to the topic, an expression that does not parse, or a
+commit log it cannot find or read (see --commitlog);
 141 (128 + SIGPIPE, as a shell reports a tool that signal ended) the reader closed stdout before the whole
 answer was written (`| head`): nothing more is printed, no traceback.
 """
@@ -16,7 +18,13 @@ import json
 import sys
 
 from filtering import sql92
-from jobs.cli import add_subscription_arguments, print_quietly, subscription_options
+from jobs.cli import (
+    add_commitlog_argument,
+    add_subscription_arguments,
+    commitlog_dirs,
+    print_quietly,
+    subscription_options,
+)
 from jobs.errors import ExplainError, UsageError, outcome
 from jobs.explain.question import decide, load_context, locate_msg_id, read_queue_units, subscription_of
 from jobs.explain.report import report
@@ -38,6 +46,7 @@ class _Parser(argparse.ArgumentParser):
 def parse_args(argv):
     p = _Parser(prog="python -m jobs.explain", description=__doc__.splitlines()[0])
     p.add_argument("--store", required=True, help="the broker's storePathRootDir (path or URI)")
+    add_commitlog_argument(p)
     add_subscription_arguments(p)
     p.add_argument("--group", required=True, help="the consumer group")
     p.add_argument("--topic", required=True, help="the topic (a group's retry topic is %%RETRY%%<group>)")
@@ -61,7 +70,8 @@ def parse_args(argv):
 def answer(args):
     """The report of the decision the arguments ask about (ExplainError when there is none to explain)."""
     settings = load_settings(args.conf)
-    options = job_options(settings, args.store, **subscription_options(args, settings))
+    options = job_options(settings, args.store, commitlog=commitlog_dirs(args.commitlog),
+                          **subscription_options(args, settings))
     ctx = load_context(options)
     csub = subscription_of_or_error(ctx, args.group, args.topic)
     queue_id, queue_offset = args.queue_id, args.queue_offset

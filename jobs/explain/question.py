@@ -12,6 +12,7 @@ from jobs.pipeline.plan import config_files, load_store_config_uri, plan_from_co
 from jobs.pipeline.replay_plan import ReplayPlan
 from jobs.pipeline.window import Window
 from schemas import storefs
+from schemas.commitlog_files import find_log, resolve_dirs
 from schemas.errors import CorruptStoreError, NotInStore
 from schemas.lookup import parse_offset_msg_id, queue_files, read_records, read_units, record_size_at
 from schemas.store import check_store_root
@@ -27,7 +28,7 @@ class Context:
     compiled: list  # every CompiledSubscription, failed ones included
     fs: object
     root: str
-    commitlog: tuple  # the commit log's storefs.Segments
+    commitlog: object  # the store's CommitLog (schemas/commitlog_files.py)
 
 
 def load_context(options):
@@ -35,9 +36,9 @@ def load_context(options):
     fs, root = check_store_root(options.store)
     config = load_store_config_uri(options.store, config_files(options))
     topics = {topic for topic, _, _ in storefs.list_queues(fs, root)}
-    commitlog, _ = storefs.list_segments(fs, f"{root}/commitlog")
-    plan, compiled = plan_from_config(options, config, topics, commitlog)
-    return Context(options, plan, compiled, fs, root, tuple(commitlog))
+    log, _ = find_log(fs, root, resolve_dirs(fs, options.commitlog))
+    plan, compiled = plan_from_config(options, config, topics, log)
+    return Context(options, plan, compiled, fs, root, log)
 
 
 def subscription_of(ctx, group, topic):
@@ -59,8 +60,8 @@ def read_queue_units(ctx, topic, queue_id, queue_offsets):
     as the job decodes them (null beyond max_body_mb)."""
     try:
         units = read_units(ctx.fs, queue_files(ctx.fs, ctx.root, topic, queue_id), queue_offsets)
-        messages = read_records(ctx.fs, ctx.commitlog, ctx.plan.commitlog_file_size,
-                                units.column("commitlog_offset"), units.column("size"), ctx.plan.max_body)
+        messages = read_records(ctx.fs, ctx.commitlog, units.column("commitlog_offset"), units.column("size"),
+                                ctx.plan.max_body)
     except NotInStore as exc:
         raise ExplainError(str(exc)) from None
     agree = (pc.equal(messages.column("topic"), topic).to_numpy(zero_copy_only=False)
@@ -77,8 +78,8 @@ def locate_msg_id(ctx, msg_id):
     """(topic, queue id, queue offset) of the message an offsetMsgId names, read from its record alone."""
     try:
         _, _, offset = parse_offset_msg_id(msg_id)
-        size = record_size_at(ctx.fs, ctx.commitlog, ctx.plan.commitlog_file_size, offset)
-        record = read_records(ctx.fs, ctx.commitlog, ctx.plan.commitlog_file_size, [offset], [size]).to_pylist()[0]
+        size = record_size_at(ctx.fs, ctx.commitlog, offset)
+        record = read_records(ctx.fs, ctx.commitlog, [offset], [size]).to_pylist()[0]
     except NotInStore as exc:
         raise ExplainError(f"{exc} (--msg-id takes the offsetMsgId, not the producer's msgId / UNIQ_KEY)") from None
     if record["msg_id"].upper() != msg_id.strip().upper():

@@ -62,7 +62,7 @@ def build_plan(options):
 
     Raises UsageError (exit 2) for arguments that name nothing: unknown expression types, topics the
     store does not have, --groups / --topics that match no subscription (warnings with allow_missing)."""
-    layout = open_store(options.store)
+    layout = open_store(options.store, options.commitlog)
     problems = layout_problems(layout)
     config = load_store_config_uri(options.store, config_files(options), options.on_corrupt, problems)
     stored = _stored_sql92(config, problems)
@@ -106,25 +106,25 @@ def build_plan(options):
         audit_bitmaps=CONSUMER_FILTER_FILE not in config.damaged,
         start_offsets=_start_offsets(options, compiled, config.consumer_offsets),
         data_end=segments.data_end, since=options.window.since, until=options.window.until,
-        spans=spans(window.segments) if options.window.given else None,
+        spans=spans(window.segments) if options.window.given else None, log=layout.log,
     )
     lost = tuple(x for x in _lost_units(layout, window.ranges if options.window.given else ()) if x.topic in topics)
     return Planned(plan, layout, compiled, config.consumer_offsets, problems, lost, warnings, window.segments,
                    window.ranges)
 
 
-def plan_from_config(options, config, topics_present, commitlog):
+def plan_from_config(options, config, topics_present, log):
     """(ReplayPlan, every compiled subscription, failed ones included) of a run over all subscriptions, from
-    the store's config, its topic names and its commit-log Segments alone: what jobs/explain/__init__.py decides one
-    unit with, without build_plan's listing and checks of every queue. The subscriptions are merged and
+    the store's config, its topic names and its commit log (a CommitLog) alone: what jobs/explain/__init__.py
+    decides one unit with, without build_plan's listing and checks of every queue. The subscriptions are merged and
     compiled, and the dispatcher's registrations chosen, as build_plan does."""
     bloom = BloomFilter(options.bloom_f, options.bloom_n)
     stored = _stored_sql92(config, [])
     subs = merge_subscriptions(stored, _user_registrations(options), bloom, topics_present, options.retry)
     compiled = [compile_subscription(s, options.dialect) for s in subs]
     plan = replay_plan(
-        options, storefs.file_size_of(commitlog), store_uri=str(options.store),
-        commitlog_files=tuple((s.start, s.path, s.length) for s in commitlog),
+        options, log.file_size, store_uri=str(options.store), log=log,
+        commitlog_files=tuple((s.start, s.path, s.length) for s in log.files),
         subscriptions=tuple(c for c in compiled if not c.error),
         registrations=_dispatched_registrations(stored, compiled, bloom, options.dialect),
         start_offsets=_start_offsets(options, compiled, config.consumer_offsets))

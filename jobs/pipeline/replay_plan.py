@@ -29,6 +29,7 @@ class ReplayPlan:
     since: int = None  # the store-time window, epoch ms, since <= t < until, checked on every unit
     until: int = None
     spans: tuple = None  # with a window: commit-log [start, end) ranges its units point into (jobs/pipeline/window.py)
+    log: object = None  # schemas.commitlog_files.CommitLog: the log's files, their formats, offset -> file
     files_by_start: dict = field(default=None, compare=False)
 
     def file_of(self, start):

@@ -11,6 +11,7 @@ from schemas import storefs
 from schemas.arrow_schemas import BODIES_SCHEMA, CORRUPT_SCHEMA, MESSAGE_SCHEMA
 from schemas.columns import one_array
 from schemas.commitlog import compression_types, decode_records, decompress, inflated_into, not_inflated_reason
+from schemas.commitlog_files import header_problems
 from schemas.errors import CorruptStoreError
 
 OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL: the commit-log file was deleted (retention)"
@@ -64,24 +65,23 @@ def decode_messages(plan, units, out):
     compressed bodies as stored (`inflated` inflates them, a budget at a time)."""
     offsets = units.column("commitlog_offset").to_numpy()
     sizes = units.column("size").to_numpy().astype(np.int64)
-    file_start = int(offsets[0] // plan.commitlog_file_size * plan.commitlog_file_size)
-    found = plan.file_of(file_start)
-    first_start = plan.commitlog_files[0][0] if plan.commitlog_files else None
+    found = plan.log.file_at(int(offsets[0]))  # a plain or DLedger data file (schemas/commitlog_files.py)
     if found is None:
-        deleted = first_start is not None and file_start < first_start
-        path = f"commitlog/{L.file_name(file_start)}"
+        path, deleted = plan.log.missing(int(offsets[0]))
         reason = OFFSET_TOO_SMALL if deleted else "commit-log file missing"
         _corrupt(plan, out, units, np.arange(units.num_rows), reason, path, deleted=deleted)
         return None, units.slice(0, 0)
-    path, length = found
+    path, length, file_start, head = found.path, found.length, found.start, found.header_size
     rel = offsets - file_start
-    bad = (rel + sizes > length) | (sizes < L.MIN_RECORD_SIZE)
+    bad = (rel + sizes > length) | (sizes < L.MIN_RECORD_SIZE) | (rel < head)
     _corrupt(plan, out, units, np.flatnonzero(bad), "unit points outside the commit-log file", path)
     keep = ~bad
-    lo = int(rel[keep].min()) if keep.any() else 0
+    lo = int(rel[keep].min()) - head if keep.any() else 0  # a DLedger entry's header is read with its record
     hi = int((rel + sizes)[keep].max()) if keep.any() else 0
     buf = storefs.read_range(plan_fs(plan), path, lo, hi - lo) if keep.any() else np.zeros(0, np.uint8)
     starts = rel - lo
+    if head and keep.any():
+        keep = _entry_headers_ok(plan, out, units, found, buf, starts, offsets, sizes, keep)
     head_ok = np.zeros(len(rel), dtype=bool)
     fields = None
     if keep.any():
@@ -122,6 +122,17 @@ def decode_messages(plan, units, out):
         return messages, sel
     keep_rows = pa.array(np.flatnonzero(agree))
     return messages.take(keep_rows), sel.take(keep_rows)
+
+
+def _entry_headers_ok(plan, out, units, file, buf, starts, offsets, sizes, keep):
+    """`keep` without the units whose DLedger entry header is damaged: damaged data, as a damaged record is
+    (fails the run, or audited and left out under --on-corrupt skip), at the entry's offset."""
+    idx = np.flatnonzero(keep)
+    keep = keep.copy()
+    for reason, rows in header_problems(file, buf, starts[idx], offsets[idx], sizes[idx]):
+        _corrupt(plan, out, units, idx[rows], reason, file.path, offsets=offsets - file.header_size)
+        keep[idx[rows]] = False
+    return keep
 
 
 def _crc_ok(messages):
@@ -171,7 +182,7 @@ def inflated(plan, messages, units, out, budget):
     sizes[rows] = 0  # a compressed body's size is known once inflated
     plain = np.r_[0, np.cumsum(sizes)]  # bytes of the uncompressed bodies before each row
     ctypes, offsets = compression_types(sys_flag), messages.column("commitlog_offset").to_numpy()
-    path = plan.file_of(int(offsets[0]) // plan.commitlog_file_size * plan.commitlog_file_size)[0]
+    path = plan.log.file_at(int(offsets[0])).path
     held = _Held(messages, units, stored)
     lo, inflated_bytes = 0, 0  # the piece being filled starts at lo; its compressed bodies' bytes so far
     for i, data in zip([*rows, len(sizes)], stored.take(pa.array(rows)).to_pylist() + [None]):

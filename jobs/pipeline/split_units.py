@@ -21,10 +21,11 @@ def commitlog_splits(plan):
     and 15 MiB of it, so one task ran nearly alone; cut over the window, it is two tasks of 71 MiB)."""
     spans = None if plan.spans is None else _arrays(plan.spans)
     splits, covered = [], 0
-    for start, _, length in plan.commitlog_files:
+    for file in plan.log.files:  # plain and DLedger data files alike, each of its format's size
+        start, length = file.start, file.length
         if start > covered:
             splits.append((covered, start))
-        size = max(length, plan.commitlog_file_size)  # a truncated file keeps its nominal range
+        size = max(length, file.size)  # a truncated file keeps its nominal range
         used = size if plan.data_end is None else min(size, max(plan.data_end - start, 1))
         lo, hi = (start, start + used) if spans is None else _hull(*spans, start, start + used)
         pieces = -(-(hi - lo) // plan.split_size)  # none: a window that points nowhere into this file
@@ -32,7 +33,7 @@ def commitlog_splits(plan):
         splits += list(zip(cuts[:-1], cuts[1:]))  # sizes differ by one byte at most
         if used < size:
             splits.append((start + used, start + size))
-        covered = start + plan.commitlog_file_size
+        covered = start + file.size
     splits.append((covered, 1 << 62))
     if plan.data_end is not None:  # splits past the last unit hold nothing: one catch-all instead
         kept = [s for s in splits[:-1] if s[0] < plan.data_end]

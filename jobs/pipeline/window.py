@@ -252,8 +252,7 @@ def _store_time(fs, layout, queue):
             unit = read_units(fs, queue, [offset]).to_pylist()[0]
             if unit["msg_store_time"] is not None:
                 return unit["msg_store_time"]
-            record = read_records(fs, layout.commitlog, layout.commitlog_file_size, [unit["commitlog_offset"]],
-                                  [unit["size"]])
+            record = read_records(fs, layout.log, [unit["commitlog_offset"]], [unit["size"]])
         except (NotInStore, CorruptStoreError, ValueError):
             return -1
         return record.column("store_timestamp")[0].as_py()

@@ -314,11 +314,18 @@ def test_an_ad_hoc_sql92_unit_without_an_ext_unit_is_said_to_have_none():
     assert BLOOM_SKIPS[NO_EXT_UNIT] == "the unit has no readable ext unit"
 
 
-@pytest.mark.parametrize("make, words", [(lambda root: (root / "dledger").mkdir(), "DLedger commit log"),
-                                         (lambda root: root.rmdir() or root.write_text("x"), "is a file")])
-def test_explain_refuses_a_store_the_job_refuses_with_the_same_words(capsys, tmp_path, make, words):
+def _index_without_data(root):
+    (root / "dledger-n0" / "index").mkdir(parents=True)
+    (root / "dledger-n0" / "index" / "00000000000000000000").write_bytes(bytes(64))
+
+
+@pytest.mark.parametrize("make, words, exit_code", [
+    (lambda root: (root / "dledger").mkdir(), "no commit log found (it holds dledger/)", 2),
+    (_index_without_data, "dledger-n0/index/ holds DLedger index files but", 2),
+    (lambda root: root.rmdir() or root.write_text("x"), "is a file", 1)])
+def test_explain_refuses_a_store_the_job_refuses_with_the_same_words(capsys, tmp_path, make, words, exit_code):
     root = tmp_path / "store"
     root.mkdir()
     make(root)
     code, _, err = _cli(capsys, "--store", root, "--group", "G", "--topic", "T", "--queue-id", 0, "--queue-offset", 0)
-    assert code == 1 and words in err
+    assert code == exit_code and words in err

@@ -8,6 +8,7 @@ from jobs.pipeline.plan import build_plan
 from jobs.pipeline.replay_plan import replay_plan
 from jobs.pipeline.split_units import commitlog_splits
 from jobs.settings import JobOptions
+from schemas.commitlog_files import CommitLog, LogFile
 from tests.jobs.conftest import assert_rows_equal
 from tests.local_replay import kind, replay_local
 
@@ -15,8 +16,10 @@ GIB = 1 << 30
 
 
 def _plan(files, split_size, data_end):
+    log = CommitLog(tuple(LogFile(s, f"commitlog/{s:020d}", GIB, size=GIB) for s in files))
     return replay_plan(JobOptions(store="mem://", split_size=split_size), GIB, store_uri="mem://", subscriptions=(),
-                       commitlog_files=tuple((s, f"commitlog/{s:020d}", GIB) for s in files), data_end=data_end)
+                       commitlog_files=tuple((s, f"commitlog/{s:020d}", GIB) for s in files), data_end=data_end,
+                       log=log)
 
 
 @pytest.mark.parametrize("files,data_end", [
