@@ -98,15 +98,14 @@ def build_plan(options):
     warnings += window.warnings
     problems += window.problems  # OFFSET_TOO_SMALL: audited whatever --on-corrupt, as for a deleted record
     plan = replay_plan(
-        options, layout.commitlog_file_size,
+        options, layout.log,
         store_uri=str(options.store),
-        commitlog_files=tuple((s.start, s.path, s.length) for s in layout.commitlog),
         subscriptions=runnable,
         registrations=_dispatched_registrations(stored, compiled, bloom, options.dialect),
         audit_bitmaps=CONSUMER_FILTER_FILE not in config.damaged,
         start_offsets=_start_offsets(options, compiled, config.consumer_offsets),
         data_end=segments.data_end, since=options.window.since, until=options.window.until,
-        spans=spans(window.segments) if options.window.given else None, log=layout.log,
+        spans=spans(window.segments) if options.window.given else None,
     )
     lost = tuple(x for x in _lost_units(layout, window.ranges if options.window.given else ()) if x.topic in topics)
     return Planned(plan, layout, compiled, config.consumer_offsets, problems, lost, warnings, window.segments,
@@ -123,8 +122,7 @@ def plan_from_config(options, config, topics_present, log):
     subs = merge_subscriptions(stored, _user_registrations(options), bloom, topics_present, options.retry)
     compiled = [compile_subscription(s, options.dialect) for s in subs]
     plan = replay_plan(
-        options, log.file_size, store_uri=str(options.store), log=log,
-        commitlog_files=tuple((s.start, s.path, s.length) for s in log.files),
+        options, log, store_uri=str(options.store),
         subscriptions=tuple(c for c in compiled if not c.error),
         registrations=_dispatched_registrations(stored, compiled, bloom, options.dialect),
         start_offsets=_start_offsets(options, compiled, config.consumer_offsets))

@@ -1,6 +1,6 @@
 """The plan a replay task needs besides its units: built on the driver (jobs/pipeline/plan.py), shipped to every
 task."""
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -8,8 +8,7 @@ class ReplayPlan:
     """Everything a task needs besides its units; small, built on the driver, shipped to executors."""
 
     store_uri: str
-    commitlog_file_size: int
-    commitlog_files: tuple  # ((start, path, length), ...)
+    log: object  # schemas.commitlog_files.CommitLog: the log's files, their formats, offset -> file
     subscriptions: tuple  # CompiledSubscription, compiled without errors
     # the run's options (jobs/settings.JobOptions), no defaults of their own: `replay_plan` passes them all
     bloom_f: int
@@ -29,20 +28,13 @@ class ReplayPlan:
     since: int = None  # the store-time window, epoch ms, since <= t < until, checked on every unit
     until: int = None
     spans: tuple = None  # with a window: commit-log [start, end) ranges its units point into (jobs/pipeline/window.py)
-    log: object = None  # schemas.commitlog_files.CommitLog: the log's files, their formats, offset -> file
-    files_by_start: dict = field(default=None, compare=False)
-
-    def file_of(self, start):
-        if self.files_by_start is None:
-            object.__setattr__(self, "files_by_start", {s: (p, n) for s, p, n in self.commitlog_files})
-        return self.files_by_start.get(start)
 
 
-def replay_plan(options, commitlog_file_size, **facts):
-    """The ReplayPlan of a run's JobOptions and what the driver found (`facts`: ReplayPlan's other fields); the
-    commit log's file size is 0 when it has no file. The split size is the option's, at most a file."""
+def replay_plan(options, log, **facts):
+    """The ReplayPlan of a run's JobOptions, its commit log and what the driver found (`facts`: ReplayPlan's other
+    fields). The split size is the option's, at most a commit-log file."""
     return ReplayPlan(
-        commitlog_file_size=commitlog_file_size or 1, bloom_f=options.bloom_f, bloom_n=options.bloom_n,
+        log=log, bloom_f=options.bloom_f, bloom_n=options.bloom_n,
         with_body=options.with_body, max_body=options.max_body, support_retry=options.support_retry,
         on_corrupt=options.on_corrupt, verify_crc=options.verify_crc,
-        split_size=min(options.split_size, commitlog_file_size or options.split_size), **facts)
+        split_size=min(options.split_size, log.file_size or options.split_size), **facts)

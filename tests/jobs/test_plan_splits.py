@@ -17,9 +17,8 @@ GIB = 1 << 30
 
 def _plan(files, split_size, data_end):
     log = CommitLog(tuple(LogFile(s, f"commitlog/{s:020d}", GIB, size=GIB) for s in files))
-    return replay_plan(JobOptions(store="mem://", split_size=split_size), GIB, store_uri="mem://", subscriptions=(),
-                       commitlog_files=tuple((s, f"commitlog/{s:020d}", GIB) for s in files), data_end=data_end,
-                       log=log)
+    return replay_plan(JobOptions(store="mem://", split_size=split_size), log, store_uri="mem://", subscriptions=(),
+                       data_end=data_end)
 
 
 @pytest.mark.parametrize("files,data_end", [
