@@ -124,24 +124,48 @@ def test_failed_run_leaves_no_output(store_a, tmp_path):
     assert list(tmp_path.iterdir()) == [store]
 
 
+def _running(pid):
+    """Whether process `pid` is alive (a zombie waiting for its parent to reap it has ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
 def test_a_failed_job_is_cleaned_up_only_after_its_other_tasks_ended(spark, tmp_path):
-    """Spark fails the job at the first failed task and lets the others run on: the temporary OUT may be
-    removed only once they have ended, or a late task's parts outlive it (a leftover OUT.tmp-* seen in CI)."""
+    """Spark fails the job at the first failed task and lets the others run on (it kills their Python workers
+    2-4 s later, spark.python.task.killTimeout): the temporary OUT may be removed only once they have ended, or
+    a late task's parts outlive it (a leftover OUT.tmp-* seen in CI).
+
+    No race decides the outcome: task 0 fails only once task 1 runs, task 1 writes only after the job has
+    failed (the test releases it then) and half a second later. When `_settle` returns, task 1 must have
+    ended: written its file, or been killed by Spark. A `_settle` that returned at once would find it still
+    running with nothing written."""
     import time
 
     from jobs.run.outputs import _settle
 
-    late = tmp_path / "late"
+    started, release, late = (tmp_path / name for name in ("started", "release", "late"))
+
+    def wait_for(path):
+        deadline = time.time() + 120
+        while not path.exists() and time.time() < deadline:
+            time.sleep(0.05)
 
     def task(indices):
         if list(indices) == [0]:
+            wait_for(started)
             raise ValueError("a corrupt split")
-        time.sleep(2)
+        started.write_text(str(os.getpid()))
+        wait_for(release)
+        time.sleep(0.5)
         late.write_text("written after the job failed")
         yield 1
 
     with pytest.raises(Exception, match="a corrupt split"):
         spark.sparkContext.parallelize([0, 1], 2).mapPartitions(task).collect()
-    assert not late.exists()
+    assert started.exists() and not late.exists()  # task 1 was running when the job failed, and had not written
+    release.write_text("the job has failed")
     _settle(spark.sparkContext)
-    assert late.exists()
+    assert late.exists() or not _running(int(started.read_text())), \
+        "_settle returned while a task of the failed job was still running"
