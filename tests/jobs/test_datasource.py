@@ -18,6 +18,7 @@ from jobs.datasource.filters import BEYOND, Narrowing, push_filters, window_narr
 COLUMNS = ["topic", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys", "born_timestamp",
            "store_timestamp", "born_host", "store_host", "reconsume_times", "sys_flag", "body"]
 KEY = ["topic", "queue_id", "queue_offset"]
+pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
