@@ -48,5 +48,10 @@ def _counter_table(keys, fields, counters):
 
 
 def kind(result, name):
-    """One kind of the result: an output as written, or counters summed per (group, topic) / topic."""
+    """`result[name]`, one table of replay_local's result, looked up and nothing more: an output as the sink
+    wrote it (matched, collision, bitmap, corrupt, bodies, message), the counters that replay_local already
+    summed over the splits (stats per group and topic, topic_stats per topic), or the first error example per
+    group and topic (example). A name replay_local does not make raises KeyError naming those it does."""
+    if name not in result:
+        raise KeyError(f"{name!r}: replay_local's result has {sorted(result)}")
     return result[name]
