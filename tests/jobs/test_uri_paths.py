@@ -1,5 +1,5 @@
 """--store and --out as file:// URIs: the store read through pyarrow.fs.FileSystem.from_uri, the outputs
-through Spark's writers and the publish step (rename of OUT.tmp-*) through pyarrow again."""
+written by the tasks with pyarrow, and the publish step (rename of OUT.tmp-*) through pyarrow again."""
 import json
 
 import pytest
