@@ -1,7 +1,9 @@
-"""Every example in the README runs, on fixture store_a, so that a snippet broken by a change fails `make test`.
+"""Every example in the README and in docs/ runs, on fixture store_a, so that a snippet broken by a change fails
+`make test`.
 
-The README is read when the tests are collected. Its code blocks (lines indented by four spaces after a blank
-line, or fenced with ```) are cut at blank lines into pieces, and each piece is one of these kinds:
+README.md and every docs/**/*.md are read when the tests are collected (a test per block, named FILE:LINE).
+Their code blocks (lines indented by four spaces after a blank line, or fenced with ```) are cut at blank lines
+into pieces, and each piece is one of these kinds:
 
 - SQL: it starts with CREATE, SELECT or WITH, or its fence says sql. Each statement runs with `spark.sql`.
 - Python: one of its lines starts with `import`, `from X import`, `NAME = ` or `NAME.NAME`, or its fence says
@@ -18,7 +20,8 @@ line, or fenced with ```) are cut at blank lines into pieces, and each piece is 
 Comment lines do not decide a kind. The pieces of a block run in order, in the tests' Spark session (not a
 new one: Spark 4.3 lets a new session neither find nor register a data source its parent registered), with
 a new Python namespace per block; the temporary views a block creates are dropped after it.
-The README's inline calls of the project's modules (`schemas.read_messages(store_dir)`, ...) run too.
+The inline calls of the project's modules (`schemas.read_messages(store_dir)`, ...) run too, and every relative link
+between these files (`[memory.md](memory.md#...)`) must name a file and a heading that exist.
 
 Placeholders become fixture paths: `/data/broker-a/store`, `STORE` and `store_dir` are store_a's store;
 a quoted `OUT/...` is one run of the job on store_a with store_a's registrations.json (`subs.json`,
@@ -43,6 +46,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 SQL_START = re.compile(r"(CREATE|SELECT|WITH)\b", re.I)
 PYTHON_LINE = re.compile(r"(import \w|from [\w.]+ import |[A-Za-z_]\w* = |[A-Za-z_]\w*\.[A-Za-z_])")
 COMMAND = ".venv/bin/python -m "
@@ -54,8 +58,13 @@ PRICE = ("G_SQL_PRICE", "订单Topic", "SQL92", "price > 100.0")
 INLINE_NAMES = {"expr": "price > 100.0", "props": {"price": "512.40"}}
 
 
+def markdown_files():
+    """README.md and the docs, the files whose examples run."""
+    return [README] + sorted(DOCS.rglob("*.md"))
+
+
 def code_blocks(text):
-    """[(line number, fence language or None, [lines])] of the README's code blocks."""
+    """[(line number, fence language or None, [lines])] of a markdown file's code blocks."""
     lines, blocks, i = text.splitlines(), [], 0
     while i < len(lines):
         fence = re.match(r"\s*```(\w*)", lines[i])
@@ -114,18 +123,21 @@ def commands(piece):
 
 
 def examples():
-    """pytest params, one per README block that holds something to run: (line, [(kind, piece), ...])."""
+    """pytest params, one per block of README.md or docs/ that holds something to run: [(kind, piece), ...],
+    with the id FILE:LINE."""
     params = []
-    for line, language, lines in code_blocks(README.read_text(encoding="utf-8")):
-        runnable = [(kind(p, language), p) for p in pieces(lines)]
-        runnable = [(k, p) for k, p in runnable if k]
-        if runnable:
-            params.append(pytest.param(runnable, id=f"README.md:{line}"))
+    for path in markdown_files():
+        for line, language, lines in code_blocks(path.read_text(encoding="utf-8")):
+            runnable = [(kind(p, language), p) for p in pieces(lines)]
+            runnable = [(k, p) for k, p in runnable if k]
+            if runnable:
+                params.append(pytest.param(runnable, id=f"{path.relative_to(ROOT)}:{line}"))
     return params
 
 
 def inline_calls():
-    return [pytest.param(call, id=call) for call in INLINE_CALL.findall(README.read_text(encoding="utf-8"))]
+    calls = {call for path in markdown_files() for call in INLINE_CALL.findall(path.read_text(encoding="utf-8"))}
+    return [pytest.param(call, id=call) for call in sorted(calls)]
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +192,7 @@ def job_arguments(line):
 
 
 def run_job(line, store_a, tmp_path):
-    """Run a README spark-submit line of the job on store_a, its --out a new folder; its console."""
+    """Run a spark-submit line of the job (README or docs/) on store_a, its --out a new folder."""
     args = job_arguments(line)
     fill = {"STORE": str(store_a / "store"), "/data/broker-a/store": str(store_a / "store"),
             "subs.json": str(store_a / "registrations.json"), "subscriptions.json": str(store_a / "registrations.json")}
@@ -194,13 +206,13 @@ def run_job(line, store_a, tmp_path):
 
 
 def parse_job_options(line):
-    """A README line that runs replay.py elsewhere (a cluster, cron): its options must still exist."""
+    """A line of the README or docs/ that runs replay.py elsewhere (a cluster, cron): its options must still exist."""
     from jobs.replay import parse_args
 
     try:
         parse_args(job_arguments(line))
     except SystemExit as exc:
-        pytest.fail(f"replay.py refuses the README's options ({exc.code}): {line}")
+        pytest.fail(f"replay.py refuses the options of this example ({exc.code}): {line}")
 
 
 @pytest.fixture
@@ -212,6 +224,7 @@ def session(spark):
         spark.catalog.dropTempView(view)
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("block", examples())
 def test_readme_example_runs_on_the_fixture(block, session, store_a, out, request, tmp_path):
     where = request.node.callspec.id
@@ -251,7 +264,36 @@ def test_readme_inline_call_runs_on_the_fixture(call, store_a):
 
 
 def test_the_readme_has_examples_of_every_kind():
-    """The extraction finds what the README shows: a change to its layout must not leave the examples untested."""
-    kinds = {k for param in examples() for k, _ in param.values[0]}
+    """The extraction finds what the README and docs/ show: a change to their layout must not leave the examples
+    untested. The README itself keeps a run of the job, the join (Python and SQL) and the commands."""
+    params = examples()
+    kinds = {k for param in params for k, _ in param.values[0]}
     assert kinds == {"sql", "python", "command", "job", "job options"}
+    readme = {k for param in params if param.id.startswith("README.md:") for k, _ in param.values[0]}
+    assert readme == {"sql", "python", "command", "job", "job options"}
+    assert {param.id.split(":")[0] for param in params} > {"README.md"}, "no example found in docs/"
     assert len(inline_calls()) >= 3
+
+
+def anchor(heading):
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_links_between_the_readme_and_docs_name_files_and_headings_that_exist():
+    link = re.compile(r"\]\(([^)\s]+)\)")
+    broken = []
+    for path in markdown_files():
+        for target in link.findall(path.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target):
+                continue  # http:, https:, mailto:
+            name, _, fragment = target.partition("#")
+            file = (path.parent / name).resolve() if name else path
+            if not file.is_file():
+                broken.append(f"{path.relative_to(ROOT)}: {target} (no such file)")
+                continue
+            headings = [line.lstrip("#") for line in file.read_text(encoding="utf-8").splitlines() if line[:1] == "#"]
+            if fragment and fragment not in map(anchor, headings):
+                broken.append(f"{path.relative_to(ROOT)}: {target} (no such heading)")
+    assert not broken, "\n".join(broken)
+    assert (DOCS / "design.md").is_file() and "docs/design.md" in README.read_text(encoding="utf-8")
