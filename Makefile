@@ -14,7 +14,7 @@ RUN_OUT ?= build/run_out
 JAVA_ENV = export JAVA_HOME="$$(bash tools/java_home.sh $(VPY))" && export PATH="$$JAVA_HOME/bin:$$PATH" \
 	&& export PYSPARK_PYTHON="$(CURDIR)/$(VPY)" PYSPARK_DRIVER_PYTHON="$(CURDIR)/$(VPY)"
 
-.PHONY: help venv test run lint bench sample clean package cluster-test
+.PHONY: help venv browser test run lint bench sample clean package cluster-test
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -28,7 +28,10 @@ $(STAMP): $(VENV_INPUTS)
 	bash tools/configure_spark_env.sh $(VPY)
 	@touch $(STAMP)
 
-test: $(STAMP) ## run the test suite
+browser: ## Debian's chromium, which the report's tests render OUT/report.html with (installed when missing)
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || bash tools/install_chromium.sh
+
+test: $(STAMP) browser ## run the test suite
 	@$(JAVA_ENV) && $(VPY) -m pytest $(PYTEST_ARGS)
 
 $(SAMPLE_STORE)/.complete: $(STAMP)

@@ -1,6 +1,8 @@
 """A TopicDecision (filtering/decision.py) as the pieces a replay task hands its sink: `message` (MessageRows:
 the messages some group receives or that collide, once, with who gets which), `stats` (a counters row per
-group), `topic_stats` and `bitmap` (the bitmap audit), `example` (why an ad hoc SQL92 expression throws)."""
+group), `topic_stats` and `bitmap` (the bitmap audit), `example` (why an ad hoc SQL92 expression throws),
+`timeline` (per group, what it received, what collided and what was filtered out, per bucket of store time:
+the report's charts, counted where the rows are decided)."""
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,7 +38,45 @@ def replay_topic(plan, topic, units, messages, out):
         sub = decision.subscriptions[k].sub
         out.add("example", pa.table({"group": [sub.group], "topic": [sub.topic], "reason": [why]}))
     _message_rows(out, topic, messages, units, decision.delivered, decision.collided, decision.groups)
+    if decision.subscriptions:
+        out.add("timeline", timeline_table(decision, messages.column("store_timestamp").to_numpy()))
     return decision
+
+
+# Bucket widths of a timeline, each dividing the next, so that buckets of any width re-bucket exactly into a
+# wider one: a batch counts at the narrowest width that keeps it within TIMELINE_BUCKETS, the driver at the
+# widest of its batches' and the one that keeps the whole run within it (jobs/run/report.py).
+TIMELINE_WIDTHS_MS = (1000, 10_000, 60_000, 600_000, 3_600_000, 21_600_000, 86_400_000, 604_800_000)
+TIMELINE_BUCKETS = 240
+
+
+def timeline_width(first, last):
+    """The narrowest width of TIMELINE_WIDTHS_MS with the time span [first, last] in TIMELINE_BUCKETS buckets."""
+    for width in TIMELINE_WIDTHS_MS:
+        if last // width - first // width < TIMELINE_BUCKETS:
+            return width
+    return TIMELINE_WIDTHS_MS[-1]
+
+
+def timeline_table(decision, store_times):
+    """A `timeline` piece: per group and bucket of store time (epoch-aligned, `width` ms) the messages in scope
+    it received (the client kept them), that collided, and that were filtered out; buckets with none left out."""
+    groups, n = decision.groups, len(store_times)
+    width = timeline_width(int(store_times.min()), int(store_times.max())) if n else TIMELINE_WIDTHS_MS[0]
+    bucket = store_times // width
+    first = int(bucket.min()) if n else 0
+    slot = (bucket - first).astype(np.int64)
+    per_slot = _slot_counter(slot, len(groups))
+    delivered, collided = per_slot(decision.delivered), per_slot(decision.collided)
+    scoped = decision.below_committed.any() or decision.outside_window.any()
+    in_scope = per_slot(decision.in_scope) if scoped else np.broadcast_to(np.bincount(slot), delivered.shape)
+    counts = {"delivered": delivered, "collided": collided, "filtered": in_scope - delivered - collided}
+    keep = np.nonzero(in_scope)
+    return pa.table({"group": pa.array([groups[g] for g in keep[0]], pa.string()),
+                     "topic": pa.repeat(pa.scalar(decision.topic), len(keep[0])),
+                     "width": pa.repeat(pa.scalar(width, pa.int64()), len(keep[0])),
+                     "bucket": pa.array((keep[1] + first) * width, pa.int64()),
+                     **{name: pa.array(c[keep], pa.int64()) for name, c in counts.items()}})
 
 
 def _bitmap_rows(decision, units, messages, out):
@@ -90,3 +130,22 @@ def message_columns(messages, units, rows=None):
         column = (units if name in UNIT_FIELDS else messages).column(name)
         cols[name] = column if take is None else column.take(take)
     return cols
+
+
+def _slot_counter(slot, groups):
+    """counter(matrix) -> (groups, slots) int64: the True cells of a (groups, messages) bool matrix per slot.
+    A batch's store times mostly fall in a bucket or two: one count per row then, else one sort of the
+    messages by slot and a reduction per run of equal slots (no per-cell index arrays)."""
+    slots = int(slot.max()) + 1 if len(slot) else 0
+    if slots <= 1:
+        return lambda matrix: np.count_nonzero(matrix, axis=1).reshape(groups, 1)[:, :slots]
+    order = np.argsort(slot, kind="stable")
+    ordered = slot[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    present = ordered[starts]
+
+    def counter(matrix):
+        out = np.zeros((groups, slots), dtype=np.int64)
+        out[:, present] = np.add.reduceat(matrix[:, order].view(np.uint8), starts, axis=1, dtype=np.int64)
+        return out
+    return counter

@@ -194,6 +194,7 @@ def _main(args, progress):
         print(f"damaged data skipped: {summary['skipped_units']} unit(s) of the subscriptions, "
               f"{summary['corrupt_items']} item(s) audited in {args.out}/audit/corrupt/", file=sys.stderr)
     print_quietly(f"output: {args.out}")
+    print_quietly(f"report: {args.out.rstrip('/')}/{outputs.REPORT}")
     return exit_code(summary)
 
 

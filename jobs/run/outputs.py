@@ -23,16 +23,17 @@ import pyarrow.fs as pafs
 from jobs.errors import PublishFailed, UsageError
 from jobs.pipeline.window import offsets_json
 from jobs.run import claim as claims
-from jobs.run import lifecycle
+from jobs.run import lifecycle, report
 from jobs.run import stage as T
 from jobs.run.progress import Progress
 from jobs.run.sink import SinkSpec, commit, write_driver_part, write_empty_tables
-from jobs.run.summary import Counters, build_summary
+from jobs.run.summary import Counters, build_summary, exit_code
 from schemas import storefs
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 
 TMP_MARK = ".tmp-"
 SUCCESS = "_SUCCESS"
+REPORT = "report.html"  # the run drawn (jobs/run/report.py)
 OUTPUT_MARKS = (SUCCESS, "summary.json")
 COPY_THREADS = 16  # what a job's OUT holds (summary.json alone: written before _SUCCESS)
 
@@ -178,16 +179,18 @@ def _write_success(fs, tmp_path, run):
 
 
 def run_and_publish(spark, planned, run, options, sink="parquet", progress=None):
-    """Run the job, write every output under the run's temporary OUT (summary.json, and offsets.json: the
+    """Run the job, write every output under the run's temporary OUT (summary.json, report.html, and offsets.json: the
     exclusive end per topic and queue of what the run covered, for --starting-offsets), then publish it as
     OUT; returns the summary. On any failure the temporary OUT is removed once no task of the run still
     runs, and the claim released."""
     started = time.time()
     try:
-        summary = _run(spark, planned, run.tmp_uri, options, sink, progress)
+        summary, timelines = _run(spark, planned, run.tmp_uri, options, sink, progress)
         summary["job_seconds"] = round(time.time() - started, 3)
         with run.fs.open_output_stream(f"{run.tmp_path}/summary.json") as f:
             f.write(json.dumps(summary, indent=2, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+        with run.fs.open_output_stream(f"{run.tmp_path}/{REPORT}") as f:
+            f.write(report.render(summary, timelines, exit_code(summary)).encode("utf-8"))
         with run.fs.open_output_stream(f"{run.tmp_path}/offsets.json") as f:  # where the next run starts
             f.write(json.dumps(offsets_json(planned.ranges), indent=2, ensure_ascii=False).encode("utf-8"))
         run.publish()
@@ -239,8 +242,9 @@ def _run_with(spark, planned, out, options, sink, progress):
             write_driver_part(out, "audit/corrupt", pa.Table.from_pylist(
                 [{f.name: p.get(f.name) for f in CORRUPT_SCHEMA} for p in problems], schema=CORRUPT_SCHEMA))
         written.update(write_empty_tables(out, options.layout, options.with_body, written))
-    summary = build_summary(planned, Counters.of(reports, len(problems)), options)
+    counters = Counters.of(reports, len(problems))
+    summary = build_summary(planned, counters, options)
     summary["outputs"] = {name: {"files": f, "rows": r, "bytes": b} for name, (f, r, b) in sorted(written.items())}
     if sink == "noop":
         summary["sink"] = "noop: every decision made, nothing written"
-    return summary
+    return summary, counters.timelines

@@ -95,6 +95,7 @@ class SplitWriter:
         self.fs, self.root = storefs.resolve(spec.out_uri)
         self.writers = {}  # final relative path -> [writer, stream, output, rows]
         self.stats, self.topic_stats, self.examples = {}, {}, {}
+        self.timelines = {}  # (group, topic) -> Timeline of the split
 
     def write(self, kind, piece):
         getattr(self, "_" + kind)(piece)
@@ -144,6 +145,12 @@ class SplitWriter:
         for row in table.to_pylist():
             _add(self.topic_stats, row["topic"], [row[f] for f in TOPIC_STAT_FIELDS])
 
+    def _timeline(self, table):
+        for row in table.to_pylist():
+            key = (row["group"], row["topic"])
+            self.timelines.setdefault(key, Timeline()).add(
+                row["width"], [row["bucket"]], [(row["delivered"], row["collided"], row["filtered"])])
+
     def _example(self, table):
         for row in table.to_pylist():
             self.examples.setdefault((row["group"], row["topic"]), row["reason"])
@@ -182,6 +189,8 @@ class SplitWriter:
             rows.append(dict(kind="topic_stats", topic=topic, stats=counters))
         for (group, topic), reason in sorted(self.examples.items()):
             rows.append(dict(kind="example", group=group, topic=topic, reason=reason))
+        for (group, topic), timeline in sorted(self.timelines.items()):
+            rows.append(dict(kind="timeline", group=group, topic=topic, **timeline.report()))
         return rows
 
     def abort(self):
@@ -282,3 +291,28 @@ def write_empty_tables(out_uri, layout, with_body, written):
             pq.write_table(schema.empty_table(), stream, **parquet_options(schema))
             made[output] = (1, 0, stream.tell())
     return made
+
+
+class Timeline:
+    """(delivered, collided, filtered) per bucket of store time of one group and topic, at the widest bucket
+    width added so far (filtering/topic_replay.py's widths each divide the next: re-bucketing is exact)."""
+
+    def __init__(self):
+        self.width, self.counts = 0, {}
+
+    def add(self, width, buckets, counts):
+        if width > self.width:
+            old, self.width, self.counts = self.counts, width, {}
+            for bucket, triple in old.items():
+                self._put(bucket, triple)
+        for bucket, triple in zip(buckets, counts):
+            self._put(bucket, triple)
+
+    def _put(self, bucket, triple):
+        slot = self.counts.setdefault(bucket // self.width * self.width, [0, 0, 0])
+        for i, n in enumerate(triple):
+            slot[i] += n
+
+    def report(self):
+        buckets = sorted(self.counts)
+        return {"width": self.width, "buckets": buckets, "counts": [self.counts[b] for b in buckets]}

@@ -3,21 +3,24 @@ from the tasks' reports, the console table, and the exit code that goes with it.
 import unicodedata
 
 from jobs.pipeline.window import describe
+from jobs.run.sink import Timeline
 from schemas.arrow_schemas import STAT_FIELDS, TOPIC_STAT_FIELDS
 
 
 class Counters:
     """What the tasks counted, summed over tasks: per (group, topic), per topic, and the audit's size."""
 
-    def __init__(self, groups=None, topics=None, examples=None, corrupt_items=0, uninflated_bodies=0):
+    def __init__(self, groups=None, topics=None, examples=None, corrupt_items=0, uninflated_bodies=0,
+                 timelines=None):
         self.groups, self.topics = groups or {}, topics or {}
+        self.timelines = timelines or {}  # (group, topic) -> sink.Timeline: the report's charts
         self.examples, self.corrupt_items = examples or {}, corrupt_items
         self.uninflated_bodies = uninflated_bodies  # rows of audit/bodies: bodies beyond max_body_mb, left null
 
     @classmethod
     def of(cls, reports, driver_problems=0):
         """The counters of the successful attempts' reports (jobs/run/sink.py's report rows)."""
-        groups, topics, examples, corrupt, bodies = {}, {}, {}, driver_problems, 0
+        groups, topics, examples, corrupt, bodies, timelines = {}, {}, {}, driver_problems, 0, {}
         for r in reports:
             if r["kind"] == "stats":
                 _add(groups.setdefault((r["group"], r["topic"]), {}), STAT_FIELDS, r["stats"])
@@ -25,11 +28,13 @@ class Counters:
                 _add(topics.setdefault(r["topic"], {}), TOPIC_STAT_FIELDS, r["stats"])
             elif r["kind"] == "example":
                 examples.setdefault((r["group"], r["topic"]), r["reason"])
+            elif r["kind"] == "timeline":
+                timelines.setdefault((r["group"], r["topic"]), Timeline()).add(r["width"], r["buckets"], r["counts"])
             elif r["kind"] == "file" and r["output"] == "audit/corrupt":
                 corrupt += r["rows"]
             elif r["kind"] == "file" and r["output"] == "audit/bodies":
                 bodies += r["rows"]
-        return cls(groups, topics, examples, corrupt, bodies)
+        return cls(groups, topics, examples, corrupt, bodies, timelines)
 
 
 def _add(into, names, values):

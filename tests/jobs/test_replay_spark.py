@@ -56,6 +56,19 @@ def test_summary_is_written_and_printed(job_out, store_a_expected):
     assert not summary["failed_subscriptions"]
 
 
+def test_the_report_is_published_with_out_and_named_last(job_out, store_a_expected):
+    out, proc = job_out
+    page = (out / "report.html").read_text(encoding="utf-8")
+    data = json.loads(page.split('id="report-data">', 1)[1].split("</script>", 1)[0])
+    want = {}
+    for g, t, _, _ in store_a_expected[0]:
+        want[(g, t)] = want.get((g, t), 0) + 1
+    got = {(s["group"], s["topic"]): sum(n for _, n in s["timeline"]) for s in data["subscriptions"]}
+    assert {k: v for k, v in got.items() if v} == want
+    assert "report.html" in json.loads((out / "_SUCCESS").read_text(encoding="utf-8"))["files"]
+    assert proc.stdout.rstrip().splitlines()[-1] == f"report: {out}/report.html"
+
+
 def test_no_temporary_output_is_left_beside_out(job_out):
     out, _ = job_out
     assert [p.name for p in out.parent.iterdir()] == ["out"]

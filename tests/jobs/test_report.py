@@ -1,0 +1,125 @@
+"""OUT/report.html: its numbers are RocketMQ's (expected.json), it is self-contained, headless Chromium renders
+it with charts and no script error, and names from the data stay text."""
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from jobs.pipeline.plan import build_plan
+from jobs.pipeline.split_units import commitlog_splits
+from jobs.run import report
+from jobs.run.sink import SinkSpec, Timeline
+from jobs.run.stage import run_split
+from jobs.run.summary import Counters, build_summary
+from jobs.settings import JobOptions
+
+EVIL = '</script><img src=x onerror="document.title=1337">'
+
+
+@pytest.fixture(scope="module")
+def store_a_page(store_a, tmp_path_factory):
+    """(summary, html) of store_a replayed in one process, as the job's driver renders it."""
+    options = JobOptions(store=str(store_a / "store"), subscription_files=(str(store_a / "registrations.json"),))
+    planned = build_plan(options)
+    out = tmp_path_factory.mktemp("report")
+    spec = SinkSpec(str(out), "noop", True)
+    reports = []
+    for index, split in enumerate(commitlog_splits(planned.plan)):
+        reports += run_split(planned.plan, planned.segments, spec, index, split, "local")[0]
+    counters = Counters.of(reports)
+    summary = build_summary(planned, counters, options)
+    return summary, report.render(summary, counters.timelines, 0)
+
+
+def _data(page):
+    m = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.S)
+    return json.loads(m.group(1))
+
+
+def test_each_timeline_sums_to_what_rocketmqs_consumer_received(store_a_page, store_a_expected):
+    want = {}
+    for group, topic, _, _ in store_a_expected[0]:
+        want[(group, topic)] = want.get((group, topic), 0) + 1
+    subs = _data(store_a_page[1])["subscriptions"]
+    got = {(s["group"], s["topic"]): sum(n for _, n in s["timeline"]) for s in subs}
+    assert {k: v for k, v in got.items() if v} == want
+    assert all(s["client_delivered"] == got[(s["group"], s["topic"])] for s in subs)
+    axes = {tuple(b for b, _ in s["timeline"]) for s in subs}
+    assert len(axes) == 1  # one time axis for every group
+
+
+def test_collided_buckets_sum_to_the_brokers_extra_returns(store_a_page, store_a_expected):
+    want = {}
+    for group, topic, _, _ in store_a_expected[1]:
+        want[(group, topic)] = want.get((group, topic), 0) + 1
+    subs = _data(store_a_page[1])["subscriptions"]
+    got = {(s["group"], s["topic"]): sum(n for _, n in s["collided_timeline"]) for s in subs}
+    assert {k: v for k, v in got.items() if v} == want
+
+
+def test_the_page_fetches_nothing(store_a_page):
+    page = store_a_page[1]
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//|url\(""", page, re.I)
+
+
+def test_timelines_rebucket_exactly_into_a_wider_width():
+    t = Timeline()
+    t.add(1000, [5000, 6000, 61000], [(1, 0, 2), (3, 1, 0), (4, 0, 0)])
+    t.add(60000, [60000], [(10, 0, 0)])
+    assert t.report() == {"width": 60000, "buckets": [0, 60000], "counts": [[4, 1, 2], [14, 0, 0]]}
+
+
+def _evil_page():
+    row = {"group": EVIL, "topic": "T<b>", "expression_type": "SQL92", "expression": "a > '<i>'", "status": "OK",
+           "units": 3, "skipped": 0, "stage1_passed": 3, "broker_delivered": 1, "client_delivered": 1,
+           "collisions": 0, "bloom_false_positives": 0, "evaluated": 3, "evaluation_errors": 1, "filtered_out": 2}
+    summary = {"store": "s", "from": "earliest", "rocketmq_version": "5", "subscriptions": [row],
+               "warnings": [f"{EVIL}/T<b>: 1 of 3 messages threw for property a = '<script>alert(1)</script>'"],
+               "store_problems": [], "bitmap_audit": {"topics": []}, "job_seconds": 1.0}
+    timeline = Timeline()
+    timeline.add(1000, [1795237035000], [(1, 0, 2)])
+    return report.render(summary, {(EVIL, "T<b>"): timeline}, 0)
+
+
+def test_names_and_values_from_the_data_are_escaped_everywhere():
+    page = _evil_page()
+    assert "<img" not in page and "<script>alert" not in page and "<b>" not in page and "<i>" not in page
+    assert page.count("</script>") == 1  # the data element's own end, nothing inside it ends it early
+    assert _data(page)["subscriptions"][0]["group"] == EVIL
+
+
+def _chromium():
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.fail("no chromium: `make test` installs Debian's chromium package (see the Makefile's browser target)")
+    return browser
+
+
+def _render(tmp_path, page, *args):
+    """Headless Chromium on the page (a process of its own, ended by its timeout at the latest)."""
+    path = tmp_path / "report.html"
+    path.write_text(page, encoding="utf-8")
+    flags = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path}/profile",
+             "--virtual-time-budget=5000", "--enable-logging=stderr", "--v=0", *args, f"file://{path}"]
+    return subprocess.run(flags, capture_output=True, text=True, timeout=120)
+
+
+def test_chromium_renders_every_group_with_charts_and_no_script_error(store_a_page, tmp_path):
+    summary, page = store_a_page
+    dom = _render(tmp_path, page, "--dump-dom")
+    assert not [line for line in dom.stderr.splitlines() if "Uncaught" in line]
+    text = re.sub(r"<[^>]+>", " ", dom.stdout)
+    assert {r["group"] for r in summary["subscriptions"]} <= set(re.findall(r"G_\w+", text))
+    assert len(re.findall(r"<svg\b", dom.stdout)) >= len(summary["subscriptions"])
+    shot = tmp_path / "shot.png"
+    _render(tmp_path, page, f"--screenshot={shot}", "--window-size=1280,1600")
+    assert shot.stat().st_size > 15000  # a blank page's screenshot is a few KB
+
+
+def test_chromium_shows_markup_named_groups_as_text(tmp_path):
+    dom = _render(tmp_path, _evil_page(), "--dump-dom")
+    assert "<title>mqreplay report</title>" in dom.stdout
+    assert not re.search(r"<img\b[^>]*onerror", dom.stdout, re.I)
+    assert "&lt;/script&gt;&lt;img src=x onerror=" in dom.stdout

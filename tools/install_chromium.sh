@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# `make browser`: Debian's chromium package, for the report's browser tests (tests/jobs/test_report.py). A fresh
+# machine has Python and Java only; apt-get needs root, so sudo is used when this is not root.
+set -euo pipefail
+as_root=()
+if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || { echo "install_chromium: not root and no sudo: install Debian's chromium" >&2; exit 1; }
+    as_root=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" apt-get update -qq
+"${as_root[@]}" apt-get install -y -qq chromium
+command -v chromium
