@@ -134,18 +134,21 @@ def message_columns(messages, units, rows=None):
 
 def _slot_counter(slot, groups):
     """counter(matrix) -> (groups, slots) int64: the True cells of a (groups, messages) bool matrix per slot.
-    A batch's store times mostly fall in a bucket or two: one count per row then, else one sort of the
-    messages by slot and a reduction per run of equal slots (no per-cell index arrays)."""
+    A batch is in commit-log order, so its store times, and slots, mostly ascend: then one reduction per run of
+    equal slots; else the messages are sorted by slot once first (no per-cell index arrays either way). A
+    matrix with no True cell (collisions, mostly) costs one scan."""
     slots = int(slot.max()) + 1 if len(slot) else 0
     if slots <= 1:
         return lambda matrix: np.count_nonzero(matrix, axis=1).reshape(groups, 1)[:, :slots]
-    order = np.argsort(slot, kind="stable")
-    ordered = slot[order]
+    order = None if (slot[1:] >= slot[:-1]).all() else np.argsort(slot, kind="stable")
+    ordered = slot if order is None else slot[order]
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
     present = ordered[starts]
 
     def counter(matrix):
         out = np.zeros((groups, slots), dtype=np.int64)
-        out[:, present] = np.add.reduceat(matrix[:, order].view(np.uint8), starts, axis=1, dtype=np.int64)
+        if matrix.any():
+            cells = (matrix if order is None else matrix[:, order]).view(np.uint8)
+            out[:, present] = np.add.reduceat(cells, starts, axis=1, dtype=np.int64)
         return out
     return counter

@@ -5,8 +5,10 @@ import re
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
+from filtering.topic_replay import _slot_counter
 from jobs.pipeline.plan import build_plan
 from jobs.pipeline.split_units import commitlog_splits
 from jobs.run import report
@@ -123,3 +125,12 @@ def test_chromium_shows_markup_named_groups_as_text(tmp_path):
     assert "<title>mqreplay report</title>" in dom.stdout
     assert not re.search(r"<img\b[^>]*onerror", dom.stdout, re.I)
     assert "&lt;/script&gt;&lt;img src=x onerror=" in dom.stdout
+
+
+@pytest.mark.parametrize("order", [[0, 1, 2, 3, 4], [1, 4, 3, 0, 2]])  # as given; sorted by slot
+def test_per_bucket_counts_are_the_same_in_any_message_order(order):
+    slot = np.array([2, 0, 2, 1, 0])[order]
+    matrix = np.array([[1, 1, 0, 1, 0], [0, 1, 1, 1, 1]], dtype=bool)[:, order]
+    count = _slot_counter(slot, 2)
+    assert count(matrix).tolist() == [[1, 1, 1], [2, 1, 1]]  # counted by hand per slot 0, 1, 2
+    assert count(np.zeros((2, 5), dtype=bool)).tolist() == [[0, 0, 0], [0, 0, 0]]
