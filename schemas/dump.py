@@ -2,6 +2,8 @@
 
     python -m schemas.dump STORE_DIR messages [--no-body]   one line per commit-log message
     python -m schemas.dump STORE_DIR cq                     one line per consume-queue unit
+    python -m schemas.dump STORE_DIR units                  one line per unit the broker builds from the
+                                                            commit log (schemas/cq_rebuild.py): compare with cq
     python -m schemas.dump STORE_DIR config                 one line per config file, parsed
     python -m schemas.dump STORE_DIR layout                 one line per commit-log directory read: its
                                                             layout and the RocketMQ setting that makes it
@@ -17,7 +19,10 @@ import json
 import sys
 from pathlib import Path
 
+import pyarrow as pa
+
 from schemas.config import load_fastjson
+from schemas.cq_rebuild import units_of
 from schemas.errors import EXIT_INPUT, ReplayError
 from schemas.local_api import iter_message_batches, queue_batch
 from schemas.store import open_store
@@ -60,10 +65,17 @@ def dump_config(store, out):
         out.write(json.dumps({"file": path.name, "content": load_fastjson(path)}, ensure_ascii=False) + "\n")
 
 
+def dump_units(store, out, commitlog=()):
+    """The units the broker's dispatcher builds from each commit-log file's records, in log order."""
+    for batch in iter_message_batches(store, with_body=False, commitlog=commitlog):
+        for row in units_of(pa.Table.from_batches([batch])).to_pylist():
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m schemas.dump", description=__doc__.splitlines()[0])
     parser.add_argument("store", help="a broker's storePathRootDir")
-    parser.add_argument("what", choices=["messages", "cq", "config", "layout"])
+    parser.add_argument("what", choices=["messages", "cq", "units", "config", "layout"])
     parser.add_argument("--no-body", action="store_true", help="leave message bodies out")
     parser.add_argument("--commitlog", metavar="DIR[,DIR...]", default="",
                         help="the commit log's directories when they are not under STORE_DIR")
@@ -73,6 +85,8 @@ def main(argv=None):
             dump_messages(args.store, sys.stdout, with_body=not args.no_body, commitlog=args.commitlog)
         elif args.what == "cq":
             dump_cq(args.store, sys.stdout)
+        elif args.what == "units":
+            dump_units(args.store, sys.stdout, args.commitlog)
         elif args.what == "layout":
             dump_layout(args.store, sys.stdout, args.commitlog)
         else:
