@@ -32,32 +32,27 @@ def walk_records(buf, base_offset=0, path="commitlog", limit=None):
 
     Returns (starts: int64 array, end_position, end_kind). Raises CorruptStoreError on a bad magic code or
     a record that runs past the range."""
-    data = buf.data if isinstance(buf, np.ndarray) else memoryview(buf)
-    limit = len(buf) if limit is None else limit
-    starts = []
-    pos = 0
-    unpack = _SIZE_MAGIC.unpack_from
-    while pos + 8 <= limit:
-        size, magic = unpack(data, pos)
-        if magic == L.MAGIC_V1 or magic == L.MAGIC_V2:
-            if size < L.MIN_RECORD_SIZE or pos + size > limit:
-                raise CorruptStoreError(path, base_offset + pos,
-                                        f"record size {size} runs past the end of the range "
-                                        f"(ends at {base_offset + limit})" if size >= L.MIN_RECORD_SIZE
-                                        else f"record size {size} is smaller than any record")
-            starts.append(pos)
-            pos += size
-        elif magic == L.BLANK_MAGIC:
-            return np.array(starts, dtype=np.int64), pos, END_BLANK
-        elif size == 0 and magic == 0:
-            return np.array(starts, dtype=np.int64), pos, END_ZERO
-        else:
-            raise CorruptStoreError(path, base_offset + pos, f"bad magic code {magic:#010x} (size {size})")
-    if pos < limit and not np.any(np.asarray(buf[pos:limit])):
-        return np.array(starts, dtype=np.int64), pos, END_ZERO
+    buf = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf.view(np.uint8).reshape(-1)
+    limit = len(buf) if limit is None else min(limit, len(buf))
+    starts, pos, how = K.walk_headers(buf, limit)  # compiled: the hops only; the errors are named here
+    if how == K.WALK_BAD_SIZE:
+        size = int.from_bytes(bytes(buf[pos:pos + 4]), "big", signed=True)
+        raise CorruptStoreError(path, base_offset + pos,
+                                f"record size {size} runs past the end of the range "
+                                f"(ends at {base_offset + limit})" if size >= L.MIN_RECORD_SIZE
+                                else f"record size {size} is smaller than any record")
+    if how == K.WALK_BAD_MAGIC:
+        size, magic = _SIZE_MAGIC.unpack_from(bytes(buf[pos:pos + 8]))
+        raise CorruptStoreError(path, base_offset + pos, f"bad magic code {magic:#010x} (size {size})")
+    if how == K.WALK_BLANK:
+        return starts, pos, END_BLANK
+    if how == K.WALK_ZERO:
+        return starts, pos, END_ZERO
+    if pos < limit and not np.any(buf[pos:limit]):
+        return starts, pos, END_ZERO
     if pos < limit:
         raise CorruptStoreError(path, base_offset + pos, f"truncated record header ({limit - pos} bytes left)")
-    return np.array(starts, dtype=np.int64), pos, END_LIMIT
+    return starts, pos, END_LIMIT
 
 
 def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True, raw=False, fields=None,

@@ -46,6 +46,45 @@ def _i16(buf, p):
     return v - (1 << 16) if v >= (1 << 15) else v
 
 
+# how a walk of record headers ended (walk_headers)
+WALK_LIMIT, WALK_BLANK, WALK_ZERO, WALK_BAD_MAGIC, WALK_BAD_SIZE, WALK_TRUNCATED = 0, 1, 2, 3, 4, 5
+
+
+@numba.njit(**_JIT)
+def _walk(buf, limit, v1, v2, blank, min_size, starts):
+    """Hop over the records' size and magic headers from position 0: (records, end position, how it ended);
+    their starts into `starts` when it is not empty (a first pass only counts)."""
+    pos = 0
+    n = 0
+    while pos + 8 <= limit:
+        size = _i32(buf, pos)
+        magic = _i32(buf, pos + 4)
+        if magic == v1 or magic == v2:
+            if size < min_size or pos + size > limit:
+                return n, pos, WALK_BAD_SIZE
+            if len(starts):
+                starts[n] = pos
+            n += 1
+            pos += size
+        elif magic == blank:
+            return n, pos, WALK_BLANK
+        elif size == 0 and magic == 0:
+            return n, pos, WALK_ZERO
+        else:
+            return n, pos, WALK_BAD_MAGIC
+    return n, pos, WALK_LIMIT if pos >= limit else WALK_TRUNCATED
+
+
+def walk_headers(buf, limit):
+    """(starts, end position, how it ended: WALK_*) of the records in buf[:limit], hopping over their headers
+    in compiled code (two passes: count, then fill)."""
+    args = (L.MAGIC_V1, L.MAGIC_V2, L.BLANK_MAGIC, L.MIN_RECORD_SIZE)
+    n, _, _ = _walk(buf, limit, *args, np.zeros(0, np.int64))
+    starts = np.empty(n, np.int64)
+    _, pos, how = _walk(buf, limit, *args, starts if n else np.zeros(0, np.int64))
+    return starts, pos, how
+
+
 @numba.njit(**_JIT)
 def _record_fields(buf, starts, v1, v2, min_size, born_v6_bit, store_v6_bit):
     n = len(starts)
