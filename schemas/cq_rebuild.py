@@ -1,71 +1,306 @@
 """Consume-queue units as the broker builds them from its commit log: what ReputMessageService dispatches to
-CommitLogDispatcherBuildConsumeQueue for every record (RocketMQ 4.9.x `CommitLog.checkMessageAndReturnSize`,
-`DefaultMessageStore.putMessagePositionInfo`), derived from the decoded records alone. Every fact a unit holds
-is in its record, so a lost or doubted consume queue can be checked or rebuilt from the log.
+CommitLogDispatcherBuildConsumeQueue for every record (RocketMQ `CommitLog.checkMessageAndReturnSize`,
+`DefaultMessageStore.putMessagePositionInfo`), read from the records' headers and properties in one compiled
+pass (bodies are hopped over, never read). Every fact a unit holds is in its record, so a lost or doubted
+consume queue can be checked or rebuilt from the log.
 
 The broker's rules:
 - a unit per record, except transaction PREPARED and ROLLBACK records (half messages are not consumable);
 - the unit's topic, queue id, queue offset, commit-log offset and size are the record's;
-- the tag code is the tag's hash (schemas/tag_codes.py; 0 without a tag), except for SCHEDULE_TOPIC_XXXX
-  records with a positive delay level: the delivery time, store time + that level's delay
+- the tag code is the hash of the TAGS property (schemas/tag_codes.py; 0 without a tag) as
+  string2messageProperties reads it (the last piece of a name wins), except for SCHEDULE_TOPIC_XXXX records with
+  a positive DELAY level: the delivery time, store time + that level's delay
   (ScheduleMessageService.computeDeliverTimestamp; a level beyond the highest is the highest);
 - LMQ records (INNER_MULTI_DISPATCH, 4.9.3+) and inner batches (INNER_NUM, 5.x BatchCQ) dispatch to more queues
-  or more offsets than one unit: refused here, naming the topic (UnsupportedStoreError).
+  or more offsets than one unit: refused, naming the topic (UnsupportedStoreError).
 """
+from dataclasses import dataclass
+
+import numba
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from schemas import layout as L
+from schemas.commitlog_files import PLAIN, record_starts
 from schemas.errors import UnsupportedStoreError
-from schemas.tag_codes import tags_code_array
+from schemas.kernels import _JIT, _i16, _i32, _i64, _same_bytes
+from schemas.tag_codes import tags_code
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 # MessageStoreConfig.messageDelayLevel's default, "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 DELAY_LEVELS_MS = np.array([1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200],
                            dtype=np.int64) * 1000
 FAN_OUT = ("INNER_MULTI_DISPATCH", "INNER_NUM")
+_NAMES = ("TAGS", "DELAY") + FAN_OUT
 
 UNITS_SCHEMA = pa.schema([("topic", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
                           ("commitlog_offset", pa.int64()), ("size", pa.int32()), ("tags_code", pa.int64())])
 
-
-def units_of(messages, delay_levels_ms=DELAY_LEVELS_MS):
-    """The units (UNITS_SCHEMA) the broker dispatches for decoded records (MESSAGE_SCHEMA, bodies not needed),
-    in record order."""
-    tx = messages.column("sys_flag").to_numpy() & L.TRANSACTION_MASK
-    keep = (tx != L.TRANSACTION_PREPARED) & (tx != L.TRANSACTION_ROLLBACK)
-    if not keep.all():
-        messages = messages.filter(pa.array(keep))
-    properties = messages.column("properties")
-    for name in FAN_OUT:
-        fanned = pc.is_valid(pc.map_lookup(properties, name, "first")).to_numpy(zero_copy_only=False)
-        if fanned.any():
-            topic = messages.column("topic")[int(np.argmax(fanned))].as_py()
-            raise UnsupportedStoreError(f"topic {topic}: records with {name} dispatch more than one consume-queue "
-                                        "unit each; rebuilding their units from the commit log is not supported")
-    codes = tags_code_array(messages.column("tags"))
-    scheduled = pc.equal(messages.column("topic"), SCHEDULE_TOPIC).to_numpy(zero_copy_only=False)
-    if scheduled.any():
-        codes = np.where(scheduled, _delivery_times(messages, delay_levels_ms, codes), codes)
-    return pa.table({"topic": messages.column("topic"), "queue_id": messages.column("queue_id"),
-                     "queue_offset": messages.column("queue_offset"),
-                     "commitlog_offset": messages.column("commitlog_offset"),
-                     "size": messages.column("store_size"), "tags_code": pa.array(codes, pa.int64())},
-                    schema=UNITS_SCHEMA)
+# how a pass over records ended: the stop position reached, the end of the data (blank, zero fill or the
+# buffer's end), or a record that is not one (its position is where the pass stopped)
+END_STOP, END_DATA, END_DAMAGED = 0, 1, 2
+# per record: whether its properties hold a non-ASCII tag (hashed in Python), a fan-out property, a DELAY
+_NON_ASCII_TAG, _FANNED, _DELAYED = 1, 2, 4
 
 
-def _delivery_times(messages, delay_levels_ms, codes):
-    """Per record: store time + its delay level's delay where DELAY is a positive level (clamped to the
-    highest), else the tag code it has."""
-    text = pc.map_lookup(messages.column("properties"), "DELAY", "first")
-    numeric = pc.fill_null(pc.match_substring_regex(text, r"^-?[0-9]{1,9}$"), False).to_numpy(zero_copy_only=False)
-    level = np.zeros(len(codes), dtype=np.int64)
-    if numeric.any():
-        level[numeric] = pc.cast(text.filter(pa.array(numeric)), pa.int64()).to_numpy(zero_copy_only=False)
-    level = np.minimum(level, len(delay_levels_ms))
-    delayed = level > 0
-    out = codes.copy()
-    store_time = messages.column("store_timestamp").to_numpy()
-    out[delayed] = store_time[delayed] + delay_levels_ms[level[delayed] - 1]
-    return out
+@numba.njit(**_JIT)
+def _properties(buf, pos, end, names, name_lens):
+    """(TAGS value at, length, DELAY at, length, fanned) of a properties blob as string2messageProperties
+    reads it: pieces split on \\x02, kept when a non-empty name precedes its first \\x01 and a non-empty value
+    follows, a later piece of a name replacing an earlier one. -1 positions: absent."""
+    tag_at, tag_len, delay_at, delay_len, fanned = -1, 0, -1, 0, False
+    while pos < end:
+        stop = pos
+        while stop < end and buf[stop] != 1 and buf[stop] != 2:
+            stop += 1
+        kv = stop if stop < end and buf[stop] == 1 else -1
+        while stop < end and buf[stop] != 2:
+            stop += 1
+        if kv > pos and kv < stop - 1:
+            klen = kv - pos
+            for t in range(len(name_lens)):
+                if name_lens[t] == klen and _same_bytes(names[t], 0, buf, pos, klen):
+                    if t == 0:
+                        tag_at, tag_len = kv + 1, stop - kv - 1
+                    elif t == 1:
+                        delay_at, delay_len = kv + 1, stop - kv - 1
+                    else:
+                        fanned = True
+        pos = stop + 1
+    return tag_at, tag_len, delay_at, delay_len, fanned
+
+
+@numba.njit(**_JIT)
+def _delay_level(buf, at, n):
+    """Integer.parseInt of an ASCII `-?[0-9]{1,9}` (0 otherwise: the broker's parse would throw, no delay)."""
+    if at < 0 or n == 0 or n > 10:
+        return 0
+    sign, k = 1, at
+    if buf[k] == 45:  # '-'
+        sign, k = -1, k + 1
+    if k == at + n or at + n - k > 9:
+        return 0
+    v = 0
+    while k < at + n:
+        d = buf[k] - 48
+        if d < 0 or d > 9:
+            return 0
+        v = v * 10 + d
+        k += 1
+    return sign * v
+
+
+@numba.njit(**_JIT)
+def _slot(buf, at, n, mask):
+    """FNV-1a of buf[at:at + n], masked: where a topic's search in the table starts."""
+    h = np.uint64(14695981039346656037)
+    for k in range(n):
+        h = (h ^ np.uint64(buf[at + k])) * np.uint64(1099511628211)
+    return np.int64(h & np.uint64(mask))
+
+
+@numba.njit(**_JIT)
+def _topic_id(buf, at, n, table, slot_at, slot_len, count):
+    """The id of the topic at buf[at:at + n] in an open-addressing table of the topics seen (a new id when it is
+    new; -1 when the table is half full): found by hash, then compared byte for byte, so no two topics share
+    an id."""
+    mask = len(table) - 1
+    s = _slot(buf, at, n, mask)
+    while table[s] >= 0:
+        j = table[s]
+        if slot_len[j] == n and _same_bytes(buf, slot_at[j], buf, at, n):
+            return j
+        s = (s + 1) & mask
+    if count[0] * 2 >= len(table):
+        return -1
+    j = count[0]
+    table[s] = j
+    slot_at[j], slot_len[j] = at, n
+    count[0] += 1
+    return j
+
+
+@numba.njit(**_JIT)
+def _reinsert(buf, table, slot_at, slot_len, count):
+    """A bigger table's slots for the topics seen (their ids unchanged)."""
+    mask = len(table) - 1
+    for j in range(count):
+        s = _slot(buf, slot_at[j], slot_len[j], mask)
+        while table[s] >= 0:
+            s = (s + 1) & mask
+        table[s] = j
+
+
+@numba.njit(**_JIT)
+def _units(buf, pos, stop, starts, v1, v2, blank, min_size, born_v6, store_v6, names, name_lens, schedule,
+           table, slot_at, slot_len, count, cols, flags):
+    """Hop over the records from pos while they start before stop (or, when `starts` is not empty, take the
+    records at starts[pos:stop], pos and stop then indexes into it): each record's unit fields into cols
+    (topic id, queue id, queue offset, position, size, tag code, store time, where a non-ASCII tag is,
+    delay level) and flags. Returns
+    (units written, position (or index) reached, END_*); stops early, END_STOP, when cols is full."""
+    limit = len(buf)
+    n = 0
+    cap = cols.shape[1]
+    given = len(starts) > 0
+    at = pos
+    while at < stop:
+        pos = starts[at] if given else at
+        if pos + 8 > limit:
+            return n, at, END_DATA
+        total = _i32(buf, pos)
+        magic = _i32(buf, pos + 4)
+        if magic == blank or (magic == 0 and total == 0):
+            return n, at, END_DATA
+        if magic != v1 and magic != v2:
+            return n, at, END_DAMAGED
+        end = pos + total
+        if total < min_size or end > limit:
+            return n, at, END_DATA if end > limit and total >= min_size else END_DAMAGED
+        if n == cap:
+            return n, at, END_STOP
+        sys_flag = _i32(buf, pos + 36)
+        born_ip = 16 if (sys_flag & born_v6) != 0 else 4
+        store_ts_at = pos + 48 + born_ip + 4
+        store_ip = 16 if (sys_flag & store_v6) != 0 else 4
+        body_len_at = store_ts_at + 8 + store_ip + 4 + 4 + 8
+        body_len = _i32(buf, body_len_at)
+        tl_at = body_len_at + 4 + body_len
+        if body_len < 0 or tl_at + 3 > end:
+            return n, at, END_DAMAGED
+        if magic == v2:
+            topic_len = _i16(buf, tl_at)
+            topic_at = tl_at + 2
+        else:
+            topic_len = np.int64(buf[tl_at])  # a signed byte: 128 and more are negative, damaged
+            topic_len = topic_len - 256 if topic_len >= 128 else topic_len
+            topic_at = tl_at + 1
+        pl_at = topic_at + topic_len
+        if topic_len <= 0 or pl_at + 2 > end:
+            return n, at, END_DAMAGED
+        props_len = _i16(buf, pl_at)
+        if props_len < 0 or pl_at + 2 + props_len != end:
+            return n, at, END_DAMAGED
+        tx = sys_flag & 0xC
+        if tx != 0x4 and tx != 0xC:  # neither PREPARED nor ROLLBACK
+            topic = _topic_id(buf, topic_at, topic_len, table, slot_at, slot_len, count)
+            if topic < 0:  # the table is full: the caller grows it and goes on from here
+                return n, at, END_STOP
+            tag_at, tag_len, delay_at, delay_len, fanned = _properties(buf, pl_at + 2, end, names, name_lens)
+            code = np.int64(0)
+            f = 0
+            for k in range(tag_len):
+                b = buf[tag_at + k]
+                if b >= 128:
+                    f |= 1
+                    break
+                code = (code * 31 + b) & 0xFFFFFFFF
+            if code >= 0x80000000:
+                code -= 0x100000000
+            if fanned:
+                f |= 2
+            store_time = _i64(buf, store_ts_at)
+            level = 0
+            if topic_len == len(schedule) and _same_bytes(schedule, 0, buf, topic_at, topic_len) and delay_at >= 0:
+                level = _delay_level(buf, delay_at, delay_len)
+                if level > 0:
+                    f |= 4
+            cols[0, n] = topic
+            cols[1, n] = _i32(buf, pos + 12)
+            cols[2, n] = _i64(buf, pos + 20)
+            cols[3, n] = pos
+            cols[4, n] = total
+            cols[5, n] = code
+            cols[6, n] = store_time
+            cols[7, n] = (tag_at << 16) | tag_len if (f & 1) != 0 else 0
+            cols[8, n] = level
+            flags[n] = f
+            n += 1
+        at = at + 1 if given else end
+    return n, at, END_STOP
+
+
+_NAME_TABLE = np.zeros((len(_NAMES), max(len(x) for x in _NAMES)), np.uint8)
+for _t, _name in enumerate(_NAMES):
+    _NAME_TABLE[_t, :len(_name)] = np.frombuffer(_name.encode(), np.uint8)
+_NAME_LENS = np.array([len(x) for x in _NAMES], np.int64)
+_SCHEDULE = np.frombuffer(SCHEDULE_TOPIC.encode(), np.uint8)
+
+
+@dataclass
+class Walked:
+    """The units of a pass over records: UNITS_SCHEMA plus `store_timestamp`, in record order; where the pass
+    ended (a position of the buffer) and how (END_*)."""
+
+    units: pa.Table
+    end: int
+    how: int
+
+
+def rebuild_units(buf, base, pos=0, stop=None, starts=None, delay_levels_ms=DELAY_LEVELS_MS, batch=1 << 16):
+    """The units of the records starting in buf[pos:stop) (buf a uint8 array whose byte 0 is commit-log
+    offset `base`; records run on past stop to their end), as the broker dispatches them: a Walked. A record
+    that is not whole in buf ends the pass (END_DATA); a damaged one ends it (END_DAMAGED, at its position).
+    With `starts` (a DLedger file's record positions, schemas/dledger.py) the records there, pos and stop
+    then indexes into starts, as is Walked.end."""
+    buf = np.asarray(buf, np.uint8)
+    given = np.zeros(0, np.int64) if starts is None else np.asarray(starts, np.int64)
+    stop = (len(buf) if starts is None else len(given)) if stop is None else stop
+    table = np.full(1 << 10, -1, np.int64)
+    slot_at, slot_len = np.zeros(len(table) // 2, np.int64), np.zeros(len(table) // 2, np.int64)
+    count = np.zeros(1, np.int64)
+    parts = []
+    how = END_STOP
+    while pos < stop:
+        cols = np.empty((9, batch), np.int64)
+        flags = np.empty(batch, np.int8)
+        n, pos, how = _units(buf, pos, stop, given, L.MAGIC_V1, L.MAGIC_V2, L.BLANK_MAGIC, L.MIN_RECORD_SIZE, L.BORNHOST_V6,
+                             L.STOREHOST_V6, _NAME_TABLE, _NAME_LENS, _SCHEDULE, table, slot_at, slot_len, count,
+                             cols, flags)
+        if n:
+            parts.append((cols[:, :n], flags[:n]))
+        if how != END_STOP:
+            break
+        if count[0] * 2 >= len(table):  # more topics than the table holds: twice the room, the same ids
+            table = np.full(2 * len(table), -1, np.int64)
+            slot_at, slot_len = (np.concatenate([a, np.zeros(len(a), np.int64)]) for a in (slot_at, slot_len))
+            _reinsert(buf, table, slot_at, slot_len, int(count[0]))
+    names = [bytes(buf[a:a + m]).decode("utf-8", "replace") for a, m in zip(slot_at[:count[0]], slot_len[:count[0]])]
+    cols = np.concatenate([c for c, _ in parts], axis=1) if parts else np.zeros((9, 0), np.int64)
+    flags = np.concatenate([f for _, f in parts]) if parts else np.zeros(0, np.int8)
+    return Walked(_table(buf, base, names, cols, flags, delay_levels_ms), int(pos), int(how))
+
+
+def file_units(logfile, buf, pos=0, stop=None):
+    """rebuild_units of a commit-log file's bytes (buf from its first byte): plain records hopped over, a
+    DLedger file's records found through its entries (schemas/commitlog_files.record_starts)."""
+    if logfile.kind == PLAIN:
+        return rebuild_units(buf, logfile.start, pos, stop)
+    starts = record_starts(logfile, buf)
+    lo, hi = np.searchsorted(starts, [pos, len(buf) if stop is None else stop])
+    walked = rebuild_units(buf, logfile.start, int(lo), int(hi), starts=starts)
+    walked.end = int(starts[walked.end]) if walked.end < len(starts) else len(buf)
+    return walked
+
+
+def _table(buf, base, names, cols, flags, delay_levels_ms):
+    """UNITS_SCHEMA plus store_timestamp of a pass's columns: topic names, non-ASCII tags hashed from their
+    decoded text, delivery times of scheduled records; fan-out refused."""
+    fanned = np.flatnonzero(flags & _FANNED)
+    if len(fanned):
+        raise UnsupportedStoreError(f"topic {names[cols[0, fanned[0]]]}: records with {' or '.join(FAN_OUT)} "
+                                    "dispatch more than one consume-queue unit each; rebuilding their units from "
+                                    "the commit log is not supported")
+    codes = cols[5].copy()
+    for row in np.flatnonzero(flags & _NON_ASCII_TAG):  # rare: a tag outside ASCII, hashed as Java decodes it
+        at, n = int(cols[7, row]) >> 16, int(cols[7, row]) & 0xFFFF
+        codes[row] = tags_code(bytes(buf[at:at + n]).decode("utf-8", "replace"))
+    delayed = np.flatnonzero(flags & _DELAYED)
+    if len(delayed):
+        level = np.minimum(cols[8, delayed], len(delay_levels_ms))
+        codes[delayed] = cols[6, delayed] + delay_levels_ms[level - 1]
+    topics = pa.DictionaryArray.from_arrays(pa.array(cols[0].astype(np.int32)), pa.array(names, pa.string()))
+    return pa.table({"topic": topics.cast(pa.string()), "queue_id": pa.array(cols[1].astype(np.int32)),
+                     "queue_offset": pa.array(cols[2]), "commitlog_offset": pa.array(cols[3] + base),
+                     "size": pa.array(cols[4].astype(np.int32)), "tags_code": pa.array(codes),
+                     "store_timestamp": pa.array(cols[6])})

@@ -22,9 +22,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from schemas.config import load_fastjson
-from schemas.cq_rebuild import units_of
 from schemas.errors import EXIT_INPUT, ReplayError
-from schemas.local_api import iter_message_batches, queue_batch
+from schemas.local_api import iter_message_batches, queue_batch, rebuilt_units
 from schemas.store import open_store
 
 
@@ -67,9 +66,8 @@ def dump_config(store, out):
 
 def dump_units(store, out, commitlog=()):
     """The units the broker's dispatcher builds from each commit-log file's records, in log order."""
-    for batch in iter_message_batches(store, with_body=False, commitlog=commitlog):
-        for row in units_of(pa.Table.from_batches([batch])).to_pylist():
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    for row in rebuilt_units(store, commitlog).drop_columns(["store_timestamp"]).to_pylist():
+        out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def main(argv=None):

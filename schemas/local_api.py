@@ -9,6 +9,7 @@ from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA, MESSAGE_SCHEMA
 from schemas.commitlog import decode_records
 from schemas.commitlog_files import record_starts
 from schemas.consume_queue import decode_cq_segment, resolve_units
+from schemas.cq_rebuild import UNITS_SCHEMA, file_units
 from schemas.store import open_store
 
 
@@ -22,6 +23,15 @@ def iter_message_batches(store_dir, with_body=True, raw=False, commitlog=()):
         buf = storefs.read_range(fs, seg.path)
         starts = record_starts(seg, buf)
         yield decode_records(buf, starts, seg.start, seg.path, with_body=with_body, raw=raw)
+
+
+def rebuilt_units(store_dir, commitlog=()):
+    """The units the broker's dispatcher builds from every commit-log record (schemas/cq_rebuild.py), in log
+    order: UNITS_SCHEMA plus store_timestamp."""
+    layout = open_store(store_dir, commitlog)
+    fs = layout.filesystem()
+    parts = [file_units(f, storefs.read_range(fs, f.path)).units for f in layout.log.files]
+    return pa.concat_tables(parts) if parts else UNITS_SCHEMA.empty_table()
 
 
 def read_messages(store_dir, with_body=True, raw=False, commitlog=()):

@@ -4,13 +4,15 @@ unit for unit, on every fixture store: topic, queue id, queue offset, commit-log
 import gzip
 import json
 
-import pyarrow as pa
+import numpy as np
 import pytest
 
 import schemas
 from schemas import layout as L
-from schemas.cq_rebuild import units_of
+from schemas.cq_rebuild import END_DAMAGED, END_DATA, rebuild_units
 from schemas.errors import UnsupportedStoreError
+from schemas.local_api import rebuilt_units
+from tools.store_writer import Message, encode_record
 
 
 def _rocketmq_units(fixture):
@@ -26,7 +28,7 @@ def _rocketmq_units(fixture):
 @pytest.mark.parametrize("name", ["store_a", "store_dledger"])
 def test_units_rebuilt_from_the_commit_log_equal_rocketmqs_consume_queue(request, name):
     fixture = request.getfixturevalue(name)
-    units = units_of(schemas.read_messages(str(fixture / "store"), with_body=False)).to_pylist()
+    units = rebuilt_units(str(fixture / "store")).to_pylist()
     got = {(u["topic"], u["queue_id"], u["queue_offset"]): (u["commitlog_offset"], u["size"], u["tags_code"])
            for u in units}
     assert len(got) == len(units)  # no queue offset twice
@@ -41,33 +43,75 @@ def test_the_fixtures_hold_what_the_rules_are_about(store_dledger):
     assert "SCHEDULE_TOPIC_XXXX" in set(messages.column("topic").to_pylist())
 
 
-def _record(topic, properties, store_time=1_000_000, sys_flag=0):
-    return {"topic": topic, "queue_id": 0, "queue_offset": 7, "commitlog_offset": 100, "store_size": 200,
-            "sys_flag": sys_flag, "store_timestamp": store_time, "tags": properties.get("TAGS"),
-            "properties": list(properties.items())}
+def _log(*messages, blank=True):
+    """A commit log's bytes holding the records of `messages` at offset 1,000 (queue offsets 7, 8, ...)."""
+    out, at = b"", 1000
+    for k, m in enumerate(messages):
+        record = encode_record(m, at + len(out), 7 + k)
+        out += record
+    if blank:
+        out += (16).to_bytes(4, "big") + (L.BLANK_MAGIC & 0xFFFFFFFF).to_bytes(4, "big") + bytes(8)
+    return np.frombuffer(out, np.uint8)
 
 
-def _units(*records):
-    table = pa.Table.from_pylist(list(records), schema=pa.schema([
-        ("topic", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
-        ("commitlog_offset", pa.int64()), ("store_size", pa.int32()), ("sys_flag", pa.int32()),
-        ("store_timestamp", pa.int64()), ("tags", pa.string()), ("properties", pa.map_(pa.string(), pa.string()))]))
-    return units_of(table).column("tags_code").to_pylist()
+def _codes(*messages):
+    return rebuild_units(_log(*messages), 1000).units.column("tags_code").to_pylist()
+
+
+def _msg(topic, properties=None, store_time=1_000_000, sys_flag=0, raw=None):
+    return Message(topic, 0, b"body", dict(properties or {}), sys_flag=sys_flag, store_timestamp=store_time,
+                   properties_raw=raw)
 
 
 def test_a_scheduled_messages_tag_code_is_its_delivery_time():
     # levels by hand from messageDelayLevel "1s 5s 10s 30s 1m ... 2h": level 3 = 10 s, level 99 = the last, 2 h
-    assert _units(_record("SCHEDULE_TOPIC_XXXX", {"DELAY": "3", "TAGS": "A"}),
-                  _record("SCHEDULE_TOPIC_XXXX", {"DELAY": "99"}),
-                  _record("SCHEDULE_TOPIC_XXXX", {"DELAY": "0", "TAGS": "A"}),
-                  _record("TopicTest", {"DELAY": "3", "TAGS": "A"})) == [1_010_000, 1_000_000 + 7_200_000, 65, 65]
+    assert _codes(_msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "3", "TAGS": "A"}),
+                  _msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "99"}),
+                  _msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "0", "TAGS": "A"}),
+                  _msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "x1", "TAGS": "A"}),
+                  _msg("TopicTest", {"DELAY": "3", "TAGS": "A"})) == [1_010_000, 1_000_000 + 7_200_000, 65, 65, 65]
 
 
 def test_half_and_rollback_records_get_no_unit():
-    assert _units(_record("T", {}, sys_flag=L.TRANSACTION_PREPARED), _record("T", {}, sys_flag=L.TRANSACTION_ROLLBACK),
-                  _record("T", {"TAGS": "B"}, sys_flag=L.TRANSACTION_COMMIT)) == [66]
+    assert _codes(_msg("T", sys_flag=L.TRANSACTION_PREPARED), _msg("T", sys_flag=L.TRANSACTION_ROLLBACK),
+                  _msg("T", {"TAGS": "B"}, sys_flag=L.TRANSACTION_COMMIT)) == [66]
+
+
+def test_tags_are_read_as_string2messageProperties_reads_them():
+    # "TagA".hashCode() = 2598919, "订单".hashCode() = 35746 * 31 + 21333 = 1129459 (by hand: U+8BA2, U+5355);
+    # a later TAGS piece wins; a piece without a value is dropped; no TAGS: 0
+    assert _codes(_msg("T", raw="KEYS\x01k\x02TAGS\x01TagA"), _msg("T", raw="TAGS\x01x\x02TAGS\x01TagA"),
+                  _msg("T", raw="TAGS\x01订单"), _msg("T", raw="TAGS\x01\x02KEYS\x01k"),
+                  _msg("T", raw="")) == [2598919, 2598919, 1129459, 0, 0]
+
+
+def test_every_unit_field_is_the_records():
+    units = rebuild_units(_log(_msg("订单Topic", {"TAGS": "A"}, store_time=5), _msg("T2", {})), 1000).units
+    first = encode_record(_msg("订单Topic", {"TAGS": "A"}, store_time=5), 1000, 7)
+    assert units.to_pylist() == [
+        dict(topic="订单Topic", queue_id=0, queue_offset=7, commitlog_offset=1000, size=len(first), tags_code=65,
+             store_timestamp=5),
+        dict(topic="T2", queue_id=0, queue_offset=8, commitlog_offset=1000 + len(first),
+             size=units.column("size")[1].as_py(), tags_code=0, store_timestamp=1_000_000)]
+
+
+def test_a_pass_ends_at_the_blank_record_or_at_a_damaged_one():
+    log = _log(_msg("T"), _msg("T"))
+    walked = rebuild_units(log, 1000)
+    assert (walked.units.num_rows, walked.how, walked.end) == (2, END_DATA, len(log) - 16)
+    damaged = log.copy()
+    second = walked.units.column("commitlog_offset")[1].as_py() - 1000
+    damaged[second + 4] ^= 0xFF  # its magic code
+    walked = rebuild_units(damaged, 1000)
+    assert (walked.units.num_rows, walked.how, walked.end) == (1, END_DAMAGED, second)
+
+
+def test_many_topics_keep_their_names():
+    names = [f"T{k}" for k in range(1500)]  # more than the first topic table holds
+    units = rebuild_units(_log(*[_msg(t) for t in names]), 1000).units
+    assert units.column("topic").to_pylist() == names
 
 
 def test_records_that_dispatch_to_several_queues_are_refused_naming_the_topic():
     with pytest.raises(UnsupportedStoreError, match="topic LMQ_T: records with INNER_MULTI_DISPATCH"):
-        _units(_record("LMQ_T", {"INNER_MULTI_DISPATCH": "%LMQ%a,%LMQ%b"}))
+        _codes(_msg("LMQ_T", {"INNER_MULTI_DISPATCH": "%LMQ%a,%LMQ%b"}))
