@@ -3,6 +3,7 @@ and by the tool that explains one of its decisions (jobs/explain/__init__.py), s
 import os
 import sys
 
+from jobs.pipeline.units_source import UNITS_FROM
 from jobs.settings import CHOICES, DEFAULTS
 
 
@@ -23,10 +24,14 @@ def add_subscription_arguments(p):
 
 
 def add_commitlog_argument(p):
-    """--commitlog DIR[,DIR...]: where the commit log is when not under --store (schemas/commitlog_files.py)."""
+    """--commitlog DIR[,DIR...]: where the commit log is when not under --store (schemas/commitlog_files.py);
+    --units-from: where the units come from (jobs/pipeline/units_source.py)."""
     p.add_argument("--commitlog", metavar="DIR[,DIR...]",
                    help="the commit log's directories when they are not under --store (storePathCommitLog, "
                         "storePathDLedgerCommitLog, readOnlyCommitLogStorePaths): plain or DLedger files, one log")
+    p.add_argument("--units-from", choices=UNITS_FROM, default="auto",
+                   help="consume-queue units from the consume queue (files or RocksDB), rebuilt from the commit "
+                        "log, or auto (default): the consume queue, rebuilding the queues it lacks")
 
 
 def commitlog_dirs(text):

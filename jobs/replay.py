@@ -51,6 +51,9 @@ def parse_args(argv):
     p.add_argument("--no-body", action="store_true", help="leave message bodies out of the output")
     p.add_argument("--on-corrupt", choices=CHOICES["on_corrupt"], help="stop on damaged data, or audit and skip it")
     p.add_argument("--verify-crc", action="store_true", help="check every body's CRC32")
+    p.add_argument("--audit-consume-queue", action="store_true",
+                   help="check every unit of the run's queues against the commit log, and find the units it "
+                        "lacks: rows of OUT/audit/consume_queue/")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT (once the new one is complete)")
     p.add_argument("--allow-missing", action="store_true",
                    help="topics and groups that match nothing are warnings, not errors (nightly runs)")
@@ -69,7 +72,8 @@ def parse_args(argv):
 def options_from(args, settings):
     split = lambda s: tuple(x for x in (s or "").split(",") if x)  # noqa: E731
     return job_options(
-        settings, args.store, commitlog=commitlog_dirs(args.commitlog),
+        settings, args.store, commitlog=commitlog_dirs(args.commitlog), units_from=args.units_from,
+        audit_consume_queue=args.audit_consume_queue,
         **subscription_options(args, settings),
         groups=split(args.groups), topics=split(args.topics),
         with_body=settings["with_body"] and not args.no_body,

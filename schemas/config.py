@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from schemas.errors import ConfigError
+from schemas.rocksdb_store import committed_offsets
 
 CONSUMER_FILTER_FILE = "consumerFilter.json"
 CONSUMER_OFFSET_FILE = "consumerOffset.json"
@@ -409,6 +410,9 @@ def _present(path: Path):
 def load_store_config(store_dir, absent=(), needed=None) -> StoreConfig:
     """Load ``<store_dir>/config/``; missing files count as empty, a malformed present file is an error.
 
+    The consumer offsets of a broker that keeps its config in RocksDB (config/rdb/, config/consumerOffsets/:
+    schemas/rocksdb_store.py) are read from there, before consumerOffset.json.
+
     absent: paths of files to read as missing (malformed ones that --on-corrupt skip audited); needed: the
     names of the files to parse (default all): a run parses only those it uses, so a malformed file it does not
     read (topics.json for a replay) cannot stop it."""
@@ -429,5 +433,8 @@ def load_store_config(store_dir, absent=(), needed=None) -> StoreConfig:
         values[name] = load(found) if found else empty()
         if found:
             paths[name] = str(found)
+    rocks = committed_offsets(config) if needed is None or CONSUMER_OFFSET_FILE in needed else None
+    if rocks is not None:  # a 5.2+ broker with its config in RocksDB: the offsets are there, not in the JSON
+        paths[CONSUMER_OFFSET_FILE], values[CONSUMER_OFFSET_FILE] = rocks
     return StoreConfig(values[CONSUMER_FILTER_FILE], values[CONSUMER_OFFSET_FILE], values[TOPICS_FILE],
                        values[SUBSCRIPTION_GROUP_FILE], paths, tuple(damaged))

@@ -120,6 +120,18 @@ def cq_table(topic, queue_id, cols, tags_code, store_time, bitmaps, ok):
     ], schema=CONSUME_QUEUE_SCHEMA)
 
 
+def units_without_ext(topic, queue_id, queue_offset, commitlog_offset, size, tags_code):
+    """A CONSUME_QUEUE_SCHEMA table of units that have no ext unit (a RocksDB consume queue's, or units rebuilt
+    from the commit log): the tag code is the tag's, no store time or bitmap from an ext unit. Columns as
+    arrays of the schema's types (topic and queue_id per row)."""
+    n = len(queue_offset)
+    tags_code = pa.array(np.asarray(tags_code, np.int64))
+    return pa.table([topic, queue_id, pa.array(np.asarray(queue_offset, np.int64)),
+                     pa.array(np.asarray(commitlog_offset, np.int64)), pa.array(np.asarray(size, np.int32)),
+                     tags_code, pa.array(np.zeros(n, bool)), tags_code, pa.nulls(n, pa.int64()),
+                     pa.nulls(n, pa.binary())], schema=CONSUME_QUEUE_SCHEMA)
+
+
 def resolve_units(fs, queue, parts):
     """CONSUME_QUEUE_SCHEMA batch of decoded unit columns (decode_cq_segment dicts) of one queue, with
     their ext units read (only the windows the addresses need)."""

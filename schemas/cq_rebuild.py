@@ -36,9 +36,9 @@ _NAMES = ("TAGS", "DELAY") + FAN_OUT
 UNITS_SCHEMA = pa.schema([("topic", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
                           ("commitlog_offset", pa.int64()), ("size", pa.int32()), ("tags_code", pa.int64())])
 
-# how a pass over records ended: the stop position reached, the end of the data (blank, zero fill or the
-# buffer's end), or a record that is not one (its position is where the pass stopped)
-END_STOP, END_DATA, END_DAMAGED = 0, 1, 2
+# how a pass over records ended: the stop position reached, the end of the data (a blank record or zero fill),
+# a record that is not one (its position is where the pass stopped), a record not whole in the buffer
+END_STOP, END_DATA, END_DAMAGED, END_SHORT = 0, 1, 2, 3
 # per record: whether its properties hold a non-ASCII tag (hashed in Python), a fan-out property, a DELAY
 _NON_ASCII_TAG, _FANNED, _DELAYED = 1, 2, 4
 
@@ -147,7 +147,7 @@ def _units(buf, pos, stop, starts, v1, v2, blank, min_size, born_v6, store_v6, n
     while at < stop:
         pos = starts[at] if given else at
         if pos + 8 > limit:
-            return n, at, END_DATA
+            return n, at, END_SHORT
         total = _i32(buf, pos)
         magic = _i32(buf, pos + 4)
         if magic == blank or (magic == 0 and total == 0):
@@ -156,7 +156,7 @@ def _units(buf, pos, stop, starts, v1, v2, blank, min_size, born_v6, store_v6, n
             return n, at, END_DAMAGED
         end = pos + total
         if total < min_size or end > limit:
-            return n, at, END_DATA if end > limit and total >= min_size else END_DAMAGED
+            return n, at, END_SHORT if end > limit and total >= min_size else END_DAMAGED
         if n == cap:
             return n, at, END_STOP
         sys_flag = _i32(buf, pos + 36)
@@ -239,8 +239,9 @@ class Walked:
 
 def rebuild_units(buf, base, pos=0, stop=None, starts=None, delay_levels_ms=DELAY_LEVELS_MS, batch=1 << 16):
     """The units of the records starting in buf[pos:stop) (buf a uint8 array whose byte 0 is commit-log
-    offset `base`; records run on past stop to their end), as the broker dispatches them: a Walked. A record
-    that is not whole in buf ends the pass (END_DATA); a damaged one ends it (END_DAMAGED, at its position).
+    offset `base`; records run on past stop to their end), as the broker dispatches them: a Walked. The end of
+    the data ends the pass (END_DATA), so does a record not whole in buf (END_SHORT) and a damaged one
+    (END_DAMAGED), at its position.
     With `starts` (a DLedger file's record positions, schemas/dledger.py) the records there, pos and stop
     then indexes into starts, as is Walked.end."""
     buf = np.asarray(buf, np.uint8)
@@ -304,3 +305,42 @@ def _table(buf, base, names, cols, flags, delay_levels_ms):
                      "queue_offset": pa.array(cols[2]), "commitlog_offset": pa.array(cols[3] + base),
                      "size": pa.array(cols[4].astype(np.int32)), "tags_code": pa.array(codes),
                      "store_timestamp": pa.array(cols[6])})
+
+
+@numba.njit(**_JIT)
+def _hop(buf, base, pos, cuts, k, out, v1, v2, min_size):
+    """Hop over record headers in buf (byte 0 at file position base) from pos (only the 8 bytes of each header
+    need be in buf), writing for each cut from index k on, in order, the first record start at or after it
+    (file positions): (pos, k, END_*). END_STOP: the next header is beyond buf."""
+    while pos + 8 <= len(buf):
+        while k < len(cuts) and cuts[k] <= base + pos:
+            out[k] = base + pos
+            k += 1
+        if k == len(cuts):
+            return pos, k, END_STOP
+        total = _i32(buf, pos)
+        magic = _i32(buf, pos + 4)
+        if magic != v1 and magic != v2:
+            return pos, k, END_DATA
+        if total < min_size:
+            return pos, k, END_DAMAGED
+        pos += total
+    return pos, k, END_STOP
+
+
+def record_cuts(read, length, cuts, chunk=64 << 20):
+    """For each position of `cuts` (sorted, relative to a plain commit-log file), the first record start at or
+    after it, hopping over the file's record headers from its first byte; positions at or past the end of its
+    data (or of a damaged record, where the hop stops) give that end. read(start, n): n bytes of the file
+    from start, a chunk at a time, so memory stays a chunk's whatever the file."""
+    cuts = np.asarray(cuts, np.int64)
+    out = np.empty(len(cuts), np.int64)
+    pos, k, how = 0, 0, END_STOP
+    while k < len(cuts) and pos < length and how == END_STOP:
+        buf = np.asarray(read(pos, min(chunk, length - pos)), np.uint8)
+        if len(buf) < 8:
+            break
+        rel, k, how = _hop(buf, pos, 0, cuts, k, out, L.MAGIC_V1, L.MAGIC_V2, L.MIN_RECORD_SIZE)
+        pos += rel
+    out[k:] = pos
+    return out

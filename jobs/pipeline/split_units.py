@@ -1,12 +1,27 @@
-"""Which bytes and units a task replays: the commit log cut into splits, and the consume-queue units that
-point into one split, found in the segments the driver's probes say can hold them (run by the tasks)."""
+"""Which bytes and units a task replays: the commit log cut into splits, and the units that point into one
+split (run by the tasks): consume-queue units found in the segments the driver's probes say can hold them,
+units of a RocksDB consume queue found by binary search, and units rebuilt from the split's own records
+(jobs/pipeline/units_source.py says which queue takes which)."""
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from schemas import storefs
 from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA
-from schemas.consume_queue import resolve_units
+from schemas.commitlog_files import PLAIN
+from schemas.consume_queue import resolve_units, units_without_ext
 from schemas.cq_ranges import units_in_range
+from schemas.cq_rebuild import END_DAMAGED, END_SHORT, file_units, rebuild_units, record_cuts
+from schemas.errors import CorruptStoreError
+from schemas.rocksdb_store import consume_queue
+
+# bytes read past a split's end for the records that start in it and end beyond (a record of the bench stores
+# is 300-600 bytes; a longer one is read again whole, its size known from its header)
+RECORD_MARGIN = 64 << 10
+# bytes a pass over a file's record headers reads at a time (storefs.chunk_reader)
+HOP_CHUNK = 16 << 20
 
 
 def commitlog_splits(plan):
@@ -71,9 +86,58 @@ def _holding(splits, starts, ends):
     return kept
 
 
+def snap_to_records(plan, splits, mapper=map):
+    """The splits with their bounds moved to record starts, where units are rebuilt from the records (a task
+    then hops over its own split from its first record): each bound inside a plain file becomes the first
+    record start at or after it, found by one pass over each file's record headers (0.37 s per GiB), a file
+    per call of `mapper` (Spark's map over the files in the job, the builtin map in the data source). Units
+    point at record starts, so the units of a split are the same before and after. A DLedger file, whose
+    records are found through its entries, is one split. Splits outside the files stay as they are."""
+    by_file, rest = {}, []
+    for start, end in splits:
+        f = plan.log.file_at(start)
+        (by_file.setdefault(f, []) if f is not None else rest).append((start, end))
+    plain = [(f, sorted({b for s in ranges for b in s if f.start < b < f.start + f.length}))
+             for f, ranges in by_file.items() if f.kind == PLAIN]
+    found = dict(zip([f for f, _ in plain], mapper(_cuts_of_file(plan.store_uri), plain)))
+    out = []
+    for f, ranges in by_file.items():
+        if f.kind != PLAIN:
+            out.append((min(s for s, _ in ranges), max(e for _, e in ranges)))
+            continue
+        moved = dict(found[f])
+        for start, end in ranges:
+            start, end = moved.get(start, start), moved.get(end, end)
+            if start < end:
+                out.append((start, end))
+    return sorted(out + rest)
+
+
+def _cuts_of_file(store_uri):
+    """f((file, bounds)) -> [(bound, first record start at or after it)] of one plain file (run where mapper
+    runs it)."""
+    def cuts(item):
+        logfile, bounds = item
+        fs = storefs.resolve(store_uri)[0]
+        with storefs.chunk_reader(fs, logfile.path, HOP_CHUNK) as read:
+            found = record_cuts(read, logfile.length, np.asarray(bounds, np.int64) - logfile.start, HOP_CHUNK)
+        return list(zip(bounds, (found + logfile.start).tolist()))
+    return cuts
+
+
+@dataclass
+class SplitUnits:
+    """A split's units (CONSUME_QUEUE_SCHEMA) and the CORRUPT_SCHEMA rows of what ended its rebuild early."""
+
+    units: pa.Table
+    damaged: list
+
+
 def split_units(plan, segments, start, end):
     """CONSUME_QUEUE_SCHEMA table of the needed queues' units pointing into [start, end) (run by a task):
-    only the segments of the SegmentIndex whose range overlaps the split are opened."""
+    only the segments of the SegmentIndex whose range overlaps the split are opened; with a RocksDB consume
+    queue, its queues' units found by binary search; with queues rebuilt from the commit log, the units of
+    the split's records (its bounds are record starts: snap_to_records)."""
     fs = storefs.resolve(plan.store_uri)[0]
     rows = segments.overlapping(start, end)  # in (queue, file) order: a run of rows per queue
     batches = []
@@ -83,4 +147,78 @@ def split_units(plan, segments, start, end):
         parts = [p for p in parts if p is not None]
         if parts:
             batches.append(resolve_units(fs, queue, parts))
-    return pa.Table.from_batches(batches, schema=CONSUME_QUEUE_SCHEMA)
+    tables = [pa.Table.from_batches(batches, schema=CONSUME_QUEUE_SCHEMA)]
+    if plan.rocks is not None:
+        tables += _rocks_units(plan.rocks, start, end)
+    damaged = []
+    if plan.rebuild:
+        walked, problem = rebuilt_units(plan, fs, start, end)
+        if walked is not None:
+            tables.append(_rebuilt_kept(plan.rebuild, walked))
+        damaged += [problem] if problem else []
+    return SplitUnits(pa.concat_tables(tables) if len(tables) > 1 else tables[0], damaged)
+
+
+def _rocks_units(rocks, start, end):
+    """Units of the RocksDB consume queue's queues (RocksQueues) pointing into [start, end): per queue, two
+    binary searches of its cq offsets (units are in commit-log order), then one ranged read."""
+    db = consume_queue(rocks.path)
+    out = []
+    for topic, qid, first, last in rocks.queues:
+        lo = db.first_at_or_after(topic, qid, start, first, last)
+        hi = db.first_at_or_after(topic, qid, end, lo, last)
+        if hi > lo:
+            v = db.units(topic, qid, lo, hi)
+            n = hi - lo
+            out.append(units_without_ext(pa.repeat(pa.scalar(topic, pa.string()), n),
+                                         pa.array(np.full(n, qid, np.int32)), np.arange(lo, hi),
+                                         v["commitlog_offset"], v["size"], v["tags_code"]))
+    return out
+
+
+def rebuilt_units(plan, fs, start, end):
+    """(cq_rebuild.Walked of the records starting in [start, end), a record start in one file, or None where no
+    file holds the split; the CORRUPT_SCHEMA row of a damaged record that ended it, or None). A plain file's
+    split is read with RECORD_MARGIN past its end (a longer last record is read again, whole); a DLedger file
+    is read whole (its split is the file). A damaged record fails the task, or under --on-corrupt skip ends
+    the split's rebuilt units there: the records after it cannot be found, which the audit row says."""
+    f = plan.log.file_at(start)
+    if f is None:
+        return None, None
+    rel = start - f.start
+    if f.kind != PLAIN:
+        walked = file_units(f, storefs.read_range(fs, f.path), rel, end - f.start)
+        damaged_at = None if walked.how != END_DAMAGED else f.start + walked.end
+    else:
+        stop, want = min(end - start, f.length - rel), RECORD_MARGIN
+        while True:
+            buf = storefs.read_range(fs, f.path, rel, min(f.length - rel, stop + want))
+            walked = rebuild_units(buf, start, 0, stop)
+            if walked.how != END_SHORT or rel + len(buf) >= f.length:  # a record cut by the file's end: never
+                break  # dispatched by the broker either
+            want = walked.end + max(int.from_bytes(bytes(buf[walked.end:walked.end + 4]), "big"), 8) - stop
+        damaged_at = None if walked.how != END_DAMAGED else start + walked.end
+    if damaged_at is None:
+        return walked, None
+    reason = ("record damaged: the units of the records from here to the end of the split "
+              f"(commit-log offset {end}) cannot be rebuilt from the commit log")
+    if plan.on_corrupt != "skip":
+        raise CorruptStoreError(f.path, damaged_at, reason)
+    return walked, dict(file=f.path, offset=damaged_at, topic=None, queue_id=None, queue_offset=None,
+                        commitlog_offset=damaged_at, reason=reason)
+
+
+def _rebuilt_kept(rebuild, walked):
+    """CONSUME_QUEUE_SCHEMA of the walked units of the rebuilt queues (Rebuild: its topics, less the queues a
+    consume queue serves)."""
+    units = walked.units
+    keep = pc.is_in(units.column("topic"), pa.array(sorted(rebuild.topics), pa.string())).to_numpy(
+        zero_copy_only=False)
+    if rebuild.kept and keep.any():
+        topics = units.column("topic").to_numpy(zero_copy_only=False)
+        queues = units.column("queue_id").to_numpy()
+        for topic, qid in rebuild.kept:
+            keep &= ~((queues == qid) & (topics == topic))
+    units = units.filter(pa.array(keep))
+    return units_without_ext(units.column("topic"), units.column("queue_id"), units.column("queue_offset"),
+                             units.column("commitlog_offset"), units.column("size"), units.column("tags_code"))

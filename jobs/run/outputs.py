@@ -221,16 +221,16 @@ def _settle(sc, timeout=60.0):
 
 def _run(spark, planned, out, options, sink="parquet", progress=None):
     plan = planned.plan
-    ranges = T.commitlog_splits(plan)
+    ranges = T.splits(spark.sparkContext, plan)
     progress = progress or Progress(mode="off")
     with progress.stage(spark, len(ranges), sum(T.split_bytes(plan, a, b) for a, b in ranges)) as counters:
-        return _run_with(spark, planned, out, options, sink, counters)
+        return _run_with(spark, planned, out, options, sink, ranges, counters)
 
 
-def _run_with(spark, planned, out, options, sink, progress):
+def _run_with(spark, planned, out, options, sink, ranges, progress):
     """The one Spark stage (tasks write their parts), then the commit of what successful attempts wrote."""
     spec = SinkSpec(out, "noop" if sink == "noop" else options.layout, options.with_body)
-    reports = T.replay(spark.sparkContext, planned, spec, progress)
+    reports = T.replay(spark.sparkContext, planned, spec, ranges, progress)
     fs, path = storefs.resolve(out)
     fs.create_dir(path, recursive=True)
     problems = planned.problems or []

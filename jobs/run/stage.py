@@ -11,10 +11,13 @@ and a SQL query (spark.range, mapInArrow, toArrow) cost the driver 1.1-1.4 s of 
 first task started, which the RDD job does not (measured on the bench store)."""
 import gc
 
+import pyarrow as pa
+
 from jobs.errors import TaskFailed
 from jobs.pipeline.split_task import iter_split
-from jobs.pipeline.split_units import commitlog_splits, split_units
+from jobs.pipeline.split_units import commitlog_splits, snap_to_records, split_units
 from jobs.run.sink import SplitWriter
+from schemas.arrow_schemas import CORRUPT_SCHEMA
 from schemas.errors import ReplayError
 
 
@@ -34,7 +37,17 @@ def attempt_name():
     return f"{tc.stageId()}-{tc.partitionId()}-{tc.taskAttemptId()}"
 
 
-def replay(sc, planned, spec, progress=None):
+def splits(sc, plan):
+    """The commit-log splits of a run, one task each (split_units.commitlog_splits); their bounds moved to
+    record starts when units are rebuilt from the commit log, by one Spark task per file."""
+    ranges = commitlog_splits(plan)
+    if not plan.rebuild:
+        return ranges
+    return snap_to_records(plan, ranges, lambda fn, items: sc.parallelize(items, max(len(items), 1)).map(fn).collect()
+                           if items else [])
+
+
+def replay(sc, planned, spec, ranges, progress=None):
     """All groups in one pass, one task per commit-log split: the report rows (jobs/run/sink.py) of every split.
 
     A task finds the units pointing into its split in the consume-queue segments that can hold them (the
@@ -43,7 +56,6 @@ def replay(sc, planned, spec, progress=None):
     (jobs.run.sink.SplitWriter): no shuffle, and memory bounded by the split. `progress`: the
     accumulators (units, bytes, splits) of jobs.run.progress.Progress, added to as each split is done."""
     plan, segments = planned.plan, planned.segments
-    ranges = commitlog_splits(plan)
 
     def task(indices):
         for index in indices:
@@ -73,10 +85,12 @@ def run_split(plan, segments, spec, index, split_range, attempt):
     start, end = split_range
     writer = SplitWriter(spec, index, attempt)
     try:
-        units = split_units(plan, segments, start, end)
-        for kind, piece in iter_split(plan, units):
+        found = split_units(plan, segments, start, end)
+        if found.damaged:
+            writer.write("corrupt", pa.Table.from_pylist(found.damaged, schema=CORRUPT_SCHEMA))
+        for kind, piece in iter_split(plan, found.units):
             writer.write(kind, piece)
-        return writer.close(), units.num_rows
+        return writer.close(), found.units.num_rows
     except BaseException:
         writer.abort()
         raise

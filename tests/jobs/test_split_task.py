@@ -259,7 +259,7 @@ def test_a_batch_is_decoded_only_when_the_one_before_was_handed_on(store_a, monk
     planned = build_plan(JobOptions(store=str(store_a / "store"),
                                     subscription_files=(str(store_a / "registrations.json"),)))
     start, end = commitlog_splits(planned.plan)[0]
-    batches = decoded_topics(planned.plan, split_units(planned.plan, planned.segments, start, end), Pieces())
+    batches = decoded_topics(planned.plan, split_units(planned.plan, planned.segments, start, end).units, Pieces())
     next(batches)
     assert len(calls) == 1
     next(batches)

@@ -1,0 +1,107 @@
+"""Stores without a file consume queue (issue 26), in process (no Spark): units rebuilt from the commit log or
+read from a 5.2+ RocksDB consume queue replay exactly as RocketMQ's read path returned the store (expected.json:
+deliveries; expected_broker_raw.json less those: the collisions); a queue the consume queue lacks is rebuilt
+under `auto` and is damaged data under `consumequeue`; --from committed reads a RocksDB offsets database.
+
+Stores are made from the fixtures: folders deleted, or the consume queue written into a RocksDB with RocketMQ's
+key and value layout by tools/rocksdb_store_writer.py (read from RocksDBConsumeQueueTable.java)."""
+import shutil
+
+import pytest
+
+from jobs.pipeline.plan import build_plan
+from jobs.settings import JobOptions
+from schemas.errors import CorruptStoreError
+from tests.jobs.conftest import assert_rows_equal, expected_rows, writable_copy
+from tests.local_replay import kind, replay_local
+from tools.rocksdb_store_writer import write_rocksdb_consume_queue, write_rocksdb_consumer_offsets
+
+
+def _plan(store, fixture, **options):
+    return build_plan(JobOptions(store=str(store), subscription_files=(str(fixture / "registrations.json"),),
+                                 **options))
+
+
+def _expected(fixture):
+    final = expected_rows(fixture / "expected.json")
+    raw = expected_rows(fixture / "expected_broker_raw.json")
+    return final, {k: v for k, v in raw.items() if k not in final}
+
+
+def _assert_exact(planned, fixture):
+    final, collisions = _expected(fixture)
+    result = replay_local(planned)
+    assert_rows_equal(kind(result, "matched").to_pylist(), final)
+    got = {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]) for r in kind(result, "collision").to_pylist()}
+    assert got == set(collisions)
+    assert kind(result, "corrupt").num_rows == 0
+    return result
+
+
+def _without_consume_queue(fixture, tmp_path):
+    store = writable_copy(fixture, tmp_path)
+    shutil.rmtree(store / "consumequeue")
+    shutil.rmtree(store / "consumequeue_ext")
+    return store
+
+
+@pytest.mark.parametrize("name", ["store_a", "store_dledger"])
+def test_a_store_without_its_consume_queue_replays_exactly(request, name, tmp_path):
+    fixture = request.getfixturevalue(name)
+    planned = _plan(_without_consume_queue(fixture, tmp_path), fixture)
+    assert planned.sources.describe() == {"default": "commitlog", "queues": {}}
+    _assert_exact(planned, fixture)
+
+
+def test_units_rebuilt_in_many_small_splits_are_the_same(store_a, tmp_path):
+    # 64 KiB splits: every split but the first starts inside a record until it is moved to the next record
+    planned = _plan(_without_consume_queue(store_a, tmp_path), store_a, split_size=64 << 10)
+    _assert_exact(planned, store_a)
+
+
+def test_units_from_commitlog_ignores_the_consume_queue(store_a):
+    planned = _plan(store_a / "store", store_a, units_from="commitlog")
+    assert planned.sources.describe() == {"default": "commitlog", "queues": {}}
+    assert planned.segments.queues == ()
+    _assert_exact(planned, store_a)
+
+
+def test_a_lost_queue_folder_is_rebuilt_and_said(store_a, tmp_path):
+    store = writable_copy(store_a, tmp_path)
+    shutil.rmtree(store / "consumequeue" / "TopicTest" / "2")  # 485 messages, lost without a word before
+    planned = _plan(store, store_a)
+    assert planned.sources.describe() == {"default": "consumequeue", "queues": {"TopicTest": {"2": "commitlog"}}}
+    assert any("TopicTest/2" in note for note in planned.sources.notes)
+    result = _assert_exact(planned, store_a)
+    units = {r["topic"]: r["units"] for r in kind(result, "topic_stats").to_pylist()}
+    assert units["TopicTest"] == 490 + 477 + 485 + 477  # every queue's units, the rebuilt one's too
+
+
+def test_a_lost_queue_folder_is_damaged_data_when_units_must_come_from_the_consume_queue(store_a, tmp_path):
+    store = writable_copy(store_a, tmp_path)
+    shutil.rmtree(store / "consumequeue" / "TopicTest" / "2")
+    with pytest.raises(CorruptStoreError, match="consumequeue/TopicTest/2.*topics.json names 4 queues"):
+        _plan(store, store_a, units_from="consumequeue")
+    planned = _plan(store, store_a, units_from="consumequeue", on_corrupt="skip")
+    assert [(p["topic"], p["queue_id"]) for p in planned.problems] == [("TopicTest", 2)]
+
+
+@pytest.mark.parametrize("keep_files", [False, True])
+def test_a_rocksdb_consume_queue_replays_exactly(store_a, tmp_path, keep_files):
+    store = writable_copy(store_a, tmp_path)
+    assert write_rocksdb_consume_queue(store, keep_files=keep_files) == 3000
+    planned = _plan(store, store_a)
+    # with the files beside it (5.3.1+ double write) the files are read; else every queue from the RocksDB
+    assert planned.sources.default == ("consumequeue" if keep_files else "rocksdb")
+    assert (planned.plan.rocks is None) == keep_files
+    _assert_exact(planned, store_a)
+
+
+def test_committed_offsets_are_read_from_a_rocksdb_config(store_a, tmp_path):
+    store = writable_copy(store_a, tmp_path)
+    json_offsets = _plan(store, store_a, start_from="committed").committed
+    offsets = {("TopicTest", "G_TAG_A"): {0: 100, 1: 7}}  # by hand, unlike the JSON's
+    write_rocksdb_consumer_offsets(store, offsets)
+    planned = _plan(store, store_a, start_from="committed")
+    assert planned.committed == offsets != json_offsets
+    assert ("G_TAG_A", "TopicTest", 0, 100) in planned.plan.start_offsets
