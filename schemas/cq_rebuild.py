@@ -255,9 +255,9 @@ def rebuild_units(buf, base, pos=0, stop=None, starts=None, delay_levels_ms=DELA
     while pos < stop:
         cols = np.empty((9, batch), np.int64)
         flags = np.empty(batch, np.int8)
-        n, pos, how = _units(buf, pos, stop, given, L.MAGIC_V1, L.MAGIC_V2, L.BLANK_MAGIC, L.MIN_RECORD_SIZE, L.BORNHOST_V6,
-                             L.STOREHOST_V6, _NAME_TABLE, _NAME_LENS, _SCHEDULE, table, slot_at, slot_len, count,
-                             cols, flags)
+        n, pos, how = _units(buf, pos, stop, given, L.MAGIC_V1, L.MAGIC_V2, L.BLANK_MAGIC, L.MIN_RECORD_SIZE,
+                             L.BORNHOST_V6, L.STOREHOST_V6, _NAME_TABLE, _NAME_LENS, _SCHEDULE, table, slot_at,
+                             slot_len, count, cols, flags)
         if n:
             parts.append((cols[:, :n], flags[:n]))
         if how != END_STOP:

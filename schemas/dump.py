@@ -19,8 +19,6 @@ import json
 import sys
 from pathlib import Path
 
-import pyarrow as pa
-
 from schemas.config import load_fastjson
 from schemas.errors import EXIT_INPUT, ReplayError
 from schemas.local_api import iter_message_batches, queue_batch, rebuilt_units

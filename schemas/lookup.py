@@ -113,6 +113,21 @@ def _commitlog_file(log, offset):
     return segment
 
 
+def first_store_time(fs, logfile):
+    """The store time of a commit-log file's first record (None: it holds none), from its header alone: what
+    a store-time window prunes the files of a rebuilt queue by."""
+    head = logfile.header_size
+    raw = np.frombuffer(storefs.read_range(fs, logfile.path, 0, min(logfile.length, head + 128)), np.uint8)
+    if len(raw) < head + L.HEAD_SIZE + 2 * L.HOST_V6_SIZE:
+        return None
+    magic = int.from_bytes(bytes(raw[head + 4:head + 8]), "big", signed=True)
+    if magic not in L.MESSAGE_MAGICS:
+        return None
+    sys_flag = int.from_bytes(bytes(raw[head + 36:head + 40]), "big", signed=True)
+    at = head + L.HEAD_SIZE + (L.HOST_V6_SIZE if sys_flag & L.BORNHOST_V6 else L.HOST_V4_SIZE)
+    return int.from_bytes(bytes(raw[at:at + 8]), "big", signed=True)
+
+
 def parse_offset_msg_id(msg_id):
     """(store host address bytes, port, commit-log offset) of an offsetMsgId: the hex of the store host's
     address (4 or 16 bytes), its port (4) and the record's physical offset (8), as MessageDecoder writes it."""

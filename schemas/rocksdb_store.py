@@ -115,12 +115,18 @@ class RocksConsumeQueue:
                                     f"{CQ_VALUE_SIZE}", topic, queue_id)
         return np.frombuffer(raw, CQ_VALUE_DTYPE)
 
-    def commitlog_offset(self, topic, queue_id, cq_offset):
+    def _value(self, topic, queue_id, cq_offset):
         raw = self.db.get(cq_key(topic, queue_id, cq_offset))
         if raw is None or len(raw) != CQ_VALUE_SIZE:
             raise CorruptStoreError(self.path, None, f"RocksDB consume queue {topic}/{queue_id}: unit {cq_offset} "
                                     "missing or not 28 bytes", topic, queue_id)
-        return struct.unpack_from(">q", raw)[0]
+        return raw
+
+    def commitlog_offset(self, topic, queue_id, cq_offset):
+        return struct.unpack_from(">q", self._value(topic, queue_id, cq_offset))[0]
+
+    def store_time(self, topic, queue_id, cq_offset):
+        return struct.unpack_from(">q", self._value(topic, queue_id, cq_offset), 20)[0]
 
     def first_at_or_after(self, topic, queue_id, commitlog_offset, first, end):
         """The first cq offset in [first, end) whose unit points at or after a commit-log offset (end if none):

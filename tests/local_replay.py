@@ -35,6 +35,7 @@ def replay_local(planned, layout="wide"):
         except (FileNotFoundError, pa.ArrowInvalid):
             result[name] = pa.table({})
     counters = Counters.of(reports)
+    planned.ranges = tuple(planned.ranges) + counters.rebuilt  # as the job does: known once the tasks walked them
     result["stats"] = _counter_table(["group", "topic"], STAT_FIELDS, counters.groups)
     result["topic_stats"] = _counter_table(["topic"], TOPIC_STAT_FIELDS, counters.topics)
     result["example"] = pa.Table.from_pylist([{"group": g, "topic": t, "reason": r}

@@ -125,7 +125,8 @@ def read_options(options):
         raise UsageError('rocketmq: option path: no store given: load(STORE) or option("path", STORE)')
     settings = load_settings()
     defaults = {"rocketmqVersion": settings["rocketmq_version"], "onCorrupt": settings["on_corrupt"],
-                "onSubscriptionError": "fail", "unitsFrom": "auto", "withBody": settings["with_body"], "verifyCrc": settings["verify_crc"],
+                "onSubscriptionError": "fail", "unitsFrom": "auto", "withBody": settings["with_body"],
+                "verifyCrc": settings["verify_crc"],
                 "retry": settings["retry_subscriptions"], "filterSupportRetry": settings["filter_support_retry"]}
     value = {name: _choice(options, name, defaults[name]) for name in CHOICES}
     value.update((name, _flag(options, name, defaults[name])) for name in FLAGS)

@@ -5,7 +5,7 @@ file the run needs: jobs/pipeline/cq_index.py); the rest of the store's bytes ar
 import logging
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow.fs as pafs
 
@@ -15,7 +15,7 @@ from jobs.errors import UsageError
 from jobs.pipeline.cq_index import SegmentIndex, probe_segments
 from jobs.pipeline.replay_plan import ReplayPlan, replay_plan
 from jobs.pipeline.units_source import UnitsSources, choose, store_topics
-from jobs.pipeline.window import resolve, spans
+from jobs.pipeline.window import pruned_files, rebuilt_offsets, resolve, spans
 from schemas import layout as L
 from schemas import storefs
 from schemas.config import (
@@ -110,7 +110,10 @@ def build_plan(options):
     problems += sources.problems
     warnings += sources.warnings
     segments = probe_segments(layout.filesystem(), sources.files)
-    window = resolve(options.window, layout, segments, topics_present, options.allow_missing)
+    window = resolve(options.window, layout, segments, topics_present, options.allow_missing, sources)
+    sources.rocks = window.rocks
+    if sources.rebuild and options.window.given:
+        sources.rebuild = replace(sources.rebuild, offsets=rebuilt_offsets(options.window, sources.rebuild))
     warnings += window.warnings
     problems += window.problems  # OFFSET_TOO_SMALL: audited whatever --on-corrupt, as for a deleted record
     plan = replay_plan(
@@ -122,7 +125,8 @@ def build_plan(options):
         start_offsets=_start_offsets(options, compiled, config.consumer_offsets),
         data_end=None if sources.rocks or sources.rebuild else segments.data_end,
         since=options.window.since, until=options.window.until,
-        spans=spans(window.segments) if options.window.given else None,
+        spans=spans(window.segments, sources.rocks, pruned_files(options.window, layout.log, layout.filesystem())
+                    if sources.rebuild else ()) if options.window.given else None,
         rocks=sources.rocks, rebuild=sources.rebuild,
     )
     lost = tuple(x for x in _lost_units(layout, window.ranges if options.window.given else ()) if x.topic in topics)

@@ -127,10 +127,19 @@ def _cuts_of_file(store_uri):
 
 @dataclass
 class SplitUnits:
-    """A split's units (CONSUME_QUEUE_SCHEMA) and the CORRUPT_SCHEMA rows of what ended its rebuild early."""
+    """A split's units (CONSUME_QUEUE_SCHEMA), the CORRUPT_SCHEMA rows of what ended its rebuild early, and the
+    queue offsets the rebuilt queues' units reach (QUEUE_MARKS_SCHEMA: what offsets.json says of them)."""
 
     units: pa.Table
     damaged: list
+    marks: pa.Table = None
+
+
+# per rebuilt queue and split, in the offsets window: the first queue offset stored at or after --since, one past
+# the last stored before --until, the first stored at or after --until (nulls: none); the driver takes the least
+# of `first` and `after` over the splits, the most of `end`, and ends a queue at `after` where it has one
+QUEUE_MARKS_SCHEMA = pa.schema([("topic", pa.string()), ("queue_id", pa.int32()), ("first", pa.int64()),
+                                ("end", pa.int64()), ("after", pa.int64())])
 
 
 def split_units(plan, segments, start, end):
@@ -150,13 +159,15 @@ def split_units(plan, segments, start, end):
     tables = [pa.Table.from_batches(batches, schema=CONSUME_QUEUE_SCHEMA)]
     if plan.rocks is not None:
         tables += _rocks_units(plan.rocks, start, end)
-    damaged = []
+    damaged, marks = [], None
     if plan.rebuild:
         walked, problem = rebuilt_units(plan, fs, start, end)
         if walked is not None:
-            tables.append(_rebuilt_kept(plan.rebuild, walked))
+            rebuilt = _in_offsets(plan.rebuild, _rebuilt_kept(plan.rebuild, walked.units))
+            marks = queue_marks(rebuilt, plan.since, plan.until)
+            tables.append(units_without_ext(*(rebuilt.column(c) for c in UNIT_COLUMNS)))
         damaged += [problem] if problem else []
-    return SplitUnits(pa.concat_tables(tables) if len(tables) > 1 else tables[0], damaged)
+    return SplitUnits(pa.concat_tables(tables) if len(tables) > 1 else tables[0], damaged, marks)
 
 
 def _rocks_units(rocks, start, end):
@@ -208,10 +219,12 @@ def rebuilt_units(plan, fs, start, end):
                         commitlog_offset=damaged_at, reason=reason)
 
 
-def _rebuilt_kept(rebuild, walked):
-    """CONSUME_QUEUE_SCHEMA of the walked units of the rebuilt queues (Rebuild: its topics, less the queues a
+UNIT_COLUMNS = ("topic", "queue_id", "queue_offset", "commitlog_offset", "size", "tags_code")
+
+
+def _rebuilt_kept(rebuild, units):
+    """The walked units (cq_rebuild.UNITS_SCHEMA) of the rebuilt queues (Rebuild: its topics, less the queues a
     consume queue serves)."""
-    units = walked.units
     keep = pc.is_in(units.column("topic"), pa.array(sorted(rebuild.topics), pa.string())).to_numpy(
         zero_copy_only=False)
     if rebuild.kept and keep.any():
@@ -219,6 +232,38 @@ def _rebuilt_kept(rebuild, walked):
         queues = units.column("queue_id").to_numpy()
         for topic, qid in rebuild.kept:
             keep &= ~((queues == qid) & (topics == topic))
-    units = units.filter(pa.array(keep))
-    return units_without_ext(units.column("topic"), units.column("queue_id"), units.column("queue_offset"),
-                             units.column("commitlog_offset"), units.column("size"), units.column("tags_code"))
+    return units.filter(pa.array(keep))
+
+
+def _in_offsets(rebuild, units):
+    """The units inside the offsets window of their queue (Rebuild.offsets), as a file queue's narrowed
+    segments hold only those."""
+    if not rebuild.offsets or not units.num_rows:
+        return units
+    topics = units.column("topic").to_numpy(zero_copy_only=False)
+    queues = units.column("queue_id").to_numpy()
+    offsets = units.column("queue_offset").to_numpy()
+    keep = np.ones(units.num_rows, bool)
+    for topic, qid, first, end in rebuild.offsets:
+        rows = (topics == topic) & (queues == qid)
+        if first is not None:
+            keep &= ~rows | (offsets >= first)
+        if end is not None:
+            keep &= ~rows | (offsets < end)
+    return units.filter(pa.array(keep))
+
+
+def queue_marks(units, since, until):
+    """QUEUE_MARKS_SCHEMA of rebuilt units (with store_timestamp), per queue."""
+    if not units.num_rows:
+        return None
+    t = units.column("store_timestamp").to_numpy()
+    before = np.ones(len(t), bool) if until is None else t < until
+    from_since = before & (True if since is None else t >= since)
+    table = units.select(["topic", "queue_id"]).append_column(
+        "first", pa.array(units.column("queue_offset").to_numpy(), mask=~from_since)).append_column(
+        "end", pa.array(units.column("queue_offset").to_numpy() + 1, mask=~before)).append_column(
+        "after", pa.array(units.column("queue_offset").to_numpy(), mask=before))
+    marks = table.group_by(["topic", "queue_id"]).aggregate([("first", "min"), ("end", "max"), ("after", "min")])
+    return pa.table({"topic": marks["topic"], "queue_id": marks["queue_id"], "first": marks["first_min"],
+                     "end": marks["end_max"], "after": marks["after_min"]}).cast(QUEUE_MARKS_SCHEMA)

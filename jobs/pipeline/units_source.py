@@ -31,6 +31,9 @@ class Rebuild:
 
     topics: frozenset = frozenset()
     kept: frozenset = frozenset()  # (topic, queue_id)
+    # the offsets window of the rebuilt queues: ((topic, queue_id, first, end), ...), None an open bound (the
+    # window's --starting-offsets / --ending-offsets; EARLIEST and LATEST are open)
+    offsets: tuple = ()
 
     def __bool__(self):
         return bool(self.topics)
@@ -54,11 +57,14 @@ class UnitsSources:
     warnings: list = field(default_factory=list)  # what the run must say: a RocksDB queue not read, and why
     default: str = FILES  # the source of most queues, for summary.json
     differs: dict = field(default_factory=dict)  # {topic: {queue_id: source}} where a queue's source is not it
+    known: frozenset = frozenset()  # (topic, queue_id) of the queues the consume queue or topics.json names
 
     def describe(self):
         """summary.json's `units_source`."""
+        by_name = lambda kv: str(kv[0])  # noqa: E731 - queue ids, and "*" for every queue of a topic
         return {"default": self.default,
-                "queues": {t: {str(q): s for q, s in sorted(qs.items(), key=lambda kv: str(kv[0]))} for t, qs in sorted(self.differs.items())}}
+                "queues": {t: {str(q): s for q, s in sorted(qs.items(), key=by_name)}
+                           for t, qs in sorted(self.differs.items())}}
 
 
 def store_topics(layout, topic_configs):
@@ -85,10 +91,12 @@ def choose(units_from, layout, topics, topic_configs):
                 for q in range(max(topic_configs[t].read_queue_nums, topic_configs[t].write_queue_nums))}
     lacking = sorted(expected - have)
     absent_topics = sorted(t for t in topics if not any(k[0] == t for k in have) and t not in topic_configs)
-    sources = UnitsSources(files, rocks, default=ROCKSDB if rocks and not files else FILES)
+    sources = UnitsSources(files, rocks, default=ROCKSDB if rocks and not files else FILES,
+                           known=frozenset(have | expected))
     if layout.rocksdb_cq is not None and not storefs.is_local(layout.filesystem()):
         sources.warnings.append(f"{layout.rocksdb_cq} is a RocksDB consume queue on a remote filesystem, which "
-                                "RocksDB cannot open (it reads files by path): its queues are rebuilt from the commit log")
+                                "RocksDB cannot open (it reads files by path): its queues are rebuilt from the "
+                                "commit log")
     for t, q, _, _ in rocks.queues if rocks and files else ():
         sources.differs.setdefault(t, {})[q] = ROCKSDB
     if units_from == FILES:

@@ -14,8 +14,9 @@ A topic or queue the offsets JSON names that the store lacks is a usage error (a
 --allow-missing (a nightly run over topics that come and go); topics of the store this run does not read
 are ignored, so a wider run's offsets.json serves a narrower one."""
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
+from functools import partial
 
 import numpy as np
 
@@ -23,7 +24,8 @@ from jobs.errors import OffsetOutOfRange, UsageError
 from jobs.pipeline.cq_index import SegmentIndex
 from schemas import layout as L
 from schemas.errors import CorruptStoreError, NotInStore
-from schemas.lookup import read_records, read_units
+from schemas.lookup import first_store_time, read_records, read_units
+from schemas.rocksdb_store import consume_queue
 
 EARLIEST, LATEST = -2, -1  # in an offsets JSON, as Spark's Kafka source writes them
 
@@ -173,6 +175,7 @@ class Resolved:
     segments: SegmentIndex
     problems: list
     warnings: list
+    rocks: object = None  # units_source.RocksQueues narrowed to the window: (topic, queue_id, first, end) each
 
 
 def queue_bounds(segments):
@@ -187,14 +190,25 @@ def queue_bounds(segments):
     return out
 
 
-def resolve(window, layout, segments, topics_present, allow_missing=False):
-    """Resolved of a Window over the probed queues; UsageError / OffsetOutOfRange for offsets that name
-    nothing or data the store never held."""
+def resolve(window, layout, segments, topics_present, allow_missing=False, sources=None):
+    """Resolved of a Window over the probed queues and those of a RocksDB consume queue (`sources`:
+    units_source.UnitsSources); UsageError / OffsetOutOfRange for offsets that name nothing or data the store
+    never held. Queues rebuilt from the commit log have no bounds before the tasks walk them: the tasks apply
+    the window to them (rebuilt_window)."""
     bounds = queue_bounds(segments)
-    warnings = _unknown_names(window, layout, topics_present, allow_missing)
+    rocks = sources.rocks if sources is not None else None
+    known = {(q.topic, q.queue_id) for q in layout.queues} | set(sources.known if sources is not None else ())
+    warnings = _unknown_names(window, known, topics_present, allow_missing,
+                              sources is not None and bool(sources.rebuild))
     problems, ranges = [], []
     fs = layout.filesystem()
     by_key = {(q.topic, q.queue_id): q for q in segments.queues}
+    times = {key: _store_time(fs, layout, queue) for key, queue in by_key.items()}
+    if rocks is not None:
+        db = consume_queue(rocks.path)
+        for topic, qid, first, end in rocks.queues:
+            bounds[(topic, qid)] = (first, end)
+            times[(topic, qid)] = partial(_rocks_store_time, db, topic, qid)
     for key, (lo, hi) in bounds.items():
         topic, qid = key
         first = _offset(window.starting, key, lo, lo, hi, "--starting-offsets", problems)
@@ -202,13 +216,21 @@ def resolve(window, layout, segments, topics_present, allow_missing=False):
         if end < first and qid in window.starting.get(topic, {}) and qid in window.ending.get(topic, {}):
             raise UsageError(f"--ending-offsets: topic {topic} queue {qid} ends at offset {end}, before "
                              f"--starting-offsets starts it at {first}")
-        time_of = _store_time(fs, layout, by_key[key])
+        time_of = times[key]
         if window.since is not None:
             first = max(first, _first_stored_at_or_after(time_of, window.since, lo, hi))
         if window.until is not None:
             end = min(end, _first_stored_at_or_after(time_of, window.until, lo, hi))
         ranges.append((topic, qid, first, max(first, end)))
-    return Resolved(tuple(ranges), narrow(segments, ranges, fs), problems, warnings)
+    if rocks is not None:
+        cut = {(t, q): (a, b) for t, q, a, b in ranges}
+        rocks = replace(rocks, queues=tuple((t, q) + cut[(t, q)] for t, q, _, _ in rocks.queues))
+    return Resolved(tuple(ranges), narrow(segments, ranges, fs), problems, warnings, rocks)
+
+
+def _rocks_store_time(db, topic, queue_id, offset):
+    """The store time a RocksDB consume-queue unit holds (its value's storeTimestamp)."""
+    return db.store_time(topic, queue_id, offset)
 
 
 def _offset(given, key, default, lo, hi, flag, problems):
@@ -228,8 +250,9 @@ def _offset(given, key, default, lo, hi, flag, problems):
     return offset
 
 
-def _unknown_names(window, layout, topics_present, allow_missing):
-    queues = {(q.topic, q.queue_id) for q in layout.queues}
+def _unknown_names(window, queues, topics_present, allow_missing, rebuilt=False):
+    """Topics and queues of the offsets JSON the store lacks. Where units are rebuilt from the commit log, a
+    queue of a store topic is taken as given (only the commit log knows its queues)."""
     problems = []
     for flag, given in (("--starting-offsets", window.starting), ("--ending-offsets", window.ending)):
         for topic, offsets in given.items():
@@ -237,7 +260,7 @@ def _unknown_names(window, layout, topics_present, allow_missing):
                 problems.append(f"{flag}: topic {topic!r} is not in the store")
                 continue
             problems += [f"{flag}: topic {topic!r} has no queue {qid} in the store"
-                         for qid in sorted(offsets) if (topic, qid) not in queues]
+                         for qid in sorted(offsets) if (topic, qid) not in queues and not rebuilt]
     if problems and not allow_missing:
         raise UsageError("; ".join(problems) + " (--allow-missing runs anyway)")
     return problems
@@ -299,10 +322,46 @@ def _commitlog_offset(fs, segment, index):
         return int.from_bytes(f.read_at(8, index * L.CQ_UNIT_SIZE), "big", signed=True)
 
 
-def spans(segments):
-    """Commit-log byte ranges [start, end) the window's units point into, one per segment: splits that
-    overlap none are not planned."""
-    return tuple(zip(segments.first_offset.tolist(), (segments.last_offset + 1).tolist()))
+def spans(segments, rocks=None, log_files=()):
+    """Commit-log byte ranges [start, end) the window's units point into, one per segment and per RocksDB queue
+    range; the whole of each commit-log file `log_files` names (where units are rebuilt, pruned_files):
+    splits that overlap none are not planned."""
+    out = list(zip(segments.first_offset.tolist(), (segments.last_offset + 1).tolist()))
+    if rocks is not None:
+        db = consume_queue(rocks.path)
+        out += [(db.commitlog_offset(t, q, a), db.commitlog_offset(t, q, b - 1) + 1)
+                for t, q, a, b in rocks.queues if b > a]
+    out += [(f.start, f.end) for f in log_files]
+    return tuple(out)
+
+
+def rebuilt_offsets(window, rebuild):
+    """Rebuild.offsets of a window: per queue of a rebuilt topic its offsets JSON names, (first, end) with
+    EARLIEST and LATEST open (None): the tasks keep the rebuilt units inside them."""
+    keys = {(t, q) for given in (window.starting, window.ending) for t, queues in given.items() for q in queues
+            if t in rebuild.topics}
+    open_bound = lambda o: None if o in (EARLIEST, LATEST) else o  # noqa: E731
+    return tuple((t, q, open_bound(window.starting.get(t, {}).get(q, EARLIEST)),
+                  open_bound(window.ending.get(t, {}).get(q, LATEST))) for t, q in sorted(keys))
+
+
+def pruned_files(window, log, fs):
+    """The commit-log files a store-time window can hold records of, by their first records' store times (a
+    read of a header each): a file is left out when it starts at or after --until, or when the next file
+    starts before --since (the log is in store-time order, as the broker appends it; the tasks still check
+    every record exactly). An offsets-only window keeps every file."""
+    files = list(log.files)
+    if window.since is None and window.until is None:
+        return files
+    firsts = [first_store_time(fs, f) for f in files] + [None]
+    kept = []
+    for k, f in enumerate(files):
+        if window.until is not None and firsts[k] is not None and firsts[k] >= window.until:
+            continue
+        if window.since is not None and firsts[k + 1] is not None and firsts[k + 1] < window.since:
+            continue
+        kept.append(f)
+    return kept
 
 
 def offsets_json(ranges):

@@ -243,6 +243,7 @@ def _run_with(spark, planned, out, options, sink, ranges, progress):
                 [{f.name: p.get(f.name) for f in CORRUPT_SCHEMA} for p in problems], schema=CORRUPT_SCHEMA))
         written.update(write_empty_tables(out, options.layout, options.with_body, written))
     counters = Counters.of(reports, len(problems))
+    planned.ranges = tuple(planned.ranges) + counters.rebuilt  # a rebuilt queue's offsets: known once walked
     summary = build_summary(planned, counters, options)
     summary["outputs"] = {name: {"files": f, "rows": r, "bytes": b} for name, (f, r, b) in sorted(written.items())}
     if sink == "noop":

@@ -96,6 +96,7 @@ class SplitWriter:
         self.writers = {}  # final relative path -> [writer, stream, output, rows]
         self.stats, self.topic_stats, self.examples = {}, {}, {}
         self.timelines = {}  # (group, topic) -> Timeline of the split
+        self.marks = []  # rows of split_units.QUEUE_MARKS_SCHEMA: the offsets rebuilt queues reach
 
     def write(self, kind, piece):
         getattr(self, "_" + kind)(piece)
@@ -151,6 +152,9 @@ class SplitWriter:
             self.timelines.setdefault(key, Timeline()).add(
                 row["width"], [row["bucket"]], [(row["delivered"], row["collided"], row["filtered"])])
 
+    def _queue_marks(self, table):
+        self.marks += table.to_pylist()
+
     def _example(self, table):
         for row in table.to_pylist():
             self.examples.setdefault((row["group"], row["topic"]), row["reason"])
@@ -191,6 +195,7 @@ class SplitWriter:
             rows.append(dict(kind="example", group=group, topic=topic, reason=reason))
         for (group, topic), timeline in sorted(self.timelines.items()):
             rows.append(dict(kind="timeline", group=group, topic=topic, **timeline.report()))
+        rows += [dict(kind="queue_marks", **m) for m in self.marks]
         return rows
 
     def abort(self):

@@ -88,6 +88,8 @@ def run_split(plan, segments, spec, index, split_range, attempt):
         found = split_units(plan, segments, start, end)
         if found.damaged:
             writer.write("corrupt", pa.Table.from_pylist(found.damaged, schema=CORRUPT_SCHEMA))
+        if found.marks is not None:
+            writer.write("queue_marks", found.marks)
         for kind, piece in iter_split(plan, found.units):
             writer.write(kind, piece)
         return writer.close(), found.units.num_rows

@@ -11,8 +11,9 @@ class Counters:
     """What the tasks counted, summed over tasks: per (group, topic), per topic, and the audit's size."""
 
     def __init__(self, groups=None, topics=None, examples=None, corrupt_items=0, uninflated_bodies=0,
-                 timelines=None):
+                 timelines=None, rebuilt=()):
         self.groups, self.topics = groups or {}, topics or {}
+        self.rebuilt = rebuilt  # ((topic, queue_id, first, end), ...): the offsets the rebuilt queues' units cover
         self.timelines = timelines or {}  # (group, topic) -> sink.Timeline: the report's charts
         self.examples, self.corrupt_items = examples or {}, corrupt_items
         self.uninflated_bodies = uninflated_bodies  # rows of audit/bodies: bodies beyond max_body_mb, left null
@@ -20,7 +21,7 @@ class Counters:
     @classmethod
     def of(cls, reports, driver_problems=0):
         """The counters of the successful attempts' reports (jobs/run/sink.py's report rows)."""
-        groups, topics, examples, corrupt, bodies, timelines = {}, {}, {}, driver_problems, 0, {}
+        groups, topics, examples, corrupt, bodies, timelines, marks = {}, {}, {}, driver_problems, 0, {}, []
         for r in reports:
             if r["kind"] == "stats":
                 _add(groups.setdefault((r["group"], r["topic"]), {}), STAT_FIELDS, r["stats"])
@@ -30,11 +31,35 @@ class Counters:
                 examples.setdefault((r["group"], r["topic"]), r["reason"])
             elif r["kind"] == "timeline":
                 timelines.setdefault((r["group"], r["topic"]), Timeline()).add(r["width"], r["buckets"], r["counts"])
+            elif r["kind"] == "queue_marks":
+                marks.append(r)
             elif r["kind"] == "file" and r["output"] == "audit/corrupt":
                 corrupt += r["rows"]
             elif r["kind"] == "file" and r["output"] == "audit/bodies":
                 bodies += r["rows"]
-        return cls(groups, topics, examples, corrupt, bodies, timelines)
+        return cls(groups, topics, examples, corrupt, bodies, timelines, rebuilt_ranges(marks))
+
+
+def rebuilt_ranges(marks):
+    """((topic, queue_id, first, end), ...) of the rebuilt queues, from the splits' queue marks
+    (split_units.QUEUE_MARKS_SCHEMA rows): a queue ends at its first unit stored at or after --until where a
+    split saw one, else one past the last before it; it starts at its first unit stored at or after --since
+    (at its end when it has none in the window)."""
+    merged = {}
+    for m in marks:
+        first, end, after = merged.get((m["topic"], m["queue_id"]), (None, None, None))
+        end = end if m["end"] is None else max(end or 0, m["end"])
+        merged[(m["topic"], m["queue_id"])] = (_least(first, m["first"]), end, _least(after, m["after"]))
+    out = []
+    for (topic, qid), (first, end, after) in sorted(merged.items()):
+        end = after if after is not None else end
+        end = end if end is not None else first
+        out.append((topic, qid, end if first is None or first > end else first, end))
+    return tuple(out)
+
+
+def _least(a, b):
+    return b if a is None else a if b is None else min(a, b)
 
 
 def _add(into, names, values):
@@ -80,6 +105,8 @@ def build_summary(planned, counters, options):
         "warnings": list(planned.warnings) + _error_warnings(planned, rows, counters.examples)
         + _body_warnings(counters, options),
         "window": describe(options.window, planned.ranges) if options.window.given else None,
+        "units_source": planned.sources.describe(),
+        "units_source_notes": list(planned.sources.notes),
     }
 
 
@@ -144,6 +171,7 @@ def summary_table(summary):
         out += _table(["topic", "compared", "mismatches", "explained"],
                       [[t["topic"], str(t["bitmaps_compared"]), str(t["bitmap_mismatches"]),
                         str(t["bitmap_mismatches_explained"])] for t in audit])
+    out += [""] + summary["units_source_notes"] if summary.get("units_source_notes") else []
     out += _window_lines(summary.get("window"))
     for r in summary["subscriptions"]:
         if r.get("error"):

@@ -159,13 +159,11 @@ def test_stray_tmp_file_is_reported(damaged, store_a):
     assert [p["reason"] for p in planned.problems][0].startswith("not a segment file")
 
 
-def test_rocksdb_consume_queue_is_refused_with_a_clear_message(damaged, store_a):
-    from schemas.errors import UnsupportedStoreError
-
+def test_a_rocksdb_consume_queue_that_cannot_be_opened_is_damaged_data(damaged, store_a):
     shutil.rmtree(damaged / "consumequeue")
     (damaged / "consumequeue").mkdir()
-    (damaged / "consumequeue" / "CURRENT").write_text("MANIFEST-000001\n")
-    with pytest.raises(UnsupportedStoreError, match="RocksDB"):
+    (damaged / "consumequeue" / "CURRENT").write_text("MANIFEST-000001\n")  # names a MANIFEST that is not there
+    with pytest.raises(CorruptStoreError, match="consumequeue: RocksDB cannot be opened read-only.*MANIFEST-000001"):
         _plan(damaged, store_a, "fail")
 
 

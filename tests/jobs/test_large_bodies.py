@@ -139,8 +139,8 @@ def _decoded_batches(store, budget, monkeypatch):
     start, end = commitlog_splits(planned.plan)[0]
     out = Pieces()
     batches = []
-    for _, units, messages in decoded_topics(planned.plan, split_units(planned.plan, planned.segments, start, end).units,
-                                             out):
+    units = split_units(planned.plan, planned.segments, start, end).units
+    for _, units, messages in decoded_topics(planned.plan, units, out):
         batches.append(([len(b) for b in messages.column("body").to_pylist()], units.column("queue_offset")
                         .to_pylist()))
     return batches

@@ -5,11 +5,13 @@ under `auto` and is damaged data under `consumequeue`; --from committed reads a 
 
 Stores are made from the fixtures: folders deleted, or the consume queue written into a RocksDB with RocketMQ's
 key and value layout by tools/rocksdb_store_writer.py (read from RocksDBConsumeQueueTable.java)."""
+import json
 import shutil
 
 import pytest
 
 from jobs.pipeline.plan import build_plan
+from jobs.pipeline.window import offsets_json, parse_window
 from jobs.settings import JobOptions
 from schemas.errors import CorruptStoreError
 from tests.jobs.conftest import assert_rows_equal, expected_rows, writable_copy
@@ -105,3 +107,37 @@ def test_committed_offsets_are_read_from_a_rocksdb_config(store_a, tmp_path):
     planned = _plan(store, store_a, start_from="committed")
     assert planned.committed == offsets != json_offsets
     assert ("G_TAG_A", "TopicTest", 0, 100) in planned.plan.start_offsets
+
+
+SINCE, UNTIL = 1795237035000, 1795237035400  # store_a's messages were stored from ...034787 on
+
+
+def _stores(store_a, tmp_path):
+    """store_a without its consume queue (rebuilt) and with a RocksDB consume queue."""
+    rebuilt = _without_consume_queue(store_a, tmp_path / "rebuilt")
+    rocks = writable_copy(store_a, tmp_path / "rocks")
+    write_rocksdb_consume_queue(rocks)
+    return {"commitlog": rebuilt, "rocksdb": rocks}
+
+
+@pytest.mark.parametrize("source", ["commitlog", "rocksdb"])
+def test_a_time_window_delivers_the_rows_stored_inside_it(store_a, tmp_path, source):
+    final, _ = _expected(store_a)
+    planned = _plan(_stores(store_a, tmp_path)[source], store_a, window=parse_window(str(SINCE), str(UNTIL)))
+    assert planned.sources.describe()["default"] == source
+    got = kind(replay_local(planned), "matched").to_pylist()
+    assert_rows_equal(got, {k: r for k, r in final.items() if SINCE <= r["storeTimestamp"] < UNTIL})
+
+
+@pytest.mark.parametrize("source", ["commitlog", "rocksdb"])
+def test_until_then_its_offsets_json_delivers_everything_once(store_a, tmp_path, source):
+    final, _ = _expected(store_a)
+    store = _stores(store_a, tmp_path)[source]
+    first_planned = _plan(store, store_a, window=parse_window(until=str(UNTIL)))
+    first = kind(replay_local(first_planned), "matched").to_pylist()
+    path = tmp_path / "offsets.json"
+    path.write_text(json.dumps(offsets_json(first_planned.ranges)))
+    assert set(json.loads(path.read_text())["TopicTest"]) == {"0", "1", "2", "3"}
+    rest = kind(replay_local(_plan(store, store_a, window=parse_window(starting=str(path)))), "matched").to_pylist()
+    assert_rows_equal(first, {k: r for k, r in final.items() if r["storeTimestamp"] < UNTIL})
+    assert_rows_equal(rest, {k: r for k, r in final.items() if r["storeTimestamp"] >= UNTIL})
