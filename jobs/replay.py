@@ -197,6 +197,10 @@ def _main(args, progress):
     if summary["corrupt_items"]:
         print(f"damaged data skipped: {summary['skipped_units']} unit(s) of the subscriptions, "
               f"{summary['corrupt_items']} item(s) audited in {args.out}/audit/corrupt/", file=sys.stderr)
+    if summary["consume_queue_audit"] is not None:
+        found = summary["consume_queue_audit"]
+        print_quietly(f"consume-queue audit: {found} finding(s), in {args.out.rstrip('/')}/audit/consume_queue/"
+                      if found else "consume-queue audit: every unit agrees with the commit log, none lacking")
     print_quietly(f"output: {args.out}")
     print_quietly(f"report: {args.out.rstrip('/')}/{outputs.REPORT}")
     return exit_code(summary)

@@ -13,7 +13,8 @@ from jobs.run.summary import Counters
 from schemas.arrow_schemas import STAT_FIELDS, TOPIC_STAT_FIELDS
 
 OUTPUTS = {"matched": "matched", "collision": "audit/collisions", "bitmap": "audit/bitmaps",
-           "corrupt": "audit/corrupt", "bodies": "audit/bodies", "message": "messages"}
+           "corrupt": "audit/corrupt", "bodies": "audit/bodies", "message": "messages",
+           "cq_audit": "audit/consume_queue"}
 
 
 def replay_local(planned, layout="wide"):
@@ -24,7 +25,7 @@ def replay_local(planned, layout="wide"):
     spec = SinkSpec(out, layout, plan.with_body)
     reports = []
     splits = commitlog_splits(plan)
-    for index, split in enumerate(snap_to_records(plan, splits) if plan.rebuild else splits):
+    for index, split in enumerate(snap_to_records(plan, splits) if plan.walks_records else splits):
         report, _ = run_split(plan, planned.segments, spec, index, split, "local")
         reports += report
     commit(out, reports)

@@ -123,11 +123,12 @@ def build_plan(options):
         registrations=_dispatched_registrations(stored, compiled, bloom, options.dialect),
         audit_bitmaps=CONSUMER_FILTER_FILE not in config.damaged,
         start_offsets=_start_offsets(options, compiled, config.consumer_offsets),
-        data_end=None if sources.rocks or sources.rebuild else segments.data_end,
+        data_end=None if sources.rocks or sources.rebuild or options.audit_consume_queue else segments.data_end,
         since=options.window.since, until=options.window.until,
         spans=spans(window.segments, sources.rocks, pruned_files(options.window, layout.log, layout.filesystem())
                     if sources.rebuild else ()) if options.window.given else None,
         rocks=sources.rocks, rebuild=sources.rebuild,
+        audit_queues=_audited(window.ranges, options.window) if options.audit_consume_queue else None,
     )
     lost = tuple(x for x in _lost_units(layout, window.ranges if options.window.given else ()) if x.topic in topics)
     return Planned(plan, layout, compiled, config.consumer_offsets, problems, lost, warnings, window.segments,
@@ -251,6 +252,14 @@ def _lost_units(layout, ranges):
             if count > 0:
                 lost.append(LostUnits(q.topic, q.queue_id, first, count, seg.path))
     return tuple(lost)
+
+
+def _audited(ranges, window):
+    """The consume-queue audit's queues and offsets: the run's ranges, open where the window leaves a side open
+    (units a queue lacks past its last unit, a consume queue behind its commit log, are found)."""
+    lower = window.since is not None or bool(window.starting)
+    upper = window.until is not None or bool(window.ending)
+    return tuple((t, q, a if lower else -(1 << 62), b if upper else 1 << 62) for t, q, a, b in ranges)
 
 
 def needed_topics(subscriptions, stored_filters, groups=(), topics=()):

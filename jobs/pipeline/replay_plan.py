@@ -32,6 +32,15 @@ class ReplayPlan:
     spans: tuple = None  # with a window: commit-log [start, end) ranges its units point into (jobs/pipeline/window.py)
     rocks: object = None  # units_source.RocksQueues: queues read from a RocksDB consume queue
     rebuild: object = Rebuild()  # units_source.Rebuild: queues whose units the tasks rebuild from their records
+    # --audit-consume-queue: ((topic, queue_id, first, end), ...) of the queues whose units are checked against
+    # the commit log (jobs/pipeline/cq_audit.py); None: no audit
+    audit_queues: tuple = None
+
+    @property
+    def walks_records(self):
+        """Whether the tasks walk their splits' records (to rebuild units, or to audit them): splits then start
+        at records (split_units.snap_to_records)."""
+        return bool(self.rebuild) or self.audit_queues is not None
 
 
 def replay_plan(options, log, **facts):

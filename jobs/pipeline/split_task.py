@@ -27,12 +27,15 @@ BATCH_ROWS = 65536
 BATCH_BYTES = 64 << 20
 
 
-def iter_split(plan, units):
+def iter_split(plan, units, left_out=None):
     """What one split's units (a CONSUME_QUEUE_SCHEMA table) produce, as a stream of (kind, piece) pairs,
     batch by batch: `message` (MessageRows), `bitmap` (BITMAP_SCHEMA), `corrupt` (CORRUPT_SCHEMA), `bodies`
     (BODIES_SCHEMA), `stats` (group, topic and STAT_FIELDS), `topic_stats` (topic and TOPIC_STAT_FIELDS),
-    `example` (group, topic, reason: why an expression throws). The sink writes each as it comes."""
+    `example` (group, topic, reason: why an expression throws). The sink writes each as it comes. left_out:
+    (topic, queue_id, queue_offset) of units left out before (the consume-queue audit's): counted as skipped."""
     out = Pieces()
+    if left_out is not None:
+        out.skipped.append(left_out)
     for topic, topic_units, messages in decoded_topics(plan, units, out):
         yield from out.flush()
         replay_topic(plan, topic, topic_units, messages, out)

@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.pipeline.cq_audit import audit_units
 from schemas import storefs
 from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA
 from schemas.commitlog_files import PLAIN
@@ -133,6 +134,8 @@ class SplitUnits:
     units: pa.Table
     damaged: list
     marks: pa.Table = None
+    audit: pa.Table = None  # --audit-consume-queue: jobs/pipeline/cq_audit.CQ_AUDIT_SCHEMA rows
+    left_out: pa.Table = None  # (topic, queue_id, queue_offset) of the units the audit found wrong: skipped
 
 
 # per rebuilt queue and split, in the offsets window: the first queue offset stored at or after --since, one past
@@ -159,15 +162,23 @@ def split_units(plan, segments, start, end):
     tables = [pa.Table.from_batches(batches, schema=CONSUME_QUEUE_SCHEMA)]
     if plan.rocks is not None:
         tables += _rocks_units(plan.rocks, start, end)
-    damaged, marks = [], None
-    if plan.rebuild:
+    damaged, marks, audit, left_out = [], None, None, None
+    if plan.walks_records:
         walked, problem = rebuilt_units(plan, fs, start, end)
-        if walked is not None:
+        if walked is not None and plan.audit_queues is not None:
+            queue_units = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+            audit, wrong = audit_units(queue_units, walked.units, plan.audit_queues)
+            if len(wrong):
+                keep = np.ones(queue_units.num_rows, bool)
+                keep[wrong] = False
+                left_out = queue_units.take(pa.array(wrong)).select(["topic", "queue_id", "queue_offset"])
+                tables = [queue_units.filter(pa.array(keep))]
+        if walked is not None and plan.rebuild:
             rebuilt = _in_offsets(plan.rebuild, _rebuilt_kept(plan.rebuild, walked.units))
             marks = queue_marks(rebuilt, plan.since, plan.until)
             tables.append(units_without_ext(*(rebuilt.column(c) for c in UNIT_COLUMNS)))
         damaged += [problem] if problem else []
-    return SplitUnits(pa.concat_tables(tables) if len(tables) > 1 else tables[0], damaged, marks)
+    return SplitUnits(pa.concat_tables(tables) if len(tables) > 1 else tables[0], damaged, marks, audit, left_out)
 
 
 def _rocks_units(rocks, start, end):

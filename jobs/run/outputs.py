@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from jobs.errors import PublishFailed, UsageError
+from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
 from jobs.pipeline.window import offsets_json
 from jobs.run import claim as claims
 from jobs.run import lifecycle, report
@@ -242,6 +243,8 @@ def _run_with(spark, planned, out, options, sink, ranges, progress):
             write_driver_part(out, "audit/corrupt", pa.Table.from_pylist(
                 [{f.name: p.get(f.name) for f in CORRUPT_SCHEMA} for p in problems], schema=CORRUPT_SCHEMA))
         written.update(write_empty_tables(out, options.layout, options.with_body, written))
+        if options.audit_consume_queue and "audit/consume_queue" not in written:  # asked, nothing found: a table
+            write_driver_part(out, "audit/consume_queue", CQ_AUDIT_SCHEMA.empty_table())  # of no row
     counters = Counters.of(reports, len(problems))
     planned.ranges = tuple(planned.ranges) + counters.rebuilt  # a rebuilt queue's offsets: known once walked
     summary = build_summary(planned, counters, options)

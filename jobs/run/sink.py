@@ -135,6 +135,9 @@ class SplitWriter:
     def _corrupt(self, table):
         self._append("audit/corrupt", f"audit/corrupt/part-{self.split:05d}.parquet", table)
 
+    def _cq_audit(self, table):
+        self._append("audit/consume_queue", f"audit/consume_queue/part-{self.split:05d}.parquet", table)
+
     def _bodies(self, table):
         self._append("audit/bodies", f"audit/bodies/part-{self.split:05d}.parquet", table)
 

@@ -41,7 +41,7 @@ def splits(sc, plan):
     """The commit-log splits of a run, one task each (split_units.commitlog_splits); their bounds moved to
     record starts when units are rebuilt from the commit log, by one Spark task per file."""
     ranges = commitlog_splits(plan)
-    if not plan.rebuild:
+    if not plan.walks_records:
         return ranges
     return snap_to_records(plan, ranges, lambda fn, items: sc.parallelize(items, max(len(items), 1)).map(fn).collect()
                            if items else [])
@@ -90,7 +90,9 @@ def run_split(plan, segments, spec, index, split_range, attempt):
             writer.write("corrupt", pa.Table.from_pylist(found.damaged, schema=CORRUPT_SCHEMA))
         if found.marks is not None:
             writer.write("queue_marks", found.marks)
-        for kind, piece in iter_split(plan, found.units):
+        if found.audit is not None and found.audit.num_rows:
+            writer.write("cq_audit", found.audit)
+        for kind, piece in iter_split(plan, found.units, found.left_out):
             writer.write(kind, piece)
         return writer.close(), found.units.num_rows
     except BaseException:

@@ -11,9 +11,10 @@ class Counters:
     """What the tasks counted, summed over tasks: per (group, topic), per topic, and the audit's size."""
 
     def __init__(self, groups=None, topics=None, examples=None, corrupt_items=0, uninflated_bodies=0,
-                 timelines=None, rebuilt=()):
+                 timelines=None, rebuilt=(), cq_findings=0):
         self.groups, self.topics = groups or {}, topics or {}
         self.rebuilt = rebuilt  # ((topic, queue_id, first, end), ...): the offsets the rebuilt queues' units cover
+        self.cq_findings = cq_findings  # rows of audit/consume_queue: --audit-consume-queue's findings
         self.timelines = timelines or {}  # (group, topic) -> sink.Timeline: the report's charts
         self.examples, self.corrupt_items = examples or {}, corrupt_items
         self.uninflated_bodies = uninflated_bodies  # rows of audit/bodies: bodies beyond max_body_mb, left null
@@ -22,6 +23,7 @@ class Counters:
     def of(cls, reports, driver_problems=0):
         """The counters of the successful attempts' reports (jobs/run/sink.py's report rows)."""
         groups, topics, examples, corrupt, bodies, timelines, marks = {}, {}, {}, driver_problems, 0, {}, []
+        cq_findings = 0
         for r in reports:
             if r["kind"] == "stats":
                 _add(groups.setdefault((r["group"], r["topic"]), {}), STAT_FIELDS, r["stats"])
@@ -37,7 +39,9 @@ class Counters:
                 corrupt += r["rows"]
             elif r["kind"] == "file" and r["output"] == "audit/bodies":
                 bodies += r["rows"]
-        return cls(groups, topics, examples, corrupt, bodies, timelines, rebuilt_ranges(marks))
+            elif r["kind"] == "file" and r["output"] == "audit/consume_queue":
+                cq_findings += r["rows"]
+        return cls(groups, topics, examples, corrupt, bodies, timelines, rebuilt_ranges(marks), cq_findings)
 
 
 def rebuilt_ranges(marks):
@@ -106,6 +110,8 @@ def build_summary(planned, counters, options):
         + _body_warnings(counters, options),
         "window": describe(options.window, planned.ranges) if options.window.given else None,
         "units_source": planned.sources.describe(),
+        # --audit-consume-queue: the findings (rows of audit/consume_queue/); null when not asked
+        "consume_queue_audit": counters.cq_findings if options.audit_consume_queue else None,
         "units_source_notes": list(planned.sources.notes),
     }
 
@@ -149,8 +155,9 @@ def _body_warnings(counters, options):
 
 
 def exit_code(summary):
-    """0 clean; 4 finished, but damaged data was skipped (audit/corrupt); 3 some subscription failed."""
-    if summary.get("corrupt_items"):
+    """0 clean; 4 finished, but damaged data was skipped (audit/corrupt) or the consume-queue audit found units
+    that disagree with the commit log (audit/consume_queue); 3 some subscription failed."""
+    if summary.get("corrupt_items") or summary.get("consume_queue_audit"):
         return 4
     if summary["failed_subscriptions"]:
         return 3

@@ -141,3 +141,32 @@ def test_until_then_its_offsets_json_delivers_everything_once(store_a, tmp_path,
     rest = kind(replay_local(_plan(store, store_a, window=parse_window(starting=str(path)))), "matched").to_pylist()
     assert_rows_equal(first, {k: r for k, r in final.items() if r["storeTimestamp"] < UNTIL})
     assert_rows_equal(rest, {k: r for k, r in final.items() if r["storeTimestamp"] >= UNTIL})
+
+
+def _swap_units(store, topic, queue_id, a, b):
+    """Swap the 20-byte units a and b of a consume-queue file (the first file of the queue)."""
+    path = store / "consumequeue" / topic / str(queue_id) / "00000000000000000000"
+    raw = bytearray(path.read_bytes())
+    raw[a * 20:a * 20 + 20], raw[b * 20:b * 20 + 20] = raw[b * 20:b * 20 + 20], raw[a * 20:a * 20 + 20]
+    path.write_bytes(bytes(raw))
+
+
+def test_the_audit_names_two_swapped_units_and_nothing_on_a_clean_store(store_a, tmp_path):
+    clean = replay_local(_plan(store_a / "store", store_a, audit_consume_queue=True))
+    assert kind(clean, "cq_audit").num_rows == 0
+    store = writable_copy(store_a, tmp_path)
+    _swap_units(store, "TopicTest", 1, 5, 6)
+    found = kind(replay_local(_plan(store, store_a, audit_consume_queue=True)), "cq_audit").to_pylist()
+    assert sorted((r["topic"], r["queue_id"], r["queue_offset"]) for r in found) == [("TopicTest", 1, 5),
+                                                                                       ("TopicTest", 1, 6)]
+    assert "queue 1 offset 6" in next(r["reason"] for r in found if r["queue_offset"] == 5)
+
+
+def test_the_audit_finds_a_unit_the_queue_lacks(store_a, tmp_path):
+    store = writable_copy(store_a, tmp_path)
+    path = store / "consumequeue" / "订单Topic" / "0" / "00000000000000006000"  # units 300 to 599 (352 written)
+    raw = path.read_bytes()
+    path.write_bytes(raw[:20 * 51] + bytes(20) + raw[20 * 52:])  # the last unit (offset 351) zeroed: gone
+    found = kind(replay_local(_plan(store, store_a, audit_consume_queue=True)), "cq_audit").to_pylist()
+    assert [(r["topic"], r["queue_id"], r["queue_offset"], r["reason"]) for r in found] == [
+        ("订单Topic", 0, 351, "the commit log holds this record of the queue, and no unit points at it")]

@@ -1,0 +1,81 @@
+"""--audit-consume-queue: a split's consume-queue units checked against its commit-log records, as RocketMQ would
+rebuild them (schemas/cq_rebuild.py), run by the task that holds both.
+
+A unit is right when a record the dispatcher builds a unit for starts at its commit-log offset, with its
+size, and that record's topic, queue id, queue offset and tag code are the unit's. A record of an audited queue
+(within the run's offsets) that no unit points at is a unit the queue lacks. Each finding is a row of
+OUT/audit/consume_queue/ (CQ_AUDIT_SCHEMA): two swapped units are two rows, each naming what its record is."""
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+CQ_AUDIT_SCHEMA = pa.schema([("topic", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
+                             ("commitlog_offset", pa.int64()), ("reason", pa.string())])
+NO_RECORD = "no record starts at the unit's commit-log offset (or it is a transaction half or rollback record)"
+NO_UNIT = "the commit log holds this record of the queue, and no unit points at it"
+
+
+def audit_units(units, records, ranges):
+    """(CQ_AUDIT_SCHEMA rows, the rows of `units` that are wrong) of a split: `units` (CONSUME_QUEUE_SCHEMA) of
+    the audited queues pointing into it, `records` (cq_rebuild.UNITS_SCHEMA, in commit-log order) the units the
+    split's records make, `ranges` ((topic, queue_id, first, end), ...) the audited queues and their offsets in
+    this run. A wrong unit is left out of the replay by the caller (its record is not the unit's: decoding it
+    would be damaged data) and counted as skipped."""
+    if not ranges:
+        return CQ_AUDIT_SCHEMA.empty_table(), np.zeros(0, np.int64)
+    at = records.column("commitlog_offset").to_numpy()
+    offsets = units.column("commitlog_offset").to_numpy()
+    k = np.searchsorted(at, offsets)
+    found = k < len(at)
+    found[found] = at[k[found]] == offsets[found]
+    rows, reasons = [np.flatnonzero(~found)], [np.full(int((~found).sum()), NO_RECORD, object)]
+    hit = np.flatnonzero(found)
+    if len(hit):
+        mine = units.take(pa.array(hit))
+        theirs = records.take(pa.array(k[hit]))
+        same = _equal(mine, theirs, "topic") & _equal(mine, theirs, "queue_id") \
+            & _equal(mine, theirs, "queue_offset") & _equal(mine, theirs, "size") \
+            & (_equal(mine, theirs, "tags_code") | mine.column("tags_code").is_null().to_numpy(zero_copy_only=False))
+        wrong = np.flatnonzero(~same)
+        if len(wrong):
+            rows.append(hit[wrong])
+            reasons.append(np.array(_record_is(theirs.take(pa.array(wrong))), object))
+    audited = records.filter(pa.array(_in_ranges(records, ranges)))
+    pointed = pc.is_in(audited.column("commitlog_offset"), units.column("commitlog_offset")).to_numpy(
+        zero_copy_only=False)
+    lacking = audited.filter(pa.array(~pointed))
+    wrong_rows = np.concatenate(rows).astype(np.int64)
+    found_rows = units.take(pa.array(wrong_rows))
+    out = [pa.table({"topic": found_rows.column("topic"), "queue_id": found_rows.column("queue_id"),
+                     "queue_offset": found_rows.column("queue_offset"),
+                     "commitlog_offset": found_rows.column("commitlog_offset"),
+                     "reason": pa.array(np.concatenate(reasons), pa.string())}, schema=CQ_AUDIT_SCHEMA),
+           pa.table({"topic": lacking.column("topic"), "queue_id": lacking.column("queue_id"),
+                     "queue_offset": lacking.column("queue_offset"),
+                     "commitlog_offset": lacking.column("commitlog_offset"),
+                     "reason": pa.repeat(pa.scalar(NO_UNIT), lacking.num_rows)}, schema=CQ_AUDIT_SCHEMA)]
+    return pa.concat_tables(out), wrong_rows
+
+
+def _equal(a, b, name):
+    return pc.equal(a.column(name), b.column(name)).fill_null(False).to_numpy(zero_copy_only=False)
+
+
+def _record_is(records):
+    """What the records the units point at are, one text each (findings only: a few)."""
+    return [f"the record there is topic {r['topic']} queue {r['queue_id']} offset {r['queue_offset']}, size "
+            f"{r['size']}, tag code {r['tags_code']}" for r in records.to_pylist()]
+
+
+def _in_ranges(records, ranges):
+    """Per record: its queue is audited and its queue offset within the run's offsets of it."""
+    keys = pa.array([f"{t}\x00{q}" for t, q, _, _ in ranges], pa.string())
+    first = np.array([a for _, _, a, _ in ranges], np.int64)
+    end = np.array([b for _, _, _, b in ranges], np.int64)
+    mine = pc.binary_join_element_wise(records.column("topic"), pc.cast(records.column("queue_id"), pa.string()),
+                                       "\x00")
+    index = pc.fill_null(pc.index_in(mine, value_set=keys), -1).to_numpy()
+    known = index >= 0
+    index = np.maximum(index, 0)
+    offsets = records.column("queue_offset").to_numpy()
+    return known & (offsets >= first[index]) & (offsets < end[index])
