@@ -471,6 +471,94 @@ def run_dledger(args):
               f"{'met' if ratio <= 1.1 else 'not met'}; ranges {spread})")
 
 
+def ensure_rocksdb_store(plain):
+    """A copy of the bench store whose consume queue is a RocksDB (tools/rocksdb_store_writer.py), made once."""
+    import shutil
+
+    from tools.rocksdb_store_writer import write_rocksdb_consume_queue
+
+    store = plain + "-rocksdb"
+    if not os.path.exists(os.path.join(store, ".complete")):
+        print(f"writing {store}: the consume queue as a RocksDB (once; cached)", flush=True)
+        shutil.rmtree(store, ignore_errors=True)
+        os.makedirs(store)
+        for name in os.listdir(plain):
+            if name != "consumequeue":
+                os.symlink(os.path.join(plain, name), os.path.join(store, name))
+        shutil.copytree(os.path.join(plain, "consumequeue"), os.path.join(store, "consumequeue"))
+        write_rocksdb_consume_queue(store)
+        open(os.path.join(store, ".complete"), "w").close()
+    return store
+
+
+def rebuild_rate(store):
+    """Units rebuilt from the commit log in this process (schemas/cq_rebuild.py), over every file of the store
+    read into memory first: (records, seconds), best of three passes (one core)."""
+    import numpy as np
+
+    from schemas import storefs
+    from schemas.cq_rebuild import rebuild_units
+    from schemas.store import open_store
+
+    layout = open_store(store)
+    bufs = [(f, np.array(storefs.read_range(layout.filesystem(), f.path))) for f in layout.log.files]
+    rebuild_units(bufs[0][1][:1 << 20], bufs[0][0].start)  # compiled before the clock starts
+    best = None
+    for _ in range(3):
+        t = time.perf_counter()
+        n = sum(rebuild_units(buf, f.start).units.num_rows for f, buf in bufs)
+        best = min(best or 1e9, time.perf_counter() - t)
+    return n, best
+
+
+def same_output(a, b):
+    """Whether two runs' OUT hold the same files and, table by table, the same rows."""
+    import pyarrow.dataset as ds
+
+    files = [sorted(json.load(open(os.path.join(out, "_SUCCESS")))["files"]) for out in (a, b)]
+    if files[0] != files[1]:
+        return False
+    for table in ("matched", "messages", "audit/collisions"):
+        rows = [ds.dataset(os.path.join(out, table), format="parquet", partitioning="hive").to_table()
+                for out in (a, b)]
+        keys = [(c, "ascending") for c in rows[0].column_names if c not in ("body", "properties")]
+        if not rows[0].sort_by(keys).equals(rows[1].sort_by(keys)):
+            return False
+    return True
+
+
+def run_units(args):
+    """Issue 26: units rebuilt from the commit log (one core, in process), then the job with units from the
+    consume-queue files, rebuilt from the commit log (--units-from commitlog) and read from a RocksDB consume
+    queue, to the noop sink and to Parquet (normalized), alternating, median of --repeat; the rebuilt run's
+    Parquet output compared with the file-queue run's, table by table."""
+    subs = os.path.join(ROOT, "build", "bench", "subscriptions.json")
+    os.makedirs(os.path.dirname(subs), exist_ok=True)
+    subscriptions_file(subs)
+    store = ensure_store(args.messages, args.seed)
+    n, seconds = rebuild_rate(store)
+    print(f"units rebuilt from the commit log, one core: {n:,} records in {seconds:.2f} s = "
+          f"{n / seconds / 1e6:.2f} M records/s (target at least 5)")
+    rebuilt = "rebuilt (--units-from commitlog)"
+    stores = {"consume-queue files": (store, ()), rebuilt: (store, ("--units-from", "commitlog")),
+              "RocksDB consume queue": (ensure_rocksdb_store(store), ())}
+    for sink in ("noop", "parquet"):
+        jobs = {name: [] for name in stores}
+        for _ in range(max(1, args.repeat)):
+            for k, (name, (path, extra)) in enumerate(stores.items()):
+                out = os.path.join(ROOT, "build", "bench", f"out-units-{sink}-{k}")
+                jobs[name].append(run_job(path, subs, sink, out, *extra)[1])
+        med = {name: sorted(times)[len(times) // 2] for name, times in jobs.items()}
+        base = med["consume-queue files"]
+        print(f"job to {sink:7s} {args.messages:,} msgs, median of {max(1, args.repeat)}: " + "; ".join(
+            f"{name} {t:.1f} s ({t / base:.2f}x, {min(jobs[name]):.1f}-{max(jobs[name]):.1f})"
+            for name, t in med.items()) + f" (target for the rebuilt run: at most 1.30x: "
+            f"{'met' if med[rebuilt] <= 1.3 * base else 'not met'})")
+    outs = [os.path.join(ROOT, "build", "bench", f"out-units-parquet-{k}") for k in range(3)]
+    print(f"Parquet output of the rebuilt run equal to the file-queue run's (files, rows): "
+          f"{same_output(outs[0], outs[1])}; of the RocksDB run: {same_output(outs[0], outs[2])}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--messages", type=int, help="default 3,000,000; 200,000 for a store shape")
@@ -489,7 +577,12 @@ def main(argv=None):
                    help="the store read from a local S3 server against the same store on disk (300,000 messages)")
     p.add_argument("--dledger", action="store_true",
                    help="the store also rewritten as DLedger entries: job time of each layout (issue 25)")
+    p.add_argument("--units", action="store_true",
+                   help="units from the consume-queue files, rebuilt from the commit log, from a RocksDB (issue 26)")
     args = p.parse_args(argv)
+    if args.units:
+        args.messages = args.messages or 3_000_000
+        return run_units(args)
     if args.dledger:
         args.messages = args.messages or 3_000_000
         return run_dledger(args)

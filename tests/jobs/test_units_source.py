@@ -157,8 +157,8 @@ def test_the_audit_names_two_swapped_units_and_nothing_on_a_clean_store(store_a,
     store = writable_copy(store_a, tmp_path)
     _swap_units(store, "TopicTest", 1, 5, 6)
     found = kind(replay_local(_plan(store, store_a, audit_consume_queue=True)), "cq_audit").to_pylist()
-    assert sorted((r["topic"], r["queue_id"], r["queue_offset"]) for r in found) == [("TopicTest", 1, 5),
-                                                                                       ("TopicTest", 1, 6)]
+    named = sorted((r["topic"], r["queue_id"], r["queue_offset"]) for r in found)
+    assert named == [("TopicTest", 1, 5), ("TopicTest", 1, 6)]
     assert "queue 1 offset 6" in next(r["reason"] for r in found if r["queue_offset"] == 5)
 
 
