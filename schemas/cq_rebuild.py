@@ -72,13 +72,14 @@ def _properties(buf, pos, end, names, name_lens):
 
 @numba.njit(**_JIT)
 def _delay_level(buf, at, n):
-    """Integer.parseInt of an ASCII `-?[0-9]{1,9}` (0 otherwise: the broker's parse would throw, no delay)."""
-    if at < 0 or n == 0 or n > 10:
+    """Integer.parseInt of an ASCII decimal with an optional sign (0 where parseInt would throw: not a number,
+    or beyond an int; the broker then dispatches no delivery time)."""
+    if at < 0 or n == 0:
         return 0
     sign, k = 1, at
-    if buf[k] == 45:  # '-'
-        sign, k = -1, k + 1
-    if k == at + n or at + n - k > 9:
+    if buf[k] == 45 or buf[k] == 43:  # '-', '+'
+        sign, k = (-1 if buf[k] == 45 else 1), k + 1
+    if k == at + n:
         return 0
     v = 0
     while k < at + n:
@@ -86,8 +87,11 @@ def _delay_level(buf, at, n):
         if d < 0 or d > 9:
             return 0
         v = v * 10 + d
+        if v > 2147483648:
+            return 0
         k += 1
-    return sign * v
+    v *= sign
+    return v if -2147483648 <= v <= 2147483647 else 0
 
 
 @numba.njit(**_JIT)
@@ -133,15 +137,15 @@ def _reinsert(buf, table, slot_at, slot_len, count):
 
 @numba.njit(**_JIT)
 def _units(buf, pos, stop, starts, v1, v2, blank, min_size, born_v6, store_v6, names, name_lens, schedule,
-           table, slot_at, slot_len, count, cols, flags):
+           table, slot_at, slot_len, count, c32, c64, flags):
     """Hop over the records from pos while they start before stop (or, when `starts` is not empty, take the
-    records at starts[pos:stop], pos and stop then indexes into it): each record's unit fields into cols
-    (topic id, queue id, queue offset, position, size, tag code, store time, where a non-ASCII tag is,
-    delay level) and flags. Returns
-    (units written, position (or index) reached, END_*); stops early, END_STOP, when cols is full."""
+    records at starts[pos:stop], pos and stop then indexes into it): each record's unit fields into c32 (topic
+    id, queue id, size, delay level), c64 (queue offset, position, tag code, store time, where a non-ASCII tag
+    is) and flags. Returns (units written, position (or index) reached, END_*); stops early, END_STOP, when the
+    columns are full."""
     limit = len(buf)
     n = 0
-    cap = cols.shape[1]
+    cap = c32.shape[1]
     given = len(starts) > 0
     at = pos
     while at < stop:
@@ -205,15 +209,16 @@ def _units(buf, pos, stop, starts, v1, v2, blank, min_size, born_v6, store_v6, n
                 level = _delay_level(buf, delay_at, delay_len)
                 if level > 0:
                     f |= 4
-            cols[0, n] = topic
-            cols[1, n] = _i32(buf, pos + 12)
-            cols[2, n] = _i64(buf, pos + 20)
-            cols[3, n] = pos
-            cols[4, n] = total
-            cols[5, n] = code
-            cols[6, n] = store_time
-            cols[7, n] = (tag_at << 16) | tag_len if (f & 1) != 0 else 0
-            cols[8, n] = level
+            c32[0, n] = topic
+            c32[1, n] = _i32(buf, pos + 12)
+            c32[2, n] = total
+            c32[3, n] = level
+            c64[0, n] = _i64(buf, pos + 20)
+            c64[1, n] = pos
+            c64[2, n] = code
+            c64[3, n] = store_time
+            if (f & 1) != 0:
+                c64[4, n] = (tag_at << 16) | tag_len
             flags[n] = f
             n += 1
         at = at + 1 if given else end
@@ -237,7 +242,7 @@ class Walked:
     how: int
 
 
-def rebuild_units(buf, base, pos=0, stop=None, starts=None, delay_levels_ms=DELAY_LEVELS_MS, batch=1 << 16):
+def rebuild_units(buf, base, pos=0, stop=None, starts=None, delay_levels_ms=DELAY_LEVELS_MS, batch=1 << 22):
     """The units of the records starting in buf[pos:stop) (buf a uint8 array whose byte 0 is commit-log
     offset `base`; records run on past stop to their end), as the broker dispatches them: a Walked. The end of
     the data ends the pass (END_DATA), so does a record not whole in buf (END_SHORT) and a damaged one
@@ -253,13 +258,15 @@ def rebuild_units(buf, base, pos=0, stop=None, starts=None, delay_levels_ms=DELA
     parts = []
     how = END_STOP
     while pos < stop:
-        cols = np.empty((9, batch), np.int64)
-        flags = np.empty(batch, np.int8)
+        # room for every record the rest can hold (at most `batch`): one part, no copy; np.empty's pages are
+        # touched only where written, so the room costs no memory beyond the units
+        cap = min(batch, (stop - pos) // (1 if starts is not None else L.MIN_RECORD_SIZE) + 1)
+        c32, c64, flags = np.empty((4, cap), np.int32), np.empty((5, cap), np.int64), np.empty(cap, np.int8)
         n, pos, how = _units(buf, pos, stop, given, L.MAGIC_V1, L.MAGIC_V2, L.BLANK_MAGIC, L.MIN_RECORD_SIZE,
                              L.BORNHOST_V6, L.STOREHOST_V6, _NAME_TABLE, _NAME_LENS, _SCHEDULE, table, slot_at,
-                             slot_len, count, cols, flags)
+                             slot_len, count, c32, c64, flags)
         if n:
-            parts.append((cols[:, :n], flags[:n]))
+            parts.append((c32[:, :n], c64[:, :n], flags[:n]))
         if how != END_STOP:
             break
         if count[0] * 2 >= len(table):  # more topics than the table holds: twice the room, the same ids
@@ -267,9 +274,12 @@ def rebuild_units(buf, base, pos=0, stop=None, starts=None, delay_levels_ms=DELA
             slot_at, slot_len = (np.concatenate([a, np.zeros(len(a), np.int64)]) for a in (slot_at, slot_len))
             _reinsert(buf, table, slot_at, slot_len, int(count[0]))
     names = [bytes(buf[a:a + m]).decode("utf-8", "replace") for a, m in zip(slot_at[:count[0]], slot_len[:count[0]])]
-    cols = np.concatenate([c for c, _ in parts], axis=1) if parts else np.zeros((9, 0), np.int64)
-    flags = np.concatenate([f for _, f in parts]) if parts else np.zeros(0, np.int8)
-    return Walked(_table(buf, base, names, cols, flags, delay_levels_ms), int(pos), int(how))
+    if len(parts) == 1:
+        c32, c64, flags = parts[0]
+    else:
+        c32, c64, flags = (np.concatenate([p[k] for p in parts], axis=-1) if parts else
+                           np.zeros(((4, 0), (5, 0), (0,))[k], (np.int32, np.int64, np.int8)[k]) for k in range(3))
+    return Walked(_table(buf, base, names, c32, c64, flags, delay_levels_ms), int(pos), int(how))
 
 
 def file_units(logfile, buf, pos=0, stop=None):
@@ -284,27 +294,28 @@ def file_units(logfile, buf, pos=0, stop=None):
     return walked
 
 
-def _table(buf, base, names, cols, flags, delay_levels_ms):
+def _table(buf, base, names, c32, c64, flags, delay_levels_ms):
     """UNITS_SCHEMA plus store_timestamp of a pass's columns: topic names, non-ASCII tags hashed from their
     decoded text, delivery times of scheduled records; fan-out refused."""
     fanned = np.flatnonzero(flags & _FANNED)
     if len(fanned):
-        raise UnsupportedStoreError(f"topic {names[cols[0, fanned[0]]]}: records with {' or '.join(FAN_OUT)} "
+        raise UnsupportedStoreError(f"topic {names[c32[0, fanned[0]]]}: records with {' or '.join(FAN_OUT)} "
                                     "dispatch more than one consume-queue unit each; rebuilding their units from "
                                     "the commit log is not supported")
-    codes = cols[5].copy()
-    for row in np.flatnonzero(flags & _NON_ASCII_TAG):  # rare: a tag outside ASCII, hashed as Java decodes it
-        at, n = int(cols[7, row]) >> 16, int(cols[7, row]) & 0xFFFF
-        codes[row] = tags_code(bytes(buf[at:at + n]).decode("utf-8", "replace"))
-    delayed = np.flatnonzero(flags & _DELAYED)
-    if len(delayed):
-        level = np.minimum(cols[8, delayed], len(delay_levels_ms))
-        codes[delayed] = cols[6, delayed] + delay_levels_ms[level - 1]
-    topics = pa.DictionaryArray.from_arrays(pa.array(cols[0].astype(np.int32)), pa.array(names, pa.string()))
-    return pa.table({"topic": topics.cast(pa.string()), "queue_id": pa.array(cols[1].astype(np.int32)),
-                     "queue_offset": pa.array(cols[2]), "commitlog_offset": pa.array(cols[3] + base),
-                     "size": pa.array(cols[4].astype(np.int32)), "tags_code": pa.array(codes),
-                     "store_timestamp": pa.array(cols[6])})
+    codes = c64[2]
+    special = np.flatnonzero(flags & (_NON_ASCII_TAG | _DELAYED))
+    if len(special):  # rare: a tag outside ASCII, hashed as Java decodes it; a scheduled record's delivery time
+        codes = codes.copy()
+        for row in special[(flags[special] & _NON_ASCII_TAG) != 0]:
+            at, n = int(c64[4, row]) >> 16, int(c64[4, row]) & 0xFFFF
+            codes[row] = tags_code(bytes(buf[at:at + n]).decode("utf-8", "replace"))
+        delayed = special[(flags[special] & _DELAYED) != 0]
+        level = np.minimum(c32[3, delayed], len(delay_levels_ms))
+        codes[delayed] = c64[3, delayed] + delay_levels_ms[level - 1]
+    topics = pa.DictionaryArray.from_arrays(pa.array(c32[0]), pa.array(names, pa.string()))
+    return pa.table({"topic": topics.cast(pa.string()), "queue_id": pa.array(c32[1]), "queue_offset": pa.array(c64[0]),
+                     "commitlog_offset": pa.array(c64[1] + base if base else c64[1]), "size": pa.array(c32[2]),
+                     "tags_code": pa.array(codes), "store_timestamp": pa.array(c64[3])})
 
 
 @numba.njit(**_JIT)

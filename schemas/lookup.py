@@ -8,14 +8,17 @@ store of any size.
 """
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from schemas import layout as L
 from schemas import storefs
 from schemas.commitlog import decode_records
 from schemas.commitlog_files import header_problems
-from schemas.consume_queue import decode_cq_segment, resolve_units
+from schemas.consume_queue import decode_cq_segment, resolve_units, units_without_ext
 from schemas.cq_ranges import segment_bounds
+from schemas.cq_rebuild import UNITS_SCHEMA, file_units
 from schemas.errors import CorruptStoreError, NotInStore
+from schemas.rocksdb_store import CQ_VALUE_DTYPE, consume_queue
 from schemas.store import QueueFiles
 
 _HOST_BYTES = {32: 4, 56: 16}  # offsetMsgId length in hex digits -> store host address bytes (IPv4, IPv6)
@@ -51,6 +54,47 @@ def read_units(fs, queue, queue_offsets):
     table = pa.Table.from_batches([resolve_units(fs, queue, parts)])
     order = np.searchsorted(table.column("queue_offset").to_numpy(), wanted)
     return table.take(pa.array(order))
+
+
+def rocksdb_units(path, topic, queue_id, queue_offsets):
+    """CONSUME_QUEUE_SCHEMA table of the units at `queue_offsets` of one queue of a RocksDB consume queue, in that
+    order; NotInStore names the first offset that holds no unit."""
+    db = consume_queue(path)
+    bounds = next(((a, b) for t, q, a, b in db.queues() if (t, q) == (topic, queue_id)), None)
+    wanted = np.asarray(queue_offsets, dtype=np.int64)
+    if bounds is None:
+        raise NotInStore(f"the store has no consume queue {queue_id} of topic {topic}")
+    outside = wanted[(wanted < bounds[0]) | (wanted >= bounds[1])]
+    if len(outside):
+        raise NotInStore(f"queue {queue_id} of topic {topic} has no message at queue offset {int(outside[0])} (the "
+                         f"queue holds offsets {bounds[0]} to {bounds[1] - 1})")
+    values = np.concatenate([db.units(topic, queue_id, int(o), int(o) + 1) for o in wanted]) if len(wanted) else \
+        np.zeros(0, CQ_VALUE_DTYPE)
+    n = len(wanted)
+    return units_without_ext(pa.repeat(pa.scalar(topic, pa.string()), n), pa.array(np.full(n, queue_id, np.int32)),
+                             wanted, values["commitlog_offset"], values["size"], values["tags_code"])
+
+
+def rebuilt_queue_units(fs, log, topic, queue_id, queue_offsets):
+    """CONSUME_QUEUE_SCHEMA table of the units at `queue_offsets` of one queue as the broker would rebuild them
+    from the commit log (schemas/cq_rebuild.py), in that order: a pass over every file's records, for a few
+    units (explain); NotInStore names the first offset no record holds."""
+    wanted = np.asarray(queue_offsets, dtype=np.int64)
+    parts = []
+    for f in log.files:
+        units = file_units(f, storefs.read_range(fs, f.path)).units
+        mine = pc.and_(pc.equal(units.column("topic"), topic), pc.equal(units.column("queue_id"), queue_id))
+        units = units.filter(mine)
+        parts.append(units.filter(pa.array(np.isin(units.column("queue_offset").to_numpy(), wanted))))
+    found = pa.concat_tables(parts) if parts else UNITS_SCHEMA.empty_table()
+    offsets = found.column("queue_offset").to_numpy() if found.num_rows else np.zeros(0, np.int64)
+    missing = wanted[~np.isin(wanted, offsets)]
+    if len(missing):
+        raise NotInStore(f"queue {queue_id} of topic {topic} has no message at queue offset {int(missing[0])} "
+                         "(units rebuilt from the commit log)")
+    found = found.take(pa.array(np.argsort(offsets, kind="stable")[np.searchsorted(np.sort(offsets), wanted)]))
+    return units_without_ext(*(found.column(c) for c in ("topic", "queue_id", "queue_offset", "commitlog_offset",
+                                                         "size", "tags_code")))
 
 
 def _queue_range(fs, queue):

@@ -14,7 +14,16 @@ from jobs.pipeline.window import Window
 from schemas import storefs
 from schemas.commitlog_files import find_log, resolve_dirs
 from schemas.errors import CorruptStoreError, NotInStore
-from schemas.lookup import parse_offset_msg_id, queue_files, read_records, read_units, record_size_at
+from schemas.lookup import (
+    parse_offset_msg_id,
+    queue_files,
+    read_records,
+    read_units,
+    rebuilt_queue_units,
+    record_size_at,
+    rocksdb_units,
+)
+from schemas.rocksdb_store import is_rocksdb
 from schemas.store import check_store_root
 
 
@@ -35,7 +44,7 @@ def load_context(options):
     """Config, subscriptions and the commit-log listing of a store; no message data is read."""
     fs, root = check_store_root(options.store)
     config = load_store_config_uri(options.store, config_files(options))
-    topics = {topic for topic, _, _ in storefs.list_queues(fs, root)}
+    topics = {topic for topic, _, _ in storefs.list_queues(fs, root)} | set(config.topics)
     log, _ = find_log(fs, root, resolve_dirs(fs, options.commitlog))
     plan, compiled = plan_from_config(options, config, topics, log)
     return Context(options, plan, compiled, fs, root, log)
@@ -59,7 +68,7 @@ def read_queue_units(ctx, topic, queue_id, queue_offsets):
     """(units, messages): the consume-queue units at `queue_offsets` of one queue and their records, bodies
     as the job decodes them (null beyond max_body_mb)."""
     try:
-        units = read_units(ctx.fs, queue_files(ctx.fs, ctx.root, topic, queue_id), queue_offsets)
+        units = _queue_units(ctx, topic, queue_id, queue_offsets)
         messages = read_records(ctx.fs, ctx.commitlog, units.column("commitlog_offset"), units.column("size"),
                                 ctx.plan.max_body)
     except NotInStore as exc:
@@ -72,6 +81,22 @@ def read_queue_units(ctx, topic, queue_id, queue_offsets):
         raise CorruptStoreError("commitlog", messages.column("commitlog_offset")[row].as_py(),
                                 "record's topic, queue or queue offset differ from the unit", topic, queue_id)
     return units, messages
+
+
+def _queue_units(ctx, topic, queue_id, queue_offsets):
+    """The units, from where --units-from says (jobs/pipeline/units_source.py): the queue's consume-queue files,
+    else a RocksDB consume queue holding it, else (auto, commitlog) rebuilt from the commit log."""
+    units_from = ctx.options.units_from
+    if units_from != "commitlog":
+        try:
+            return read_units(ctx.fs, queue_files(ctx.fs, ctx.root, topic, queue_id), queue_offsets)
+        except NotInStore:
+            rocks = f"{ctx.root}/consumequeue"
+            if storefs.is_local(ctx.fs) and is_rocksdb(rocks):
+                return rocksdb_units(rocks, topic, queue_id, queue_offsets)
+            if units_from == "consumequeue":
+                raise
+    return rebuilt_queue_units(ctx.fs, ctx.commitlog, topic, queue_id, queue_offsets)
 
 
 def locate_msg_id(ctx, msg_id):

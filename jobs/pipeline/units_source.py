@@ -131,9 +131,8 @@ def _rebuilt_note(lacking, absent_topics, some_queue):
     named = [f"{t}/{q}" for t, q in lacking] + [f"{t} (every queue)" for t in absent_topics]
     shown = ", ".join(named[:8]) + (f" and {len(named) - 8} more" if len(named) > 8 else "")
     if not some_queue:
-        return f"units: rebuilt from the commit log (the store has no consume queue; its config names {len(named)} " \
-               f"queue(s) of the run's topics)" if lacking else "units: rebuilt from the commit log (the store has no " \
-               "consume queue)"
+        named_by_config = f"; its config names {len(lacking)} queue(s) of the run's topics" if lacking else ""
+        return f"units: rebuilt from the commit log (the store has no consume queue{named_by_config})"
     return f"units: consume queue; rebuilt from the commit log where it lacks a queue: {shown}"
 
 

@@ -10,6 +10,7 @@ import shutil
 
 import pytest
 
+from jobs import explain
 from jobs.pipeline.plan import build_plan
 from jobs.pipeline.window import offsets_json, parse_window
 from jobs.settings import JobOptions
@@ -170,3 +171,18 @@ def test_the_audit_finds_a_unit_the_queue_lacks(store_a, tmp_path):
     found = kind(replay_local(_plan(store, store_a, audit_consume_queue=True)), "cq_audit").to_pylist()
     assert [(r["topic"], r["queue_id"], r["queue_offset"], r["reason"]) for r in found] == [
         ("订单Topic", 0, 351, "the commit log holds this record of the queue, and no unit points at it")]
+
+
+@pytest.mark.parametrize("source", ["commitlog", "rocksdb"])
+def test_explain_answers_where_the_consume_queue_files_are_gone(store_a, tmp_path, capsys, source):
+    final, collisions = _expected(store_a)
+    store = _stores(store_a, tmp_path)[source]
+    for key in [next(k for k in final if k[:2] == ("G_TAG_A", "TopicTest")),
+                next(k for k in collisions if k[:2] == ("G_TAG_Aa_collide", "TopicTest"))]:
+        group, topic, queue_id, offset = key
+        code = explain.main(["--store", str(store), "--subscriptions", str(store_a / "registrations.json"),
+                             "--group", group, "--topic", topic, "--queue-id", str(queue_id),
+                             "--queue-offset", str(offset), "--json"])
+        answer = json.loads(capsys.readouterr().out)
+        assert code == 0 and answer["delivered"] == (key in final)
+        assert answer["stage"] == (None if key in final else "client")

@@ -69,7 +69,10 @@ def test_a_scheduled_messages_tag_code_is_its_delivery_time():
                   _msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "99"}),
                   _msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "0", "TAGS": "A"}),
                   _msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "x1", "TAGS": "A"}),
-                  _msg("TopicTest", {"DELAY": "3", "TAGS": "A"})) == [1_010_000, 1_000_000 + 7_200_000, 65, 65, 65]
+                  _msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "+0000000002"}),  # Integer.parseInt reads 2: 5 s
+                  _msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "2147483648", "TAGS": "A"}),  # beyond an int: throws
+                  _msg("TopicTest", {"DELAY": "3", "TAGS": "A"})) == [1_010_000, 1_000_000 + 7_200_000, 65, 65,
+                                                                       1_005_000, 65, 65]
 
 
 def test_half_and_rollback_records_get_no_unit():
