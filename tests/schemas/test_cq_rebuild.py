@@ -65,14 +65,14 @@ def _msg(topic, properties=None, store_time=1_000_000, sys_flag=0, raw=None):
 
 def test_a_scheduled_messages_tag_code_is_its_delivery_time():
     # levels by hand from messageDelayLevel "1s 5s 10s 30s 1m ... 2h": level 3 = 10 s, level 99 = the last, 2 h
-    assert _codes(_msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "3", "TAGS": "A"}),
-                  _msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "99"}),
-                  _msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "0", "TAGS": "A"}),
-                  _msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "x1", "TAGS": "A"}),
-                  _msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "+0000000002"}),  # Integer.parseInt reads 2: 5 s
-                  _msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "2147483648", "TAGS": "A"}),  # beyond an int: throws
-                  _msg("TopicTest", {"DELAY": "3", "TAGS": "A"})) == [1_010_000, 1_000_000 + 7_200_000, 65, 65,
-                                                                       1_005_000, 65, 65]
+    codes = _codes(_msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "3", "TAGS": "A"}),
+                   _msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "99"}),
+                   _msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "0", "TAGS": "A"}),
+                   _msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "x1", "TAGS": "A"}),
+                   _msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "+0000000002"}),  # Integer.parseInt reads 2: 5 s
+                   _msg("SCHEDULE_TOPIC_XXXX", {"DELAY": "2147483648", "TAGS": "A"}),  # beyond an int: throws
+                   _msg("TopicTest", {"DELAY": "3", "TAGS": "A"}))
+    assert codes == [1_010_000, 1_000_000 + 7_200_000, 65, 65, 1_005_000, 65, 65]
 
 
 def test_half_and_rollback_records_get_no_unit():
