@@ -46,7 +46,9 @@ def check_store_root(uri):
     if info.type.name != "Directory":
         raise StoreNotFound(f"store directory not found: {uri}")
     if fs.get_file_info(f"{root}/batchconsumequeue").type.name == "Directory":
-        raise UnsupportedStoreError(f"{uri}: batch consume queues (5.0 BatchCQ) are not read by this version")
+        topics = sorted({t for t, _, _ in storefs.list_queues(fs, root, "batchconsumequeue")})
+        raise UnsupportedStoreError(f"{uri}: topic(s) {', '.join(topics) or '(none listed)'} have batch consume queues "
+                                    "(5.x BatchCQ: a unit per batch of messages, INNER_NUM): not read by this version")
     return fs, root
 
 

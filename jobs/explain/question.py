@@ -38,6 +38,7 @@ class Context:
     fs: object
     root: str
     commitlog: object  # the store's CommitLog (schemas/commitlog_files.py)
+    topic_configs: dict  # config/topics.json: which queues a topic has, where the consume queue lacks one
 
 
 def load_context(options):
@@ -47,7 +48,7 @@ def load_context(options):
     topics = {topic for topic, _, _ in storefs.list_queues(fs, root)} | set(config.topics)
     log, _ = find_log(fs, root, resolve_dirs(fs, options.commitlog))
     plan, compiled = plan_from_config(options, config, topics, log)
-    return Context(options, plan, compiled, fs, root, log)
+    return Context(options, plan, compiled, fs, root, log, config.topics)
 
 
 def subscription_of(ctx, group, topic):
@@ -87,15 +88,20 @@ def _queue_units(ctx, topic, queue_id, queue_offsets):
     """The units, from where --units-from says (jobs/pipeline/units_source.py): the queue's consume-queue files,
     else a RocksDB consume queue holding it, else (auto, commitlog) rebuilt from the commit log."""
     units_from = ctx.options.units_from
-    if units_from != "commitlog":
-        try:
-            return read_units(ctx.fs, queue_files(ctx.fs, ctx.root, topic, queue_id), queue_offsets)
-        except NotInStore:
-            rocks = f"{ctx.root}/consumequeue"
-            if storefs.is_local(ctx.fs) and is_rocksdb(rocks):
-                return rocksdb_units(rocks, topic, queue_id, queue_offsets)
-            if units_from == "consumequeue":
-                raise
+    if units_from == "commitlog":
+        return rebuilt_queue_units(ctx.fs, ctx.commitlog, topic, queue_id, queue_offsets)
+    try:
+        return read_units(ctx.fs, queue_files(ctx.fs, ctx.root, topic, queue_id), queue_offsets)
+    except NotInStore as missing:
+        if "has no consume queue" not in str(missing):  # the queue is there, the offset is not
+            raise
+        rocks = f"{ctx.root}/consumequeue"
+        if storefs.is_local(ctx.fs) and is_rocksdb(rocks):
+            return rocksdb_units(rocks, topic, queue_id, queue_offsets)
+        config = ctx.topic_configs.get(topic)
+        named = config is not None and queue_id < max(config.read_queue_nums, config.write_queue_nums)
+        if units_from == "consumequeue" or not (named or not ctx.topic_configs):
+            raise
     return rebuilt_queue_units(ctx.fs, ctx.commitlog, topic, queue_id, queue_offsets)
 
 

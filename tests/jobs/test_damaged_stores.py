@@ -223,3 +223,11 @@ def test_record_with_a_bad_body_length_is_isolated_in_skip_mode(damaged, store_a
     audit = kind(result, "corrupt").to_pylist()
     assert [(r["commitlog_offset"], "body length" in r["reason"]) for r in audit] == [(offset, True)]
     assert _matched(result) == _expected_without(store_a_expected, {offset}, store_a)
+
+
+def test_a_batch_consume_queue_is_refused_naming_its_topic(damaged, store_a):
+    from schemas.errors import UnsupportedStoreError
+
+    (damaged / "batchconsumequeue" / "BatchTopic" / "0").mkdir(parents=True)
+    with pytest.raises(UnsupportedStoreError, match="topic.s. BatchTopic have batch consume queues"):
+        _plan(damaged, store_a, "fail")
