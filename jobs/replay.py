@@ -12,6 +12,7 @@ stopped; 2 usage (bad arguments, names that match nothing, an existing OUT, an O
 memory, spark-submit's JVM killed); 128 + N stopped by signal N (143: SIGTERM), nothing published.
 """
 import argparse
+import json
 import logging
 import os
 import re
@@ -27,10 +28,17 @@ from jobs.cli import (  # noqa: E402
     print_quietly,
     subscription_options,
 )
-from jobs.errors import carried, outcome  # noqa: E402
+from jobs.errors import UsageError, carried, outcome  # noqa: E402
 from jobs.pipeline.plan import build_plan  # noqa: E402
 from jobs.pipeline.window import add_window_arguments, window_of  # noqa: E402
 from jobs.run import lifecycle, outputs  # noqa: E402
+from jobs.run.iceberg_sink import (  # noqa: E402
+    committed_offsets,
+    overlaps,
+    remove_stale,
+    stale_runs,
+    target_of,
+)
 from jobs.run.progress import MODES, open_progress  # noqa: E402
 from jobs.run.summary import exit_code, summary_table  # noqa: E402
 from jobs.settings import CHOICES, job_options, load_settings  # noqa: E402
@@ -62,8 +70,14 @@ def parse_args(argv):
     p.add_argument("--master", help="Spark master when not run by spark-submit (default local[*])")
     p.add_argument("--layout", choices=["normalized", "wide"], default="normalized",
                    help="normalized: messages/ once, narrow matched/ rows; wide: every column in matched/ rows")
-    p.add_argument("--sink", choices=["parquet", "noop"], default="parquet",
-                   help="noop: run everything but write nothing (benchmarks); parquet: the outputs")
+    p.add_argument("--sink", choices=["parquet", "iceberg", "noop"], default="parquet",
+                   help="parquet: the outputs under OUT; iceberg: the answer committed to Iceberg tables (OUT keeps "
+                        "the summary, offsets.json and the report); noop: run everything, write nothing (benchmarks)")
+    p.add_argument("--namespace", default="mqreplay", help="--sink iceberg: the tables' namespace (default mqreplay)")
+    p.add_argument("--catalog", help="--sink iceberg: a catalog by name from pyiceberg's configuration (REST, Hive, "
+                                     "Glue, SQL)")
+    p.add_argument("--catalog-uri", help="--sink iceberg: the embedded SQL catalog, sqlite:///PATH")
+    p.add_argument("--warehouse", help="--sink iceberg with --catalog-uri: where the tables' files go (path or URI)")
     p.add_argument("--progress", choices=MODES, default="auto",
                    help="tty: a line redrawn every second; log: a line every 30 s; auto: tty on a terminal")
     return p.parse_args(argv)
@@ -132,6 +146,7 @@ def _prepare(args, progress):
     """Settings, options, OUT's claim and checks, and the plan: everything that can fail before Spark
     starts. The claim comes before the plan: a second run on the same OUT refuses at once."""
     settings = load_settings(args.conf)
+    iceberg = iceberg_target(args)
     options = options_from(args, settings)
     progress.set_phase("claiming OUT")
     run = outputs.OutputRun(args.out, args.overwrite, args.clean_stale)
@@ -142,15 +157,46 @@ def _prepare(args, progress):
               f"{', '.join(run.stale)}; --clean-stale removes them", file=sys.stderr)
     try:
         progress.set_phase("planning: listing the store, probing its consume queues")
-        return settings, options, run, build_plan(options)
+        planned = build_plan(options)
+        if iceberg is not None:  # before Spark: a rerun of committed offsets commits nothing
+            check_tables(iceberg, options.store, planned.ranges, args.clean_stale)
+        return settings, options, run, planned, iceberg
     except BaseException:
         run.abandon()
         raise
 
 
+def iceberg_target(args):
+    """The Iceberg tables of --sink iceberg (None for the other sinks); `--starting-offsets iceberg` becomes
+    the offsets where the tables' snapshots of this store end (none yet: from the earliest)."""
+    target = target_of(args)
+    if target is not None and args.layout != "normalized":
+        raise UsageError("--sink iceberg writes the normalized layout's tables (messages once, narrow matched rows)")
+    if args.starting_offsets == "iceberg":
+        if target is None:
+            raise UsageError("--starting-offsets iceberg reads the Iceberg tables' offsets: give --sink iceberg")
+        args.starting_offsets = json.dumps(committed_offsets(target, args.store))
+    return target
+
+
+def check_tables(target, store, ranges, clean_stale):
+    """Refuse offsets the tables hold (exit 2); list, or with --clean-stale remove, parts of dead runs."""
+    overlaps(target, store, ranges)
+    stale = stale_runs(target)
+    if stale and clean_stale:
+        remove_stale(stale)
+        print(f"removed {len(stale)} folder(s) of parts no snapshot references: {', '.join(p for _, p in stale)}",
+              file=sys.stderr)
+    elif stale:
+        print(f"warning: {len(stale)} folder(s) of parts in the tables' locations that no snapshot references "
+              f"(runs that died before their commit): {', '.join(p for _, p in stale)}; --clean-stale removes them",
+              file=sys.stderr)
+
+
 def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines would follow the summary
+    logging.getLogger("pyiceberg").setLevel(logging.ERROR)  # a line per column it has no statistics of (add_files)
     try:
         args = parse_args(argv)
     except SystemExit as exc:
@@ -170,7 +216,7 @@ def main(argv=None):
 
 
 def _main(args, progress):
-    settings, options, run, planned = _prepare(args, progress)
+    settings, options, run, planned, iceberg = _prepare(args, progress)
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: the JVM is this process's parent
         lifecycle.watch_parent(run.abandon, exit_code=EXIT_FAILED)
     try:
@@ -180,7 +226,8 @@ def _main(args, progress):
         run.abandon()
         raise
     try:
-        summary = outputs.run_and_publish(spark, planned, run, options, sink=args.sink, progress=progress)
+        summary = outputs.run_and_publish(spark, planned, run, options, sink=args.sink, progress=progress,
+                                          iceberg=iceberg)
     except ReplayError:  # OUT appeared meanwhile or the claim was lost (usage), publishing failed, a stop
         raise
     except Exception as exc:  # noqa: BLE001 - a failed Spark job: a task's own error, or Spark's cause

@@ -26,6 +26,7 @@ from jobs.pipeline.window import offsets_json
 from jobs.run import claim as claims
 from jobs.run import lifecycle, report
 from jobs.run import stage as T
+from jobs.run.iceberg_sink import publish_tables
 from jobs.run.progress import Progress
 from jobs.run.sink import SinkSpec, commit, write_driver_part, write_empty_tables
 from jobs.run.summary import Counters, build_summary, exit_code
@@ -179,7 +180,7 @@ def _write_success(fs, tmp_path, run):
         f.write(json.dumps({"run": run, "files": files}, indent=1, ensure_ascii=False).encode("utf-8"))
 
 
-def run_and_publish(spark, planned, run, options, sink="parquet", progress=None):
+def run_and_publish(spark, planned, run, options, sink="parquet", progress=None, iceberg=None):
     """Run the job, write every output under the run's temporary OUT (summary.json, report.html, and offsets.json: the
     exclusive end per topic and queue of what the run covered, for --starting-offsets), then publish it as
     OUT; returns the summary. On any failure the temporary OUT is removed once no task of the run still
@@ -187,6 +188,13 @@ def run_and_publish(spark, planned, run, options, sink="parquet", progress=None)
     started = time.time()
     try:
         summary, timelines = _run(spark, planned, run.tmp_uri, options, sink, progress)
+        if iceberg is not None:  # the tables' one commit each, before OUT is published (iceberg_sink.py)
+            t = time.time()
+            written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
+            added = publish_tables(iceberg, run.tmp_uri, written, run.claim.run, options.store, planned.ranges,
+                                   options.with_body)
+            summary["iceberg"] = {"catalog": iceberg.describe(), "namespace": iceberg.namespace,
+                                  "tables": added, "commit_seconds": round(time.time() - t, 3)}
         summary["job_seconds"] = round(time.time() - started, 3)
         with run.fs.open_output_stream(f"{run.tmp_path}/summary.json") as f:
             f.write(json.dumps(summary, indent=2, ensure_ascii=False, sort_keys=True).encode("utf-8"))
@@ -230,7 +238,7 @@ def _run(spark, planned, out, options, sink="parquet", progress=None):
 
 def _run_with(spark, planned, out, options, sink, ranges, progress):
     """The one Spark stage (tasks write their parts), then the commit of what successful attempts wrote."""
-    spec = SinkSpec(out, "noop" if sink == "noop" else options.layout, options.with_body)
+    spec = SinkSpec(out, "noop" if sink == "noop" else options.layout, options.with_body, sink == "iceberg")
     reports = T.replay(spark.sparkContext, planned, spec, ranges, progress)
     fs, path = storefs.resolve(out)
     fs.create_dir(path, recursive=True)

@@ -73,6 +73,8 @@ class SinkSpec:
     out_uri: str  # the temporary OUT (a path or URI pyarrow resolves)
     layout: str = "normalized"  # normalized | wide | noop (decide everything, write nothing)
     with_body: bool = True
+    # messages parts hold their topic as a column, last, as a table reads it (an Iceberg table: no hive path)
+    topic_column: bool = False
 
 
 def hive_escape(value):
@@ -115,8 +117,11 @@ class SplitWriter:
                 self._append(output, final, group_rows(piece, groups[lo:hi], rows[lo:hi], names, distinct_ids))
         if self.spec.layout != "wide":  # normalized, or noop (counted as normalized, not written)
             fields = [f for f, _ in OUTPUT_MESSAGE_FIELDS if self._keeps(f)]
+            table = piece.table.select(fields)
+            if self.spec.topic_column:
+                table = table.append_column("topic", pa.repeat(pa.scalar(piece.topic, pa.string()), table.num_rows))
             self._append("messages", f"messages/topic={hive_escape(piece.topic)}/part-{self.split:05d}.parquet",
-                         piece.table.select(fields))
+                         table)
 
     def _chunks(self, piece, rows):
         """(lo, hi) ranges of a piece's output rows written at a time: all (narrow rows), or at most WIDE_ROWS
