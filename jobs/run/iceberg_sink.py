@@ -116,17 +116,20 @@ def overlaps(target, store, ranges):
     if table is None:
         return
     mine = _offsets(ranges)
-    found = []
+    found = {}  # topic -> [(queue, first, end, held first, held end, run)]
     for run, held in _runs(table, store):
         for topic, queues in mine.items():
             for qid, (first, end) in queues.items():
                 other = held.get(topic, {}).get(qid)
                 if other and first < other[1] and other[0] < end:
-                    found.append(f"{topic}/{qid} [{first}, {end}) overlaps [{other[0]}, {other[1]}) of run {run}")
-    if found:
-        shown = "; ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
-        raise UsageError(f"--sink iceberg: {target.namespace}.matched already holds these offsets of {store}: {shown} "
-                         f"(nothing committed; --starting-offsets iceberg continues after them)")
+                    found.setdefault(topic, []).append(f"{qid} [{first}, {end}) held [{other[0]}, {other[1]}) by run "
+                                                       f"{run}")
+    if found:  # the subscribed topics first, their %RETRY% topics after
+        topics = sorted(found, key=lambda t: (t.startswith("%RETRY%"), t))
+        shown = "; ".join(f"{t}/{', '.join(found[t][:4])}" + (" ..." if len(found[t]) > 4 else "")
+                          for t in topics[:4]) + (f"; and {len(topics) - 4} more topics" if len(topics) > 4 else "")
+        raise UsageError(f"--sink iceberg: {target.namespace}.matched already holds these offsets of {store}: "
+                         f"{shown} (nothing committed; --starting-offsets iceberg continues after them)")
 
 
 def committed_offsets(target, store):
