@@ -85,8 +85,8 @@ def test_a_killed_run_leaves_the_tables_as_they_were(store_a, tmp_path):
     out = tmp_path / "out"
     cmd = [str(SUBMIT), "--master", "local[2]", "--py-files", str(_slow_filters(tmp_path)),
            str(ROOT / "jobs" / "replay.py"), "--store", str(store_a / "store"), "--out", str(out),
-           "--subscription", "G_SLOW", "TopicTest", "PYTHON", "tests.jobs.slow_filters:slow_keep_all", "--sink", "iceberg", "--catalog-uri", target.uri,
-           "--warehouse", target.warehouse, "--namespace", "t"]
+           "--subscription", "G_SLOW", "TopicTest", "PYTHON", "tests.jobs.slow_filters:slow_keep_all",
+           "--sink", "iceberg", "--catalog-uri", target.uri, "--warehouse", target.warehouse, "--namespace", "t"]
     run = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL,
                            env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     try:
