@@ -559,6 +559,34 @@ def run_units(args):
           f"{same_output(outs[0], outs[1])}; of the RocksDB run: {same_output(outs[0], outs[2])}")
 
 
+def run_iceberg(args):
+    """Issue 28: the job to the Parquet sink and to the Iceberg sink (a fresh embedded SQL catalog each run: a
+    rerun of the same offsets is refused), alternating, median of --repeat; the Iceberg commit's own time."""
+    import shutil
+
+    subs = os.path.join(ROOT, "build", "bench", "subscriptions.json")
+    os.makedirs(os.path.dirname(subs), exist_ok=True)
+    subscriptions_file(subs)
+    store = ensure_store(args.messages, args.seed)
+    jobs, commits = {"parquet": [], "iceberg": []}, []
+    for k in range(max(1, args.repeat)):
+        jobs["parquet"].append(run_job(store, subs, "parquet", os.path.join(ROOT, "build", "bench", "out-ice-pq"))[1])
+        base = os.path.join(ROOT, "build", "bench", "iceberg")
+        shutil.rmtree(base, ignore_errors=True)
+        os.makedirs(base)
+        out = os.path.join(base, "out")
+        jobs["iceberg"].append(run_job(store, subs, "iceberg", out, "--catalog-uri", f"sqlite:///{base}/catalog.db",
+                                       "--warehouse", os.path.join(base, "wh"))[1])
+        commits.append(json.load(open(os.path.join(out, "summary.json")))["iceberg"]["commit_seconds"])
+    med = {name: sorted(times)[len(times) // 2] for name, times in jobs.items()}
+    ratio = med["iceberg"] / med["parquet"]
+    print(f"job {args.messages:,} msgs, median of {len(commits)}: Parquet {med['parquet']:.1f} s "
+          f"({min(jobs['parquet']):.1f}-{max(jobs['parquet']):.1f}), Iceberg {med['iceberg']:.1f} s "
+          f"({min(jobs['iceberg']):.1f}-{max(jobs['iceberg']):.1f}): {ratio:.2f}x (target at most 1.20x: "
+          f"{'met' if ratio <= 1.2 else 'not met'}); the commit (move the parts, add_files, one snapshot per table): "
+          f"{sorted(commits)[len(commits) // 2]:.2f} s")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--messages", type=int, help="default 3,000,000; 200,000 for a store shape")
@@ -579,7 +607,11 @@ def main(argv=None):
                    help="the store also rewritten as DLedger entries: job time of each layout (issue 25)")
     p.add_argument("--units", action="store_true",
                    help="units from the consume-queue files, rebuilt from the commit log, from a RocksDB (issue 26)")
+    p.add_argument("--iceberg", action="store_true", help="the Iceberg sink against the Parquet sink (issue 28)")
     args = p.parse_args(argv)
+    if args.iceberg:
+        args.messages = args.messages or 3_000_000
+        return run_iceberg(args)
     if args.units:
         args.messages = args.messages or 3_000_000
         return run_units(args)
