@@ -396,9 +396,7 @@ def run_s3(args):
     from jobs.settings import JobOptions
     from tools.local_s3 import LocalS3, log_lines, request_counts
 
-    subs = os.path.join(ROOT, "build", "bench", "subscriptions.json")
-    os.makedirs(os.path.dirname(subs), exist_ok=True)
-    subscriptions_file(subs)
+    subs = bench_subscriptions()[0]
     store = ensure_store(args.messages, args.seed)
     out = os.path.join(ROOT, "build", "bench", "out-s3")
     log = os.path.join(ROOT, "build", "bench", "s3-server.log")
@@ -452,9 +450,7 @@ def run_dledger(args):
     to Parquet (normalized), alternating, median of --repeat: the DLedger layout's job time against the plain
     one's (target: within 1.1x). Same records, units and decisions; a DLedger task also reads and checks the
     48-byte entry header before each record."""
-    subs = os.path.join(ROOT, "build", "bench", "subscriptions.json")
-    os.makedirs(os.path.dirname(subs), exist_ok=True)
-    subscriptions_file(subs)
+    subs = bench_subscriptions()[0]
     plain = ensure_store(args.messages, args.seed)
     stores = {"plain": plain, "DLedger": ensure_dledger_store(plain)}
     for sink in ("noop", "parquet"):
@@ -469,6 +465,13 @@ def run_dledger(args):
         print(f"job to {sink:7s} {args.messages:,} msgs, median of {len(jobs['plain'])}: plain {med['plain']:.1f} s, "
               f"DLedger {med['DLedger']:.1f} s: DLedger / plain {ratio:.2f}x (target at most 1.10x: "
               f"{'met' if ratio <= 1.1 else 'not met'}; ranges {spread})")
+
+
+def bench_subscriptions():
+    """(path, groups) of the bench's subscription file, written under build/bench/."""
+    subs = os.path.join(ROOT, "build", "bench", "subscriptions.json")
+    os.makedirs(os.path.dirname(subs), exist_ok=True)
+    return subs, subscriptions_file(subs)
 
 
 def ensure_rocksdb_store(plain):
@@ -532,9 +535,7 @@ def run_units(args):
     consume-queue files, rebuilt from the commit log (--units-from commitlog) and read from a RocksDB consume
     queue, to the noop sink and to Parquet (normalized), alternating, median of --repeat; the rebuilt run's
     Parquet output compared with the file-queue run's, table by table."""
-    subs = os.path.join(ROOT, "build", "bench", "subscriptions.json")
-    os.makedirs(os.path.dirname(subs), exist_ok=True)
-    subscriptions_file(subs)
+    subs = bench_subscriptions()[0]
     store = ensure_store(args.messages, args.seed)
     n, seconds = rebuild_rate(store)
     print(f"units rebuilt from the commit log, one core: {n:,} records in {seconds:.2f} s = "
@@ -564,9 +565,7 @@ def run_iceberg(args):
     rerun of the same offsets is refused), alternating, median of --repeat; the Iceberg commit's own time."""
     import shutil
 
-    subs = os.path.join(ROOT, "build", "bench", "subscriptions.json")
-    os.makedirs(os.path.dirname(subs), exist_ok=True)
-    subscriptions_file(subs)
+    subs = bench_subscriptions()[0]
     store = ensure_store(args.messages, args.seed)
     jobs, commits = {"parquet": [], "iceberg": []}, []
     for k in range(max(1, args.repeat)):
@@ -609,25 +608,14 @@ def main(argv=None):
                    help="units from the consume-queue files, rebuilt from the commit log, from a RocksDB (issue 26)")
     p.add_argument("--iceberg", action="store_true", help="the Iceberg sink against the Parquet sink (issue 28)")
     args = p.parse_args(argv)
-    if args.iceberg:
-        args.messages = args.messages or 3_000_000
-        return run_iceberg(args)
-    if args.units:
-        args.messages = args.messages or 3_000_000
-        return run_units(args)
-    if args.dledger:
-        args.messages = args.messages or 3_000_000
-        return run_dledger(args)
-    if args.s3:
-        args.messages = args.messages or 300_000
-        return run_s3(args)
-    if args.topics:
-        args.messages = args.messages or 200_000
-        return run_shape(args)
+    for asked, run, messages in ((args.iceberg, run_iceberg, 3_000_000), (args.units, run_units, 3_000_000),
+                                 (args.dledger, run_dledger, 3_000_000), (args.s3, run_s3, 300_000),
+                                 (args.topics, run_shape, 200_000)):
+        if asked:  # one of the other benches, at its default size
+            args.messages = args.messages or messages
+            return run(args)
     args.messages = args.messages or 3_000_000
-    subs = os.path.join(ROOT, "build", "bench", "subscriptions.json")
-    os.makedirs(os.path.dirname(subs), exist_ok=True)
-    groups = subscriptions_file(subs)
+    subs, groups = bench_subscriptions()
     store = ensure_store(args.messages, args.seed)
     n, t_read, t_dec, t_dec_job, t_disp, n_sample, t_row, t_vec, units = in_process(store)
     group_units = units * len(groups) // len(TOPICS)
