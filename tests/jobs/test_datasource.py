@@ -276,4 +276,3 @@ def test_units_from_commitlog_reads_the_same_rows(spark, want, store_a):
     assert_df_equality(rebuilt.select(COLUMNS), want, ignore_row_order=True, ignore_nullable=True)
     with pytest.raises(Exception, match="option unitsFrom must be auto or consumequeue or commitlog"):
         spark.read.format("rocketmq").option("unitsFrom", "files").load(str(store_a / "store"))
-
