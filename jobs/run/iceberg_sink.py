@@ -159,8 +159,10 @@ def publish_tables(target, out_uri, written, run, store, ranges, with_body):
             continue
         table = catalog.create_table_if_not_exists(f"{target.namespace}.{name}",
                                                    schema=_schema(output, with_body, written))
-        if any(s.summary and s.summary.additional_properties.get(KEY) == key for s in table.snapshots()):
-            continue  # committed by an earlier attempt of this run that died before the matched table
+        if offsets != "{}" and any(s.summary and s.summary.additional_properties.get(KEY) == key
+                                   for s in table.snapshots()):
+            continue  # committed by an earlier attempt of this run that died before the matched table (a run of
+            # no offsets, a quiet night, has no such key: each commits its empty snapshot)
         files = _move_parts(fs, root, output, table.location(), run)
         table.add_files(files, snapshot_properties=properties)
         added[name] = len(files)
@@ -185,12 +187,22 @@ def _move_parts(fs, root, output, location, run):
         relative = info.path[len(f"{root}/{output}/"):].replace("/", "-").replace("=", "_")
         target = f"{wroot}/data/run-{run}/{relative}"
         wfs.create_dir(target.rsplit("/", 1)[0], recursive=True)
-        if type(fs) is type(wfs) and storefs.is_local(fs):
-            fs.move(info.path, target)
-        else:
-            pafs.copy_files(info.path, target, source_filesystem=fs, destination_filesystem=wfs)
+        _move(fs, info.path, wfs, target)
         files.append(location.rstrip("/") + target[len(wroot):])
     return files
+
+
+def _move(fs, path, wfs, target):
+    """A rename where OUT and the warehouse are one local filesystem, else a copy then a delete (another
+    device, or another filesystem: S3, HDFS)."""
+    if storefs.is_local(fs) and storefs.is_local(wfs):
+        try:
+            fs.move(path, target)
+            return
+        except OSError:  # another device: rename cannot cross it
+            pass
+    pafs.copy_files(path, target, source_filesystem=fs, destination_filesystem=wfs)
+    fs.delete_file(path)
 
 
 def stale_runs(target):

@@ -13,7 +13,8 @@ from collections import Counter
 import pytest
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
-from jobs.run.iceberg_sink import IcebergTarget, remove_stale, stale_runs
+from jobs.run.iceberg_sink import IcebergTarget, publish_tables, remove_stale, stale_runs
+from jobs.run.sink import write_empty_tables
 from tests.jobs.conftest import expected_rows
 from tests.jobs.test_exit_codes import ROOT, _submit
 from tests.jobs.test_scheduler_runs import SUBMIT, _session_processes, _slow_filters, _wait_for
@@ -113,3 +114,16 @@ def test_parts_no_snapshot_references_are_listed_and_removed(nights):
     assert [(name, path.rstrip("/").rsplit("/", 1)[1]) for name, path in stale] == [("matched", "run-deadbeef")]
     remove_stale(stale)
     assert not os.path.exists(dead) and stale_runs(target) == []
+
+
+def test_two_quiet_nights_commit_an_empty_snapshot_each(tmp_path):
+    """No rows and no offsets covered: each run still adds its one snapshot to every answer table."""
+    target = IcebergTarget("quiet", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh"))
+    for run in ("night1", "night2"):
+        out = tmp_path / run
+        written = write_empty_tables(str(out), "normalized", True, {})
+        publish_tables(target, str(out), written, run, "STORE", [("TopicTest", 0, 490, 490)], True)
+    for name in ("matched", "collisions", "messages"):
+        table = target.catalog().load_table(f"quiet.{name}")
+        assert [s.summary.additional_properties["mqreplay.run"] for s in table.snapshots()] == ["night1", "night2"]
+        assert table.scan().to_arrow().num_rows == 0
