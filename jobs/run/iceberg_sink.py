@@ -32,6 +32,9 @@ TABLES = {"messages": "messages", "audit/collisions": "collisions", "matched": "
           "audit/corrupt": "audit_corrupt", "audit/bitmaps": "audit_bitmaps", "audit/bodies": "audit_bodies",
           "audit/consume_queue": "audit_consume_queue"}
 ANSWERS = ("messages", "audit/collisions", "matched")  # a snapshot every run, empty when it has no row
+# each table's partition: what its readers select by (a group's deliveries; a topic's messages); the sink writes a
+# file per partition and split (SinkSpec.for_tables), add_files reads a file's partition from its statistics
+PARTITIONED_BY = {"matched": "group", "audit/collisions": "group", "messages": "topic"}
 RUN, STORE, OFFSETS, KEY = "mqreplay.run", "mqreplay.store", "mqreplay.offsets", "mqreplay.key"
 DEFAULT_CATALOG = "mqreplay"
 
@@ -157,8 +160,8 @@ def publish_tables(target, out_uri, written, run, store, ranges, with_body):
     for output, name in TABLES.items():
         if output not in ANSWERS and not written.get(output, (0, 0))[1]:
             continue
-        table = catalog.create_table_if_not_exists(f"{target.namespace}.{name}",
-                                                   schema=_schema(output, with_body, written))
+        table = _table(catalog, f"{target.namespace}.{name}", _schema(output, with_body, written),
+                       PARTITIONED_BY.get(output))
         if offsets != "{}" and any(s.summary and s.summary.additional_properties.get(KEY) == key
                                    for s in table.snapshots()):
             continue  # committed by an earlier attempt of this run that died before the matched table (a run of
@@ -167,6 +170,19 @@ def publish_tables(target, out_uri, written, run, store, ranges, with_body):
         table.add_files(files, snapshot_properties=properties)
         added[name] = len(files)
     return added
+
+
+def _table(catalog, identifier, schema, partition_column):
+    """The table, created on first use with its identity partition (None: unpartitioned)."""
+    table = _load(catalog, identifier)
+    if table is not None:
+        return table
+    table = catalog.create_table_if_not_exists(identifier, schema=schema)
+    if partition_column is not None and not table.snapshots():
+        with table.update_spec() as spec:
+            spec.add_identity(partition_column)
+        table = catalog.load_table(identifier)
+    return table
 
 
 def _schema(output, with_body, written):

@@ -238,7 +238,7 @@ def _run(spark, planned, out, options, sink="parquet", progress=None):
 
 def _run_with(spark, planned, out, options, sink, ranges, progress):
     """The one Spark stage (tasks write their parts), then the commit of what successful attempts wrote."""
-    spec = SinkSpec(out, "noop" if sink == "noop" else options.layout, options.with_body, sink == "iceberg")
+    spec = SinkSpec(out, "noop" if sink == "noop" else options.layout, options.with_body, for_tables=sink == "iceberg")
     reports = T.replay(spark.sparkContext, planned, spec, ranges, progress)
     fs, path = storefs.resolve(out)
     fs.create_dir(path, recursive=True)

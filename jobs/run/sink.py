@@ -53,7 +53,7 @@ WIDE_ROWS = 65536
 WIDE_BYTES = 64 << 20
 
 
-def parquet_options(schema):
+def parquet_options(schema, statistics=STATISTICS):
     """Writer options of a part of `schema`: the defaults above, integers delta-encoded, dictionary
     columns written as dictionaries, and so the keys of a map (the properties: a few names repeated on
     every message; 6% fewer bytes, a little faster); the Arrow schema is not stored, so that every reader
@@ -63,7 +63,7 @@ def parquet_options(schema):
     dictionaries += [f"{f.name}.key_value.key" for f in schema if pa.types.is_map(f.type)]
     return dict(PARQUET_OPTIONS, use_dictionary=dictionaries or False, store_schema=False,
                 column_encoding={name: "DELTA_BINARY_PACKED" for name in integers} or None,
-                write_statistics=[name for name in STATISTICS if name in schema.names])
+                write_statistics=[name for name in statistics if name in schema.names])
 
 
 @dataclass(frozen=True)
@@ -73,8 +73,10 @@ class SinkSpec:
     out_uri: str  # the temporary OUT (a path or URI pyarrow resolves)
     layout: str = "normalized"  # normalized | wide | noop (decide everything, write nothing)
     with_body: bool = True
-    # messages parts hold their topic as a column, last, as a table reads it (an Iceberg table: no hive path)
-    topic_column: bool = False
+    # parts cut as an Iceberg table's partitions (jobs/run/iceberg_sink.py): messages parts hold their topic as a
+    # column, last (no hive path); matched and collisions parts hold one group each, with statistics of `group`
+    # (from which add_files reads the partition of a file)
+    for_tables: bool = False
 
 
 def hive_escape(value):
@@ -114,11 +116,19 @@ class SplitWriter:
                 self._count(output, final, len(rows))
                 continue
             for lo, hi in self._chunks(piece, rows):
-                self._append(output, final, group_rows(piece, groups[lo:hi], rows[lo:hi], names, distinct_ids))
+                table = group_rows(piece, groups[lo:hi], rows[lo:hi], names, distinct_ids)
+                if not self.spec.for_tables:
+                    self._append(output, final, table)
+                    continue
+                for group in pc.unique(one_array(table.column("group")).dictionary_decode()
+                                       if pa.types.is_dictionary(table.schema.field("group").type)
+                                       else one_array(table.column("group"))).to_pylist():
+                    self._append(output, f"{output}/group={hive_escape(group)}/part-{self.split:05d}.parquet",
+                                 table.filter(pc.equal(table.column("group"), group)))
         if self.spec.layout != "wide":  # normalized, or noop (counted as normalized, not written)
             fields = [f for f, _ in OUTPUT_MESSAGE_FIELDS if self._keeps(f)]
             table = piece.table.select(fields)
-            if self.spec.topic_column:
+            if self.spec.for_tables:
                 table = table.append_column("topic", pa.repeat(pa.scalar(piece.topic, pa.string()), table.num_rows))
             self._append("messages", f"messages/topic={hive_escape(piece.topic)}/part-{self.split:05d}.parquet",
                          table)
@@ -179,7 +189,8 @@ class SplitWriter:
             path = f"{self.root}/{ATTEMPTS}/{self.attempt}/{final}"
             self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
             stream = self.fs.open_output_stream(path)
-            writer = pq.ParquetWriter(stream, table.schema, **parquet_options(table.schema))
+            statistics = STATISTICS + ["group"] if self.spec.for_tables else STATISTICS
+            writer = pq.ParquetWriter(stream, table.schema, **parquet_options(table.schema, statistics))
             entry = self.writers[final] = [writer, stream, output, 0]
         entry[0].write_table(table)
         entry[3] += table.num_rows

@@ -127,3 +127,16 @@ def test_two_quiet_nights_commit_an_empty_snapshot_each(tmp_path):
         table = target.catalog().load_table(f"quiet.{name}")
         assert [s.summary.additional_properties["mqreplay.run"] for s in table.snapshots()] == ["night1", "night2"]
         assert table.scan().to_arrow().num_rows == 0
+
+
+def test_deliveries_are_partitioned_by_group_and_messages_by_topic(nights):
+    target, _, _ = nights
+    catalog = target.catalog()
+    for name, column in (("matched", "group"), ("collisions", "group"), ("messages", "topic")):
+        table = catalog.load_table(f"nightly.{name}")
+        assert [table.schema().find_field(f.source_id).name for f in table.spec().fields] == [column]
+        files = table.inspect.files().to_pylist()
+        assert files and all(f["partition"][column] is not None for f in files)
+    matched = catalog.load_table("nightly.matched")
+    one_group = list(matched.scan(row_filter="group == 'G_TAG_A'").plan_files())
+    assert 0 < len(one_group) < len(matched.inspect.files())
