@@ -116,15 +116,16 @@ class SplitWriter:
                 self._count(output, final, len(rows))
                 continue
             for lo, hi in self._chunks(piece, rows):
-                table = group_rows(piece, groups[lo:hi], rows[lo:hi], names, distinct_ids)
                 if not self.spec.for_tables:
-                    self._append(output, final, table)
+                    self._append(output, final, group_rows(piece, groups[lo:hi], rows[lo:hi], names, distinct_ids))
                     continue
-                for group in pc.unique(one_array(table.column("group")).dictionary_decode()
-                                       if pa.types.is_dictionary(table.schema.field("group").type)
-                                       else one_array(table.column("group"))).to_pylist():
-                    self._append(output, f"{output}/group={hive_escape(group)}/part-{self.split:05d}.parquet",
-                                 table.filter(pc.equal(table.column("group"), group)))
+                # a file per group: the pairs come by group (np.nonzero of a groups x messages matrix), so each
+                # group's rows are one run; msg_id taken, not a dictionary of the whole piece's ids per file
+                cuts = np.flatnonzero(np.diff(groups[lo:hi])) + 1 + lo
+                for a, b in zip(np.r_[lo, cuts], np.r_[cuts, hi]):
+                    name = piece.groups[int(groups[a])].as_py()
+                    self._append(output, f"{output}/group={hive_escape(name)}/part-{self.split:05d}.parquet",
+                                 group_rows(piece, groups[a:b], rows[a:b], names, False))
         if self.spec.layout != "wide":  # normalized, or noop (counted as normalized, not written)
             fields = [f for f, _ in OUTPUT_MESSAGE_FIELDS if self._keeps(f)]
             table = piece.table.select(fields)
