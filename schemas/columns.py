@@ -2,6 +2,7 @@
 into their few distinct rows."""
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def distinct_rows(matrix):
@@ -77,6 +78,23 @@ def to_utf8(binary):
     except pa.ArrowInvalid:
         return pa.array([None if b is None else b.decode("utf-8", "replace") for b in binary.to_pylist()],
                         pa.string())
+
+
+def queue_index(table, queues):
+    """Per row of a table with `topic` and `queue_id` columns, the index in `queues` ((topic, queue_id, ...)
+    tuples) of its queue, -1 where it is none of them: one dictionary encoding and integer arithmetic, no
+    string per row."""
+    out = np.full(table.num_rows, -1, np.int64)
+    if not queues or not table.num_rows:
+        return out
+    encoded = pc.dictionary_encode(one_array(table.column("topic")))
+    topic_ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    names = {name: k for k, name in enumerate(encoded.dictionary.to_pylist())}
+    queue_ids = one_array(table.column("queue_id")).to_numpy(zero_copy_only=False).astype(np.int64)
+    for k, (topic, qid, *_) in enumerate(queues):  # a few queues a run: one pass of integers each
+        if topic in names:
+            out[(topic_ids == names[topic]) & (queue_ids == qid)] = k
+    return out
 
 
 def one_array(column):

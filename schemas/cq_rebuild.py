@@ -23,7 +23,7 @@ import pyarrow as pa
 from schemas import layout as L
 from schemas.commitlog_files import PLAIN, record_starts
 from schemas.errors import UnsupportedStoreError
-from schemas.kernels import _JIT, _i16, _i32, _i64, _same_bytes
+from schemas.kernels import _JIT, _i16, _i32, _i64, _same_bytes, next_piece
 from schemas.tag_codes import tags_code
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -50,12 +50,7 @@ def _properties(buf, pos, end, names, name_lens):
     follows, a later piece of a name replacing an earlier one. -1 positions: absent."""
     tag_at, tag_len, delay_at, delay_len, fanned = -1, 0, -1, 0, False
     while pos < end:
-        stop = pos
-        while stop < end and buf[stop] != 1 and buf[stop] != 2:
-            stop += 1
-        kv = stop if stop < end and buf[stop] == 1 else -1
-        while stop < end and buf[stop] != 2:
-            stop += 1
+        kv, stop = next_piece(buf, pos, end)
         if kv > pos and kv < stop - 1:
             klen = kv - pos
             for t in range(len(name_lens)):

@@ -198,6 +198,20 @@ def _same_bytes(a, a_at, b, b_at, width):
 
 
 @numba.njit(**_JIT)
+def next_piece(data, pos, end):
+    """(kv, stop) of the properties piece starting at pos: where its first \x01 is (-1: none before the piece
+    ends) and where it ends (its \x02, or end). string2messageProperties keeps it when kv > pos and
+    kv < stop - 1 (a non-empty name, a non-empty value); the next piece starts at stop + 1."""
+    stop = pos
+    while stop < end and data[stop] != 1 and data[stop] != 2:
+        stop += 1
+    kv = stop if stop < end and data[stop] == 1 else -1
+    while stop < end and data[stop] != 2:
+        stop += 1
+    return kv, stop
+
+
+@numba.njit(**_JIT)
 def _split_properties(data, offsets, names, name_lens):
     """RocketMQ 4.9.x string2messageProperties over every blob, copying keys and values into Arrow
     buffers during the scan (the bytes are hot): pieces split on \\x02, a piece kept when a non-empty name
@@ -225,12 +239,7 @@ def _split_properties(data, offsets, names, name_lens):
         pos = offsets[row]
         end = offsets[row + 1]
         while pos < end:
-            stop = pos
-            while stop < end and data[stop] != 1 and data[stop] != 2:
-                stop += 1
-            kv = stop if stop < end and data[stop] == 1 else -1
-            while stop < end and data[stop] != 2:
-                stop += 1
+            kv, stop = next_piece(data, pos, end)
             if kv > pos and kv < stop - 1:
                 klen = kv - pos
                 first_of[m] = -1

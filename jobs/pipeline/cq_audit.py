@@ -9,6 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from schemas.columns import queue_index
+
 CQ_AUDIT_SCHEMA = pa.schema([("topic", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
                              ("commitlog_offset", pa.int64()), ("reason", pa.string())])
 NO_RECORD = "no record starts at the unit's commit-log offset (or it is a transaction half or rollback record)"
@@ -69,13 +71,8 @@ def _record_is(records):
 
 def _in_ranges(records, ranges):
     """Per record: its queue is audited and its queue offset within the run's offsets of it."""
-    keys = pa.array([f"{t}\x00{q}" for t, q, _, _ in ranges], pa.string())
-    first = np.array([a for _, _, a, _ in ranges], np.int64)
-    end = np.array([b for _, _, _, b in ranges], np.int64)
-    mine = pc.binary_join_element_wise(records.column("topic"), pc.cast(records.column("queue_id"), pa.string()),
-                                       "\x00")
-    index = pc.fill_null(pc.index_in(mine, value_set=keys), -1).to_numpy()
-    known = index >= 0
-    index = np.maximum(index, 0)
+    index = queue_index(records, ranges)
+    first = np.array([a for _, _, a, _ in ranges] + [0], np.int64)
+    end = np.array([b for _, _, _, b in ranges] + [0], np.int64)  # index -1: no queue audited, an empty range
     offsets = records.column("queue_offset").to_numpy()
-    return known & (offsets >= first[index]) & (offsets < end[index])
+    return (offsets >= first[index]) & (offsets < end[index])

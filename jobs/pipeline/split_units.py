@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 from jobs.pipeline.cq_audit import audit_units
 from schemas import storefs
 from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA
+from schemas.columns import queue_index
 from schemas.commitlog_files import PLAIN
 from schemas.consume_queue import resolve_units, units_without_ext
 from schemas.cq_ranges import units_in_range
@@ -239,10 +240,7 @@ def _rebuilt_kept(rebuild, units):
     keep = pc.is_in(units.column("topic"), pa.array(sorted(rebuild.topics), pa.string())).to_numpy(
         zero_copy_only=False)
     if rebuild.kept and keep.any():
-        topics = units.column("topic").to_numpy(zero_copy_only=False)
-        queues = units.column("queue_id").to_numpy()
-        for topic, qid in rebuild.kept:
-            keep &= ~((queues == qid) & (topics == topic))
+        keep &= queue_index(units, tuple(rebuild.kept)) < 0
     return units.filter(pa.array(keep))
 
 
@@ -251,17 +249,11 @@ def _in_offsets(rebuild, units):
     segments hold only those."""
     if not rebuild.offsets or not units.num_rows:
         return units
-    topics = units.column("topic").to_numpy(zero_copy_only=False)
-    queues = units.column("queue_id").to_numpy()
+    index = queue_index(units, rebuild.offsets)
+    first = np.array([-1 if a is None else a for _, _, a, _ in rebuild.offsets] + [-1], np.int64)
+    end = np.array([1 << 62 if b is None else b for _, _, _, b in rebuild.offsets] + [1 << 62], np.int64)
     offsets = units.column("queue_offset").to_numpy()
-    keep = np.ones(units.num_rows, bool)
-    for topic, qid, first, end in rebuild.offsets:
-        rows = (topics == topic) & (queues == qid)
-        if first is not None:
-            keep &= ~rows | (offsets >= first)
-        if end is not None:
-            keep &= ~rows | (offsets < end)
-    return units.filter(pa.array(keep))
+    return units.filter(pa.array((offsets >= first[index]) & (offsets < end[index])))  # index -1: the open bounds
 
 
 def queue_marks(units, since, until):

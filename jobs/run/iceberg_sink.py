@@ -160,7 +160,7 @@ def publish_tables(target, out_uri, written, run, store, ranges, with_body):
     for output, name in TABLES.items():
         if output not in ANSWERS and not written.get(output, (0, 0))[1]:
             continue
-        table = _table(catalog, f"{target.namespace}.{name}", _schema(output, with_body, written),
+        table = _table(catalog, f"{target.namespace}.{name}", _schema(output, with_body),
                        PARTITIONED_BY.get(output))
         if offsets != "{}" and any(s.summary and s.summary.additional_properties.get(KEY) == key
                                    for s in table.snapshots()):
@@ -185,7 +185,7 @@ def _table(catalog, identifier, schema, partition_column):
     return table
 
 
-def _schema(output, with_body, written):
+def _schema(output, with_body):
     audits = {"audit/corrupt": CORRUPT_SCHEMA, "audit/bitmaps": BITMAP_SCHEMA, "audit/bodies": BODIES_SCHEMA,
               "audit/consume_queue": CQ_AUDIT_SCHEMA}
     return audits[output] if output in audits else answer_schema(output, "normalized", with_body)

@@ -91,11 +91,12 @@ def test_tags_are_read_as_string2messageProperties_reads_them():
 def test_every_unit_field_is_the_records():
     units = rebuild_units(_log(_msg("订单Topic", {"TAGS": "A"}, store_time=5), _msg("T2", {})), 1000).units
     first = encode_record(_msg("订单Topic", {"TAGS": "A"}, store_time=5), 1000, 7)
+    second = encode_record(_msg("T2", {}), 1000 + len(first), 8)
     assert units.to_pylist() == [
         dict(topic="订单Topic", queue_id=0, queue_offset=7, commitlog_offset=1000, size=len(first), tags_code=65,
              store_timestamp=5),
-        dict(topic="T2", queue_id=0, queue_offset=8, commitlog_offset=1000 + len(first),
-             size=units.column("size")[1].as_py(), tags_code=0, store_timestamp=1_000_000)]
+        dict(topic="T2", queue_id=0, queue_offset=8, commitlog_offset=1000 + len(first), size=len(second),
+             tags_code=0, store_timestamp=1_000_000)]
 
 
 def test_a_pass_ends_at_the_blank_record_or_at_a_damaged_one():
