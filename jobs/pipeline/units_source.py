@@ -87,8 +87,7 @@ def choose(units_from, layout, topics, topic_configs):
     have = {(q.topic, q.queue_id) for q in files}
     rocks = _rocks_queues(layout, topics, have, units_from)
     have |= {(t, q) for t, q, _, _ in (rocks.queues if rocks else ())}
-    expected = {(t, q) for t in topics if t in topic_configs
-                for q in range(max(topic_configs[t].read_queue_nums, topic_configs[t].write_queue_nums))}
+    expected = {(t, q) for t in topics if t in topic_configs for q in range(_queue_count(topic_configs[t]))}
     lacking = sorted(expected - have)
     absent_topics = sorted(t for t in topics if not any(k[0] == t for k in have) and t not in topic_configs)
     sources = UnitsSources(files, rocks, default=ROCKSDB if rocks and not files else FILES,
@@ -112,12 +111,9 @@ def choose(units_from, layout, topics, topic_configs):
         sources.rebuild = Rebuild(frozenset(rebuilt_topics), kept)
         if not have:
             sources.default = COMMITLOG
-        for t, q in lacking:
-            if have:
+        else:  # the queues that differ from the default; "*": every queue of a topic the consume queue lacks
+            for t, q in lacking + [(t, "*") for t in absent_topics]:
                 sources.differs.setdefault(t, {})[q] = COMMITLOG
-        for t in absent_topics:
-            if have:
-                sources.differs.setdefault(t, {})["*"] = COMMITLOG
         sources.notes.append(_rebuilt_note(lacking, absent_topics, bool(have)))
     return sources
 
