@@ -2,26 +2,26 @@
 whose message decodes, through the job's own planning (jobs/pipeline/plan.py) and task code (jobs/datasource/read.py).
 
     from jobs.datasource import register
-    register(spark)   # the pushdown setting, and in local mode the driver's interpreter for the workers
-    spark.read.format("rocketmq").load("/data/broker-a/store").where("topic = 'TopicTest'")
+    register(spark)   # in local mode also the driver's interpreter for the workers
+    spark.read.format("rocketmq").option("topics", "TopicTest").load("/data/broker-a/store")
 
-Partitions are the job's commit-log splits; filters on topic, queue_id, queue_offset, commitlog_offset and
-store_timestamp narrow the queues probed, the splits planned and the units read (jobs/datasource/filters.py).
-Every option is checked when the source is loaded (schema()), so a typo fails load() with one line that
-names the option and what it accepts, instead of a read that quietly leaves groups or rows out."""
+Partitions are the job's commit-log splits. The options topics, since/until and startingOffsets/endingOffsets
+narrow the queues probed, the splits planned and the units read; a query's filters are applied by Spark, never
+pushed (jobs/datasource/filters.py says why: one DataFrame's questions must not leak into each other).
+Every option is checked when the source is loaded (schema()), so a typo fails load() with one line that names
+the option and what it accepts, instead of a read that quietly leaves groups or rows out."""
 import logging
 import os
 import sys
 import warnings
 from dataclasses import dataclass, replace
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs.cli import commitlog_dirs
-from jobs.datasource.filters import push_filters, window_narrowing
+from jobs.datasource.filters import option_narrowing
 from jobs.datasource.read import SplitRead, read_split
 from jobs.errors import UsageError
 from jobs.pipeline.plan import build_plan
@@ -35,23 +35,27 @@ from schemas.errors import ConfigError
 
 log = logging.getLogger("mqreplay")
 
-PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 WORKER_PYTHON_CONF = "spark.pyspark.python"
 FLAGS = ("withBody", "verifyCrc", "retry", "filterSupportRetry")
 CHOICES = {"rocketmqVersion": SETTING_CHOICES["rocketmq_version"], "onCorrupt": SETTING_CHOICES["on_corrupt"],
            "onSubscriptionError": ("fail", "skip"), "unitsFrom": UNITS_FROM}
-WINDOW = ("since", "until", "startingOffsets", "endingOffsets")
-OPTIONS = ("path", "subscriptions") + FLAGS + tuple(CHOICES) + WINDOW + ("commitlog",)
+NARROWING = ("topics", "since", "until", "startingOffsets", "endingOffsets")
+OPTIONS = ("path", "subscriptions") + FLAGS + tuple(CHOICES) + NARROWING + ("commitlog",)
 GROUP_COLUMNS = ("delivered_to", "collided_for")
 
 
 def register(spark):
-    """Register the data source on a session, with the filter pushdown it implements turned on (Spark
-    refuses a reader with pushFilters while spark.sql.python.filterPushdown.enabled is false), and Python
-    workers that can import it (see use_driver_python)."""
-    spark.conf.set(PUSHDOWN_CONF, "true")
-    use_driver_python(spark.sparkContext)
+    """Register the data source on a session, classic or Spark Connect; on a classic session also give it
+    Python workers that can import it (see use_driver_python). A Connect client has no SparkContext: its
+    server's workers are the server's to configure (docs/connect.md)."""
+    if not is_connect(spark):
+        use_driver_python(spark.sparkContext)
     spark.dataSource.register(RocketMQDataSource)
+
+
+def is_connect(spark):
+    """Whether `spark` is a Spark Connect client session (no SparkContext, no RDDs)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def use_driver_python(sc):
@@ -109,7 +113,7 @@ class ReadOptions:
     subscription that does not parse."""
 
     job: JobOptions
-    narrowing: object  # jobs.datasource.filters.Narrowing of the window options
+    narrowing: object  # jobs.datasource.filters.Narrowing of the topics and window options
     on_subscription_error: str
 
 
@@ -131,7 +135,7 @@ def read_options(options):
     value = {name: _choice(options, name, defaults[name]) for name in CHOICES}
     value.update((name, _flag(options, name, defaults[name])) for name in FLAGS)
     try:
-        narrowing = window_narrowing(*(options.get(name) for name in WINDOW))
+        narrowing = option_narrowing(*(options.get(name) for name in NARROWING))
     except UsageError as exc:
         raise UsageError(f"rocketmq: option {exc}") from None
     subscriptions = options.get("subscriptions")
@@ -188,18 +192,13 @@ class SplitPartition(InputPartition):
 
 class RocketMQReader(DataSourceReader):
     """Plans on the driver (in partitions(): the job's build_plan and commit-log splits, narrowed by the
-    pushed filters) and reads a split per partition on the executors."""
+    options) and reads a split per partition on the executors. It has no pushFilters: see filters.py."""
 
     def __init__(self, read, schema):
         self.options = read.job
         self.on_subscription_error = read.on_subscription_error
-        self.base = self.narrowing = read.narrowing
+        self.narrowing = read.narrowing
         self.arrow = to_arrow_schema(schema, timezone="UTC")  # what Spark checks each batch against
-
-    def pushFilters(self, filters):
-        # from the options' narrowing every time: Spark 4.3 may hand this reader another query's filters
-        self.narrowing, left = push_filters(self.base, filters)
-        return left
 
     def partitions(self):
         narrowing = self.narrowing
@@ -208,9 +207,6 @@ class RocketMQReader(DataSourceReader):
         if self.options.subscription_files:
             check_subscriptions(planned, self.on_subscription_error)
         plan, segments = planned.plan, planned.segments
-        queue_ids = np.array([q.queue_id for q in segments.queues], dtype=np.int64)
-        wanted = narrowing.column("queue_id").mask(queue_ids[segments.queue])
-        offsets = narrowing.column("commitlog_offset")
         parts = []
         ranges = commitlog_splits(plan)
         if plan.rebuild:  # units rebuilt from the records: splits start at records (a pass here, on the driver)
@@ -218,10 +214,8 @@ class RocketMQReader(DataSourceReader):
         other_units = plan.rebuild or plan.rocks is not None  # units not in the segments: every split is read
         for index, (start, end) in enumerate(ranges):
             rows = segments.overlapping(start, end)
-            rows = rows[wanted[rows]]
-            if (len(rows) or other_units) and offsets.overlaps(start, end):
-                job = SplitRead(plan, segments.take(rows), narrowing)
-                parts.append(SplitPartition(index, start, end, job))
+            if len(rows) or other_units:
+                parts.append(SplitPartition(index, start, end, SplitRead(plan, segments.take(rows), narrowing)))
         return parts
 
     def read(self, partition):
