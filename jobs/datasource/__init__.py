@@ -42,6 +42,7 @@ CHOICES = {"rocketmqVersion": SETTING_CHOICES["rocketmq_version"], "onCorrupt": 
 NARROWING = ("topics", "since", "until", "startingOffsets", "endingOffsets")
 OPTIONS = ("path", "subscriptions") + FLAGS + tuple(CHOICES) + NARROWING + ("commitlog",)
 GROUP_COLUMNS = ("delivered_to", "collided_for")
+PATH_OPTIONS = ("path", "subscriptions")
 
 
 def register(spark):
@@ -127,6 +128,7 @@ def read_options(options):
         raise UsageError(f"rocketmq: unknown option(s) {', '.join(unknown)} (known: {', '.join(OPTIONS)})")
     if not options.get("path"):
         raise UsageError('rocketmq: option path: no store given: load(STORE) or option("path", STORE)')
+    options = {k: _from_launch_dir(v) if k.lower() in PATH_OPTIONS else v for k, v in options.items()}
     settings = load_settings()
     defaults = {"rocketmqVersion": settings["rocketmq_version"], "onCorrupt": settings["on_corrupt"],
                 "onSubscriptionError": "fail", "unitsFrom": "auto", "withBody": settings["with_body"],
@@ -147,10 +149,21 @@ def read_options(options):
                              f'"topic", "expressionType", "expression"}}]}}: {exc}') from None
     job = job_options(
         settings, options["path"], subscription_files=(subscriptions,) if subscriptions is not None else (),
-        commitlog=commitlog_dirs(options.get("commitlog")), units_from=value["unitsFrom"],
+        commitlog=tuple(_from_launch_dir(d) for d in commitlog_dirs(options.get("commitlog"))),
+        units_from=value["unitsFrom"],
         dialect=value["rocketmqVersion"], retry=value["retry"], support_retry=value["filterSupportRetry"],
         with_body=value["withBody"], on_corrupt=value["onCorrupt"], verify_crc=value["verifyCrc"], read_all=True)
     return ReadOptions(job, narrowing, value["onSubscriptionError"])
+
+
+def _from_launch_dir(path):
+    """A relative local path as Spark takes one: from the directory the Spark process was started in. The
+    Python worker that plans the read runs there in a classic session, but in a Spark Connect session it runs
+    in the session's own artifact directory; PWD is the server's start-up directory in both."""
+    if "://" in path or os.path.isabs(path):
+        return path
+    launch = os.environ.get("PWD")
+    return os.path.join(launch if launch and os.path.isabs(launch) else os.getcwd(), path)
 
 
 def _choice(options, name, default):
