@@ -40,6 +40,8 @@ from jobs.run.iceberg_sink import (  # noqa: E402
     target_of,
 )
 from jobs.run.progress import MODES, open_progress  # noqa: E402
+from jobs.run.session import spark_session  # noqa: E402
+from jobs.run.stage import unseen_paths  # noqa: E402
 from jobs.run.summary import exit_code, summary_table  # noqa: E402
 from jobs.settings import CHOICES, job_options, load_settings  # noqa: E402
 from schemas.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ReplayError  # noqa: E402
@@ -68,6 +70,8 @@ def parse_args(argv):
     p.add_argument("--clean-stale", action="store_true",
                    help="remove the OUT.tmp-* directories that dead runs left beside OUT")
     p.add_argument("--master", help="Spark master when not run by spark-submit (default local[*])")
+    p.add_argument("--remote", help="run as a Spark Connect client of this server (sc://HOST:PORT): it must see "
+                                    "--store and --out at the same paths as this machine (docs/connect.md)")
     p.add_argument("--layout", choices=["normalized", "wide"], default="normalized",
                    help="normalized: messages/ once, narrow matched/ rows; wide: every column in matched/ rows")
     p.add_argument("--sink", choices=["parquet", "iceberg", "noop"], default="parquet",
@@ -97,31 +101,6 @@ def options_from(args, settings):
         layout=args.layout,
         window=window_of(args),
     )
-
-
-def spark_session(settings, master=None):
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.appName("mqreplay")
-    if master:
-        builder = builder.master(master)
-    elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # plain `python jobs/replay.py`: not under spark-submit
-        builder = builder.master("local[*]")
-    given = _submitted_conf()
-    for key, value in settings.get("spark", {}).items():
-        if key not in given:  # spark-submit's --conf and --properties-file win over conf/replay.json
-            builder = builder.config(key, value)
-    return builder.getOrCreate()
-
-
-def _submitted_conf():
-    """Keys spark-submit already set (its JVM holds them as system properties); empty outside spark-submit."""
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:
-        return set()
-    from pyspark import SparkConf, SparkContext
-
-    SparkContext._ensure_initialized()
-    return {key for key, _ in SparkConf().getAll()}
 
 
 def spark_cause(exc):
@@ -216,15 +195,19 @@ def main(argv=None):
 
 
 def _main(args, progress):
+    if args.remote:
+        client_paths_absolute(args)
     settings, options, run, planned, iceberg = _prepare(args, progress)
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: the JVM is this process's parent
         lifecycle.watch_parent(run.abandon, exit_code=EXIT_FAILED)
     try:
         progress.set_phase("starting Spark")
-        spark = spark_session(settings, args.master)
+        spark = spark_session(settings, args.master, args.remote)
     except BaseException:
         run.abandon()
         raise
+    if args.remote:
+        check_server_sees(spark, run, options)
     try:
         summary = outputs.run_and_publish(spark, planned, run, options, sink=args.sink, progress=progress,
                                           iceberg=iceberg)
@@ -251,6 +234,28 @@ def _main(args, progress):
     print_quietly(f"output: {args.out}")
     print_quietly(f"report: {args.out.rstrip('/')}/{outputs.REPORT}")
     return exit_code(summary)
+
+
+def client_paths_absolute(args):
+    """Over Spark Connect, local paths are made absolute here: the server runs in a directory of its own."""
+    local = lambda p: p if "://" in p else os.path.abspath(p)  # noqa: E731
+    args.store, args.out = local(args.store), local(args.out)
+    if args.commitlog:
+        args.commitlog = ",".join(local(d) for d in commitlog_dirs(args.commitlog))
+
+
+def check_server_sees(spark, run, options):
+    """Exit 2, nothing written, when the Connect server's executors cannot see the store or OUT's directory at
+    the paths this client planned with (docs/connect.md)."""
+    paths = [("--store", options.store)] + [("--commitlog", d) for d in options.commitlog] + \
+        [("--out", os.path.dirname(run.tmp_uri.rstrip("/")))]
+    unseen = unseen_paths(spark, paths)
+    if unseen:
+        _stop_spark(spark)
+        run.abandon()
+        raise UsageError("the Spark Connect server does not see " + ", ".join(f"{n} {p}" for n, p in unseen) +
+                         ": store and OUT must be at the same paths on the client and the server's executors "
+                         "(a shared mount or an object store; docs/connect.md)")
 
 
 def _stop_spark(spark):

@@ -27,6 +27,7 @@ from jobs.errors import UsageError
 from jobs.pipeline.plan import build_plan
 from jobs.pipeline.split_units import commitlog_splits, snap_to_records
 from jobs.pipeline.units_source import UNITS_FROM
+from jobs.run.session import is_connect
 from jobs.settings import CHOICES as SETTING_CHOICES
 from jobs.settings import JobOptions, job_options, load_settings
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, spark_schema
@@ -52,11 +53,6 @@ def register(spark):
     if not is_connect(spark):
         use_driver_python(spark.sparkContext)
     spark.dataSource.register(RocketMQDataSource)
-
-
-def is_connect(spark):
-    """Whether `spark` is a Spark Connect client session (no SparkContext, no RDDs)."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def use_driver_python(sc):

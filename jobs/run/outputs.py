@@ -28,6 +28,7 @@ from jobs.run import lifecycle, report
 from jobs.run import stage as T
 from jobs.run.iceberg_sink import publish_tables
 from jobs.run.progress import Progress
+from jobs.run.session import is_connect
 from jobs.run.sink import SinkSpec, commit, write_driver_part, write_empty_tables
 from jobs.run.summary import Counters, build_summary, exit_code
 from schemas import storefs
@@ -204,20 +205,23 @@ def run_and_publish(spark, planned, run, options, sink="parquet", progress=None,
             f.write(json.dumps(offsets_json(planned.ranges), indent=2, ensure_ascii=False).encode("utf-8"))
         run.publish()
     except BaseException:
-        _settle(spark.sparkContext)
+        _settle(spark)
         run.abandon()
         raise
     return summary
 
 
-def _settle(sc, timeout=60.0):
+def _settle(spark, timeout=60.0):
     """Wait until no task of the run is still running. When a task fails the job, Spark does not interrupt
     the stage's other running tasks: they finish, and one that wrote its parts after the temporary OUT was
     removed left an OUT.tmp-* behind (seen once in CI, a corrupt store's run on two cores). Returns at once
     when the JVM is gone (a stopped or killed run: its tasks are gone with it)."""
+    if is_connect(spark):  # no status tracker: stop what the session still runs instead
+        _interrupt(spark)
+        return
     deadline = time.time() + timeout
     try:
-        tracker = sc.statusTracker()
+        tracker = spark.sparkContext.statusTracker()
         while time.time() < deadline:
             stages = [stage for job in tracker.getJobIdsForGroup() if tracker.getJobInfo(job)
                       for stage in tracker.getJobInfo(job).stageIds]
@@ -228,9 +232,17 @@ def _settle(sc, timeout=60.0):
         return  # nothing to print: this process's output went into that JVM's pipe)
 
 
+def _interrupt(spark):
+    """Interrupt the Connect session's running operations (a failed stage's other tasks), if it still answers."""
+    try:
+        spark.interruptAll()
+    except Exception:  # noqa: BLE001 - the server is gone: nothing of the run still runs there
+        return
+
+
 def _run(spark, planned, out, options, sink="parquet", progress=None):
     plan = planned.plan
-    ranges = T.splits(spark.sparkContext, plan)
+    ranges = T.splits(spark, plan)
     progress = progress or Progress(mode="off")
     with progress.stage(spark, len(ranges), sum(T.split_bytes(plan, a, b) for a, b in ranges)) as counters:
         return _run_with(spark, planned, out, options, sink, ranges, counters)
@@ -239,7 +251,7 @@ def _run(spark, planned, out, options, sink="parquet", progress=None):
 def _run_with(spark, planned, out, options, sink, ranges, progress):
     """The one Spark stage (tasks write their parts), then the commit of what successful attempts wrote."""
     spec = SinkSpec(out, "noop" if sink == "noop" else options.layout, options.with_body, for_tables=sink == "iceberg")
-    reports = T.replay(spark.sparkContext, planned, spec, ranges, progress)
+    reports = T.replay(spark, planned, spec, ranges, progress)
     fs, path = storefs.resolve(out)
     fs.create_dir(path, recursive=True)
     problems = planned.problems or []

@@ -14,6 +14,8 @@ import sys
 import threading
 import time
 
+from jobs.run.session import is_connect
+
 MODES = ("auto", "tty", "log", "off")
 TTY_ENV = "MQREPLAY_TTY"
 
@@ -79,10 +81,12 @@ class Progress:
 
     @contextlib.contextmanager
     def stage(self, spark, total_splits, total_bytes):
-        """The Spark stage: yields the accumulators for the task closure (small and picklable)."""
-        sc = spark.sparkContext
+        """The Spark stage: yields the accumulators for the task closure (small and picklable); None over Spark
+        Connect, which has none: there the line shows the phase and the time."""
         self.total_splits, self.total_bytes = total_splits, total_bytes
-        self.counters = sc.accumulator(0), sc.accumulator(0), sc.accumulator(0)
+        if not is_connect(spark):
+            sc = spark.sparkContext
+            self.counters = sc.accumulator(0), sc.accumulator(0), sc.accumulator(0)
         self._stage_started = time.time()
         self.phase = "replaying"
         if self.mode == "log":
@@ -127,7 +131,7 @@ class Progress:
 
     def line(self):
         elapsed = time.time() - self._started
-        if self.phase != "replaying":
+        if self.phase != "replaying" or self.counters is None:
             return f"mqreplay: {self.phase}, elapsed {_clock(elapsed)}"
         units_acc, bytes_acc, splits_acc = self.counters
         # a retried task adds again: never show more than there is

@@ -6,10 +6,12 @@ reads its byte range of the commit log, decodes each message once, applies every
 and writes the answer with pyarrow (jobs/run/sink.py). Spark carries back only the small reports (a row per
 file, the counters): no result row goes through the JVM.
 
-The stage is a plain RDD of split numbers, not a DataFrame: the tasks return some tens of report rows,
-and a SQL query (spark.range, mapInArrow, toArrow) cost the driver 1.1-1.4 s of planning before its
-first task started, which the RDD job does not (measured on the bench store)."""
+The stage is DataFrame operations (`spark.range` of the split numbers, one per partition, `mapInArrow` of
+the task, `toArrow`), not an RDD: Spark Connect offers no RDD and no SparkContext, and the one code path
+serves spark-submit and a Connect client alike. A task's report rows travel as one pickled binary column."""
 import gc
+import os
+import pickle
 
 import pyarrow as pa
 
@@ -37,47 +39,76 @@ def attempt_name():
     return f"{tc.stageId()}-{tc.partitionId()}-{tc.taskAttemptId()}"
 
 
-def splits(sc, plan):
+def splits(spark, plan):
     """The commit-log splits of a run, one task each (split_units.commitlog_splits); their bounds moved to
     record starts when units are rebuilt from the commit log, by one Spark task per file."""
     ranges = commitlog_splits(plan)
     if not plan.walks_records:
         return ranges
-    return snap_to_records(plan, ranges, lambda fn, items: sc.parallelize(items, max(len(items), 1)).map(fn).collect()
-                           if items else [])
+    return snap_to_records(plan, ranges, lambda fn, items: [row for rows in map_tasks(
+        spark, items, lambda item: [fn(item)]) for row in rows])
 
 
-def replay(sc, planned, spec, ranges, progress=None):
+def replay(spark, planned, spec, ranges, progress=None):
     """All groups in one pass, one task per commit-log split: the report rows (jobs/run/sink.py) of every split.
 
     A task finds the units pointing into its split in the consume-queue segments that can hold them (the
     plan's SegmentIndex: units are in commit-log order), reads that byte range of the commit log, decodes
     each message once, applies every subscription of its topic and writes its parts
     (jobs.run.sink.SplitWriter): no shuffle, and memory bounded by the split. `progress`: the
-    accumulators (units, bytes, splits) of jobs.run.progress.Progress, added to as each split is done."""
+    accumulators (units, bytes, splits) of jobs.run.progress.Progress, added to as each split is done (None
+    over Spark Connect, which has no accumulators)."""
     plan, segments = planned.plan, planned.segments
 
-    def task(indices):
-        for index in indices:
-            try:
-                report, n_units = run_split(plan, segments, spec, index, ranges[index], attempt_name())
-            except TaskFailed:
-                raise
-            except ReplayError as exc:  # to the driver as a record it reads (jobs/errors.py), not as text
-                raise TaskFailed.of(exc) from None
-            yield from report
-            if progress is not None:
-                start, end = ranges[index]
-                for counter, value in zip(progress, (n_units, split_bytes(plan, start, end), 1)):
-                    counter.add(value)
+    def task(index):
+        try:
+            report, n_units = run_split(plan, segments, spec, index, ranges[index], attempt_name())
+        except TaskFailed:
+            raise
+        except ReplayError as exc:  # to the driver as a record it reads (jobs/errors.py), not as text
+            raise TaskFailed.of(exc) from None
+        if progress is not None:
+            start, end = ranges[index]
+            for counter, value in zip(progress, (n_units, split_bytes(plan, start, end), 1)):
+                counter.add(value)
+        return report
+
+    return [row for rows in map_tasks(spark, range(len(ranges)), task) for row in rows]
+
+
+def map_tasks(spark, items, fn):
+    """[fn(item) for item in items], one Spark task per item, as DataFrame operations: `spark.range` of the
+    items' numbers, a partition each, `mapInArrow` calling `fn` in the task, the results (lists of
+    picklable rows, small: reports, not data) pickled into a binary column and collected in item order."""
+    items = list(items)
+    if not items:
+        return []
+
+    def tasks(batches):
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
+                yield pa.RecordBatch.from_arrays([pa.array([pickle.dumps(list(fn(items[i])))], pa.binary())],
+                                                 names=["rows"])
         # PySpark's daemon runs a full garbage collection after every task, which walks every object of the
         # worker (numba's typing tables, PyArrow, PySpark: some 140,000). Collect this task's garbage now,
         # then freeze what is left, long-lived all of it, so that no later collection walks it again.
         gc.collect()
         gc.freeze()
 
-    n = len(ranges)
-    return sc.parallelize(range(n), n).mapPartitions(task).collect() if n else []
+    n = len(items)
+    table = spark.range(0, n, 1, n).mapInArrow(tasks, "rows binary").toArrow()
+    return [pickle.loads(b) for b in table.column("rows").to_pylist()]
+
+
+def unseen_paths(spark, paths):
+    """The (argument, path) pairs of `paths` whose local directory Spark's executors cannot see, found by one
+    task: over Spark Connect the client plans from its own filesystem and the server's tasks read and write
+    theirs. URIs (s3://, hdfs://...) are each side's to reach, and not checked here."""
+    local = [(name, path) for name, path in paths if "://" not in path or path.startswith("file://")]
+    if not local:
+        return []
+    seen = map_tasks(spark, [local], lambda pairs: [os.path.isdir(p.removeprefix("file://")) for _, p in pairs])
+    return [pair for pair, ok in zip(local, seen[0]) if not ok]
 
 
 def run_split(plan, segments, spec, index, split_range, attempt):
