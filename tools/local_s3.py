@@ -23,7 +23,7 @@ class LocalS3:
     """A running moto server: `endpoint` (host:port), `env` (the variables a client needs), `filesystem()`."""
 
     def __init__(self, log_path=None):
-        self.port = _free_port()
+        self.port = free_port()
         self.endpoint = f"127.0.0.1:{self.port}"
         self.log_path = log_path
         log = open(log_path, "w") if log_path else subprocess.DEVNULL
@@ -31,7 +31,7 @@ class LocalS3:
                                         stdout=log, stderr=subprocess.STDOUT,
                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})  # a line per request, at once
         deadline = time.time() + 30
-        while not _listening(self.port):
+        while not listening(self.port):
             if time.time() > deadline or self.process.poll() is not None:
                 self.stop()
                 raise RuntimeError(f"moto's S3 server did not start on {self.endpoint}")
@@ -89,12 +89,12 @@ def log_lines(log_path):
         return sum(1 for _ in f)
 
 
-def _free_port():
+def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def _listening(port):
+def listening(port):
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
