@@ -99,3 +99,18 @@ for a in "\$@"; do case "\$a" in --properties-file|--properties-file=*) props=()
 exec "\$SPARK_HOME/bin/spark-submit" "\${props[@]}" "\$@"
 WRAP
 chmod +x "$bin_dir/spark-submit"
+
+# `.venv/bin/pyspark` (the shell) bound the same way: pip's launcher finds SPARK_HOME with the `python3` on PATH,
+# which fails outside an activated venv ("No module named 'pyspark'").
+if [ -f "$bin_dir/pyspark" ] && ! grep -q "written by mqreplay" "$bin_dir/pyspark"; then
+  cat > "$bin_dir/pyspark" <<WRAP
+#!/usr/bin/env bash
+# written by mqreplay's tools/configure_spark_env.sh: the pyspark shell bound to this virtualenv
+export PYSPARK_PYTHON="\${PYSPARK_PYTHON:-$vpy}"
+export PYSPARK_DRIVER_PYTHON="\${PYSPARK_DRIVER_PYTHON:-$vpy}"
+export SPARK_HOME="\${SPARK_HOME:-$spark_home}"
+if ! command -v java >/dev/null 2>&1 || [ -z "\${JAVA_HOME:-}" ]; then export JAVA_HOME="\${JAVA_HOME:-$java_home}"; fi
+exec "\$SPARK_HOME/bin/pyspark" "\$@"
+WRAP
+  chmod +x "$bin_dir/pyspark"
+fi
