@@ -7,7 +7,7 @@ and writes the answer with pyarrow (jobs/run/sink.py). Spark carries back only t
 file, the counters): no result row goes through the JVM.
 
 The stage is DataFrame operations (`spark.range` of the split numbers, one per partition, `mapInArrow` of
-the task, `toArrow`), not an RDD: Spark Connect offers no RDD and no SparkContext, and the one code path
+the task, `collect`), not an RDD: Spark Connect offers no RDD and no SparkContext, and the one code path
 serves spark-submit and a Connect client alike. A task's report rows travel as one pickled binary column."""
 import gc
 import os
@@ -96,8 +96,8 @@ def map_tasks(spark, items, fn):
         gc.freeze()
 
     n = len(items)
-    table = spark.range(0, n, 1, n).mapInArrow(tasks, "rows binary").toArrow()
-    return [pickle.loads(b) for b in table.column("rows").to_pylist()]
+    rows = spark.range(0, n, 1, n).mapInArrow(tasks, "rows binary").collect()  # toArrow is Spark 4.0+
+    return [pickle.loads(row.rows) for row in rows]
 
 
 def unseen_paths(spark, paths):
