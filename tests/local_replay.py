@@ -1,6 +1,7 @@
 """The whole replay in one process, without Spark: the job's tasks one after another, written by the job's
 own sink into a temporary directory and committed as the driver commits them; the reference the Spark
 job is tested against."""
+import shutil
 import tempfile
 
 import pyarrow as pa
@@ -20,8 +21,15 @@ OUTPUTS = {"matched": "matched", "collision": "audit/collisions", "bitmap": "aud
 def replay_local(planned, layout="wide"):
     """{kind: pyarrow Table} of a planned job. The wide layout by default: matched rows carry every
     message column, as the tests read them."""
-    plan = planned.plan
     out = tempfile.mkdtemp(prefix="mqreplay-local-")
+    try:
+        return _replay_into(planned, layout, out)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)  # the tables are read into memory first
+
+
+def _replay_into(planned, layout, out):
+    plan = planned.plan
     spec = SinkSpec(out, layout, plan.with_body)
     reports = []
     splits = commitlog_splits(plan)

@@ -24,7 +24,7 @@ def _parse_and_decide(text, dialect):
     try:
         expr = sql92.parse(text, dialect=dialect)
     except sql92.FilterSyntaxError:
-        return
+        return  # a syntax error is one of the two allowed outcomes: the property holds
     want = []
     for props in PROPS:
         try:

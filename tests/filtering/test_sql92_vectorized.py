@@ -6,7 +6,7 @@ import collections
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from filtering import sql92
@@ -116,7 +116,8 @@ def test_vectorized_equals_row_evaluator_on_random_batches(text, rows, dialect):
     try:
         e = sql92.parse(text, dialect=dialect)
     except sql92.FilterSyntaxError:
-        return
+        e = None
+    assume(e is not None)  # the property is about expressions that parse: hypothesis draws another
     rows = [{k: v.replace("\x00", "") for k, v in r.items()} for r in rows]
     want = [e.matches(r) for r in rows]
     assert e.matches_batch(maps(rows)).tolist() == want, text
