@@ -31,8 +31,9 @@ $(STAMP): $(VENV_INPUTS)
 browser: ## Debian's chromium, which the report's tests render OUT/report.html with (installed when missing)
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || bash tools/install_chromium.sh
 
-test: $(STAMP) browser ## run the test suite
-	@$(JAVA_ENV) && $(VPY) -m pytest $(PYTEST_ARGS)
+test: $(STAMP) browser ## run the test suite (its temporary folders removed when it ends)
+	@$(JAVA_ENV) && T=$$(mktemp -d -t mqreplay-tests-XXXXXX) && export TMPDIR=$$T \
+		&& { $(VPY) -m pytest --basetemp=$$T/pytest $(PYTEST_ARGS); rc=$$?; rm -rf $$T; exit $$rc; }
 
 $(SAMPLE_STORE)/.complete: $(STAMP)
 	$(VPY) -m tools.sample_store $(SAMPLE_STORE)
