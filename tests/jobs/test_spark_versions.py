@@ -11,7 +11,8 @@ import pyspark
 ROOT = Path(__file__).resolve().parents[2]
 WITHOUT_API = "import sys; sys.modules['pyspark.sql.datasource'] = None; "  # an import of it raises ImportError
 LINE = ("the rocketmq data source (jobs.datasource) needs Spark 4.0 or newer (the Python Data Source API); this is "
-        f"PySpark {pyspark.__version__}: run the job (spark-submit jobs/replay.py) and read its output, or use Spark 4.0+")
+        f"PySpark {pyspark.__version__}: run the job (spark-submit jobs/replay.py) and read its output, "
+        "or use Spark 4.0+")
 
 
 def _python(*args, stdin=None):

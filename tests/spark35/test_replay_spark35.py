@@ -18,9 +18,9 @@ from tests.jobs.conftest import assert_rows_equal, expected_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 UNTIL = 1795237035452  # store_a's messages were stored from ...034787 to ...035765: two nights of it
-pytestmark = [pytest.mark.spark,
-              pytest.mark.skipif(not pyspark.__version__.startswith("3.5."),
-                                 reason=f"Spark 3.5's replays (make test-spark35); this is PySpark {pyspark.__version__}")]
+pytestmark = [pytest.mark.spark, pytest.mark.skipif(
+    not pyspark.__version__.startswith("3.5."),
+    reason=f"Spark 3.5's replays (make test-spark35); this is PySpark {pyspark.__version__}")]
 
 
 def _submit(*args):
