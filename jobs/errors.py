@@ -6,6 +6,7 @@ A task's error crosses Spark's boundary as data: the task raises TaskFailed, who
 (`carried`); Spark itself carries only text from a Python worker to the driver."""
 import json
 import signal
+import sys
 
 from schemas.errors import EXIT_FAILED, EXIT_INPUT, EXIT_USAGE, InputError, ReplayError
 
@@ -22,6 +23,26 @@ class UsageError(ReplayError, ValueError):
 class ExplainError(UsageError):
     """A question the store and the subscriptions cannot answer: no such unit or message id, no
     subscription of the group to the topic, an expression that does not parse (exit 2)."""
+
+
+class SparkVersionError(UsageError, ImportError):
+    """The installed Spark lacks an API a part of the project is built on (the Python Data Source API came with
+    Spark 4.0): exit 2."""
+
+
+def refuse_spark_version(what, needs, api, alternative):
+    """End an import this Spark cannot serve with one line and no stack: `what` needs Spark `needs` or newer
+    (for its `api`); on this one, `alternative`. A script (spark-submit, python FILE) and IPython (whose kernel
+    survives it) get the line and exit 2; an interactive Python (the pyspark shell), which an exit would close,
+    gets it as a SparkVersionError."""
+    import pyspark
+
+    message = (f"{what} needs Spark {needs} or newer ({api}); this is PySpark {pyspark.__version__}: {alternative}, "
+               f"or use Spark {needs}+")
+    if hasattr(sys, "ps1") and "IPython" not in sys.modules:
+        raise SparkVersionError(message)
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
 
 
 class OffsetOutOfRange(InputError):

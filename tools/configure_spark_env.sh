@@ -28,7 +28,8 @@ echo "configured $spark_home/conf/spark-env.sh"
 # loads: measured on this 2-core VM, a local run starts about 3 s sooner and a job spends about 1 s
 # less loading classes while it plans and runs. The archive is made by the first run of the job (a
 # command line with replay.py: a `--version` would archive next to nothing); it costs that run some 15 s
-# at exit. It is kept in build/jvm keyed by the Java and the jar list, and remade when either changes.
+# at exit. It is kept in build/jvm (another venv's, such as .venv-spark35, in build/jvm-NAME) keyed by the
+# Java and the jar list, and remade when either changes.
 # CDS needs every directory on the class path empty, so the wrapper points SPARK_CONF_DIR at an empty
 # directory and passes the venv's Spark configuration explicitly (its spark-defaults.conf as
 # --properties-file, its log4j2.properties as a system property). MQREPLAY_CDS=0, or a SPARK_CONF_DIR
@@ -41,6 +42,11 @@ echo "configured $spark_home/conf/spark-env.sh"
 # 22.2-25.7 s -> 19.0-19.7 s. Other scripts (the data source's, whose JVM converts every row) keep C2;
 # a SPARK_SUBMIT_OPTS of your own comes later on the command line, so -XX:TieredStopAtLevel=4 there wins.
 bin_dir=$(dirname "$vpy")
+# One archive directory per venv: another venv's Spark (.venv-spark35's 3.5) has other jars, and the wrapper
+# removes the archives of its directory that are not its own.
+venv_dir=$(dirname "$bin_dir")
+jvm_dir="$here/build/jvm"
+[ "$venv_dir" = "$here/.venv" ] || jvm_dir="$here/build/jvm-$(basename "$venv_dir" | sed 's/^\.//')"
 cat > "$bin_dir/spark-submit" <<WRAP
 #!/usr/bin/env bash
 # written by mqreplay's tools/configure_spark_env.sh: spark-submit bound to this virtualenv
@@ -58,7 +64,7 @@ if [ -n "\${SPARK_CONF_DIR:-}" ] || [ "\${MQREPLAY_CDS:-1}" = 0 ] || [ ! -s "\$b
   exec "\$SPARK_HOME/bin/spark-submit" "\$@"
 fi
 conf="$spark_home/conf"
-jvm_dir="$here/build/jvm"
+jvm_dir="$jvm_dir"
 mkdir -p "\$jvm_dir/empty-conf"
 export SPARK_CONF_DIR="\$jvm_dir/empty-conf"
 key=\$( (echo "\$real_java"; ls "\$SPARK_HOME/jars") | cksum | cut -d' ' -f1)

@@ -17,7 +17,14 @@ import warnings
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+try:
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+except ImportError:  # PySpark 3.5: the Python Data Source API is Spark 4.0's; one line, no stack
+    from jobs.errors import refuse_spark_version
+
+    refuse_spark_version("the rocketmq data source (jobs.datasource)", "4.0", "the Python Data Source API",
+                         "run the job (spark-submit jobs/replay.py) and read its output")
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs.cli import commitlog_dirs
