@@ -90,9 +90,9 @@ class IndexFile:
         chain at once. A link forward (to an entry not written before it) would loop: it ends the chain and
         the file is damaged (a problem)."""
         hashes = np.asarray(hashes, np.int64)
-        out = ([], [], [])
+        out = tuple([np.zeros(0, np.int64)] for _ in range(3))
         if self.count <= 1 or not len(hashes):
-            return tuple(np.zeros(0, np.int64) for _ in out)
+            return tuple(a[0] for a in out)
         cur = self.slots[hashes % len(self.slots)].astype(np.int64)
         live = np.flatnonzero((cur > 0) & (cur < self.count))  # selectPhyOffset: no chain from an invalid slot
         cur = cur[live]

@@ -55,7 +55,7 @@ def find_key_units(fs, root, log, keys, topics, window=None, slots=None, entries
 def locate_keys(fs, root, log, keys, topics, window=None, slots=None, entries=None):
     """A Found of the messages of `topics` that carry one of `keys` and were stored in `window` (since, until:
     since <= t < until, either None). slots, entries: the broker's maxHashSlotNum and maxIndexNum when known."""
-    keys, topics = sorted(set(keys)), sorted(set(topics))
+    keys, topics = sorted(set(k for k in keys if k)), sorted(set(topics))  # no key is empty (buildIndex)
     since, until = window or (None, None)
     if not log.files or not keys or not topics:
         return Found(MESSAGE_SCHEMA.empty_table())
