@@ -58,8 +58,8 @@ def _verdicts(ctx, topic, queue_id, found, window, group):
         m = found[0]
         record = read_records(ctx.fs, ctx.commitlog, [m["commitlog_offset"]],
                               [record_size_at(ctx.fs, ctx.commitlog, m["commitlog_offset"])]).to_pylist()[0]
-        return [_row(record, c.sub.group, False, None, NO_UNIT) for c in subs] or [_row(record, None, None, None,
-                                                                                       NO_GROUP)]
+        rows = [_row(record, c.sub.group, False, None, NO_UNIT) for c in subs]
+        return rows or [_row(record, None, None, None, NO_GROUP)]
     records = messages.to_pylist()
     if not subs:
         return [_row(r, None, None, None, NO_GROUP) for r in records]
