@@ -8,6 +8,7 @@ from filtering.subscriptions import RETRY_PREFIX
 from jobs.errors import ExplainError
 from jobs.explain.question import decide, read_queue_units
 from jobs.explain.report import VERDICTS
+from schemas import layout as L
 from schemas import storefs
 from schemas.key_lookup import locate_keys
 from schemas.lookup import read_records, record_size_at
@@ -37,8 +38,11 @@ def find(ctx, key, topic=None, window=None, group=None):
     found = locate_keys(ctx.fs, ctx.root, ctx.commitlog, [key], topics, bounds)
     rows = []
     by_queue = {}
-    for m in found.messages.select(["topic", "queue_id", "queue_offset", "commitlog_offset"]).to_pylist():
-        by_queue.setdefault((m["topic"], m["queue_id"]), []).append(m)
+    for m in found.messages.select(["topic", "queue_id", "queue_offset", "commitlog_offset", "sys_flag"]).to_pylist():
+        if m["sys_flag"] & L.TRANSACTION_MASK == L.TRANSACTION_PREPARED:  # a half message: dispatched to no queue
+            rows += _without_unit(ctx, m, group)
+        else:
+            by_queue.setdefault((m["topic"], m["queue_id"]), []).append(m)
     order = {m["commitlog_offset"]: i for i, m in
              enumerate(found.messages.select(["commitlog_offset"]).to_pylist())}
     for (t, q), messages in by_queue.items():
@@ -55,11 +59,7 @@ def _verdicts(ctx, topic, queue_id, found, window, group):
     except ExplainError:
         if len(found) > 1:  # one message without a unit: decide the others together, that one apart
             return [r for m in found for r in _verdicts(ctx, topic, queue_id, [m], window, group)]
-        m = found[0]
-        record = read_records(ctx.fs, ctx.commitlog, [m["commitlog_offset"]],
-                              [record_size_at(ctx.fs, ctx.commitlog, m["commitlog_offset"])]).to_pylist()[0]
-        rows = [_row(record, c.sub.group, False, None, NO_UNIT) for c in subs]
-        return rows or [_row(record, None, None, None, NO_GROUP)]
+        return _without_unit(ctx, found[0], group)
     records = messages.to_pylist()
     if not subs:
         return [_row(r, None, None, None, NO_GROUP) for r in records]
@@ -73,6 +73,14 @@ def _verdicts(ctx, topic, queue_id, found, window, group):
             code = q.reason(i)
             rows.append(_row(r, c.sub.group, code == D.DELIVERED, q.stage(i), VERDICTS[code]))
     return rows
+
+
+def _without_unit(ctx, m, group):
+    """The rows of a message the consume queue holds no unit of: no group is given it."""
+    record = read_records(ctx.fs, ctx.commitlog, [m["commitlog_offset"]],
+                          [record_size_at(ctx.fs, ctx.commitlog, m["commitlog_offset"])]).to_pylist()[0]
+    subs = [c for c in ctx.compiled if c.sub.topic == m["topic"] and (group is None or c.sub.group == group)]
+    return [_row(record, c.sub.group, False, None, NO_UNIT) for c in subs] or [_row(record, None, None, None, NO_GROUP)]
 
 
 def _row(record, group, delivered, stage, reason):
