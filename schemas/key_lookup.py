@@ -131,13 +131,16 @@ def _spans(files, log_start):
 
 
 def _finish(found, records, spans, fs, log, keys, topics, since, until):
-    """Scan the spans, keep the records that carry a key in a topic asked about, in the window, once each."""
+    """Scan the spans (a file at a time, only its records that carry a key kept), keep the records that carry a
+    key in a topic asked about, in the window, once each."""
+    records = [r.filter(carries(r, keys, topics, since, until)) for r in records]
     for lo, hi, why in _merged(spans):
-        part = scan_log(fs, log, lo, hi)
-        found.scanned.append((lo, hi, why, part.num_rows))
-        records.append(part)
+        n = 0
+        for part in scan_parts(fs, log, lo, hi):
+            n += part.num_rows
+            records.append(part.filter(carries(part, keys, topics, since, until)))
+        found.scanned.append((lo, hi, why, n))
     table = pa.concat_tables(records) if records else MESSAGE_SCHEMA.empty_table()
-    table = table.filter(carries(table, keys, topics, since, until))
     offsets = table.column("commitlog_offset").to_numpy()
     first = np.unique(offsets, return_index=True)[1]
     found.messages = table.take(pa.array(first))
@@ -181,11 +184,10 @@ def carries(messages, keys, topics, since=None, until=None):
     return pa.array(hit)
 
 
-def scan_log(fs, log, lo, hi=None):
-    """MESSAGE_SCHEMA table (bodies left out) of the records that start in [lo, hi) of the commit log (hi None:
-    to its end); lo must be a record's start or a file's. Only the files meeting the span are read, a plain
-    file from lo on."""
-    parts = []
+def scan_parts(fs, log, lo, hi=None):
+    """MESSAGE_SCHEMA tables (bodies left out), one a commit-log file, of the records that start in [lo, hi) of
+    the log (hi None: to its end); lo must be a record's start or a file's. Only the files meeting the span are
+    read, a plain file from lo on."""
     for f in log.files:
         if f.end <= lo or (hi is not None and f.start >= hi):
             continue
@@ -198,5 +200,4 @@ def scan_log(fs, log, lo, hi=None):
         at = f.start + pos + starts
         starts = starts[(at >= lo) & ((at < hi) if hi is not None else True)]
         if len(starts):
-            parts.append(pa.Table.from_batches([decode_records(buf, starts, f.start + pos, f.path, with_body=False)]))
-    return pa.concat_tables(parts) if parts else MESSAGE_SCHEMA.empty_table()
+            yield pa.Table.from_batches([decode_records(buf, starts, f.start + pos, f.path, with_body=False)])

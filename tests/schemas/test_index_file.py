@@ -12,7 +12,7 @@ import pytest
 from schemas.commitlog_files import find_log
 from schemas.index_file import index_key, key_hash, list_index_files, open_index_file
 from schemas.key_lookup import find_key_units, locate_keys
-from tools.index_writer import IndexFileWriter, IndexWriter, string_hash
+from tools.index_writer import IndexFileWriter, IndexWriter, string_hash, string_hashes, write_index_bulk
 from tools.store_writer import Message, StoreWriter
 
 FS = pafs.LocalFileSystem()
@@ -57,6 +57,20 @@ def test_the_writer_rebuilds_store_as_index_files_byte_for_byte(store_a, message
     written = sorted((tmp_path / "index").iterdir())
     real = sorted((store_a / "store" / "index").iterdir())
     assert [p.read_bytes() for p in written] == [p.read_bytes() for p in real]
+
+
+def test_the_bulk_writer_writes_the_same_files(store_a, messages, tmp_path):
+    keys, offsets, times = [], [], []
+    for m in messages:  # buildIndex's order: the UNIQ_KEY, then each KEYS token
+        for k in [m["properties"]["UNIQ_KEY"]] + [t for t in (m["properties"].get("KEYS") or "").split(" ") if t]:
+            keys.append(f"{m['topic']}#{k}")
+            offsets.append(m["commitLogOffset"])
+            times.append(m["storeTimestamp"])
+    written = write_index_bulk(str(tmp_path), keys, offsets, times, SLOTS, ENTRIES)
+    real = sorted((store_a / "store" / "index").iterdir())
+    assert [open(p, "rb").read() for p in written] == [p.read_bytes() for p in real]
+    assert string_hashes(["\U0001d518\U0001d52b\U0001d526", "polygenelubricants", "Aa"]).tolist() == \
+        [-2106254422, -(1 << 31), 2112]
 
 
 def test_store_a_index_headers(store_a, messages):
