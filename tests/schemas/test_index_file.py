@@ -211,6 +211,9 @@ def test_an_index_file_written_past_the_commit_logs_end_is_damaged_and_its_span_
     (lambda b: b[:-20], "fits no slot and entry count"),
     (lambda b: b[:36] + (99).to_bytes(4, "big") + b[40:], "index count 99 beyond the file's 32 entries"),
     (lambda b: b[:16] + (7).to_bytes(8, "big") + b[24:], "bad header: commit-log offsets 7"),
+    # entry 6 (T#k of the third record; 8 slots, so entries from byte 72) linked to itself instead of entry 2
+    (lambda b: b[:72 + 6 * 20 + 16] + (6).to_bytes(4, "big") + b[72 + 6 * 20 + 20:],
+     "entry 6 links forward to entry 6"),
 ])
 def test_a_damaged_index_file_is_named_and_scanned_around(tmp_path, damage, said):
     offsets = _store(tmp_path, [("T", "k", "U0"), ("T", "j", "U1"), ("T", "k", "U2")])
