@@ -19,10 +19,18 @@ from schemas import storefs
 from schemas.arrow_schemas import MESSAGE_SCHEMA
 from schemas.commitlog import decode_records, walk_records
 from schemas.commitlog_files import PLAIN, record_starts
-from schemas.errors import NotInStore
+from schemas.config import (
+    CONSUMER_FILTER_FILE,
+    CONSUMER_OFFSET_FILE,
+    SUBSCRIPTION_GROUP_FILE,
+    TOPICS_FILE,
+    load_store_config,
+)
+from schemas.errors import ConfigError, NotInStore
 from schemas.index_file import index_key, key_hash, list_index_files, open_index_file
 from schemas.lookup import read_records, record_size_at
 
+RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"  # MixAll: a group's retry and dead-letter topics
 UNITS_FOUND_SCHEMA = pa.schema([("topic", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
                                 ("commitlog_offset", pa.int64()), ("size", pa.int32())])
 
@@ -45,11 +53,32 @@ class Found:
                          m.column("commitlog_offset"), m.column("store_size")], schema=UNITS_FOUND_SCHEMA)
 
 
-def find_key_units(fs, root, log, keys, topics, window=None, slots=None, entries=None):
-    """UNITS_FOUND_SCHEMA table of the messages of `topics` that carry one of `keys`, one row each, in
-    commit-log order: what a data source reads for `array_contains(keys, K)` or `uniq_key = K`.
-    log: the store's CommitLog (schemas/commitlog_files.find_log); window: (since, until) store times or None."""
+def find_key_units(fs, root, log, keys, topics=None, window=None, slots=None, entries=None):
+    """UNITS_FOUND_SCHEMA table of the messages of `topics` (None: every topic the store names, store_topics)
+    that carry one of `keys`, one row each, in commit-log order: what a data source reads for
+    `array_contains(keys, K)` or `uniq_key = K`. log: the store's CommitLog (schemas/commitlog_files.find_log);
+    window: (since, until) store times or None."""
+    if topics is None:
+        topics = store_topics(fs, root)
     return locate_keys(fs, root, log, keys, topics, window, slots, entries).units()
+
+
+def store_topics(fs, root, named=(), groups=()):
+    """Every topic a store may hold a message of (the index keys a message per topic): its consume queues', the
+    `named` ones (config/topics.json's, the subscriptions'), and the retry and dead-letter topics of `groups`
+    and of every group a local store's config names (consumer offsets, SQL92 filters, subscription groups)."""
+    topics = {t for t, _, _ in storefs.list_queues(fs, root)} | set(named)
+    groups = set(groups)
+    if storefs.is_local(fs):
+        try:
+            config = load_store_config(root, needed=(TOPICS_FILE, CONSUMER_OFFSET_FILE, CONSUMER_FILTER_FILE,
+                                                     SUBSCRIPTION_GROUP_FILE))
+        except ConfigError:  # names to look under, not facts the answer rests on: the listing's still count
+            config = load_store_config(root, needed=())
+        topics |= set(config.topics) | {t for t, _ in config.consumer_offsets}
+        groups |= {g for _, g in config.consumer_offsets} | set(config.subscription_groups)
+        groups |= {f.consumer_group for f in config.consumer_filters}
+    return topics | {prefix + g for g in groups for prefix in (RETRY_PREFIX, DLQ_PREFIX)}
 
 
 def locate_keys(fs, root, log, keys, topics, window=None, slots=None, entries=None):

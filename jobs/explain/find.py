@@ -4,29 +4,24 @@ token or the UNIQ_KEY) are found through the broker's index, or a scan where it 
 group subscribed to its topic gets the decision the job makes (question.decide), one row per (message, group).
 """
 from filtering import decision as D
-from filtering.subscriptions import RETRY_PREFIX
 from jobs.errors import ExplainError
 from jobs.explain.question import decide, read_queue_units
 from jobs.explain.report import VERDICTS
 from schemas import layout as L
-from schemas import storefs
-from schemas.key_lookup import locate_keys
+from schemas.key_lookup import locate_keys, store_topics
 from schemas.lookup import read_records, record_size_at
 
-DLQ_PREFIX = "%DLQ%"
 NO_UNIT = ("no_unit", "the consume queue holds no unit of it (a transaction's half message, or a unit lost): "
                       "no consumer is given it")
 NO_GROUP = ("no_subscription", "no group subscribes to its topic")
 NOT_COMPILED = ("does_not_compile", "the group's expression does not compile: the broker refuses the subscription")
 
 
-def store_topics(ctx):
-    """Every topic the store may hold a message of: its consume queues', config/topics.json's, the
-    subscriptions', and each group's retry and dead-letter topics (a key is indexed per topic)."""
-    topics = {t for t, _, _ in storefs.list_queues(ctx.fs, ctx.root)} | set(ctx.topic_configs)
-    groups = {c.sub.group for c in ctx.compiled}
-    topics |= {c.sub.topic for c in ctx.compiled}
-    return topics | {p + g for g in groups for p in (RETRY_PREFIX, DLQ_PREFIX)}
+def topics_of(ctx):
+    """Every topic the store may hold a message of (schemas/key_lookup.store_topics), the subscriptions' and
+    their groups' retry and dead-letter topics included."""
+    return store_topics(ctx.fs, ctx.root, set(ctx.topic_configs) | {c.sub.topic for c in ctx.compiled},
+                        {c.sub.group for c in ctx.compiled})
 
 
 def find(ctx, key, topic=None, window=None, group=None):
@@ -34,7 +29,7 @@ def find(ctx, key, topic=None, window=None, group=None):
     `key` (of `topic` alone when given; the window's store times), in commit-log order; a message no group
     subscribes to has one row with group None. found: the schemas.key_lookup.Found (scans, damaged files)."""
     bounds = (window.since, window.until) if window is not None else None
-    topics = [topic] if topic else sorted(store_topics(ctx))
+    topics = [topic] if topic else sorted(topics_of(ctx))
     found = locate_keys(ctx.fs, ctx.root, ctx.commitlog, [key], topics, bounds)
     rows = []
     by_queue = {}

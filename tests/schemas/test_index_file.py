@@ -112,7 +112,7 @@ def test_the_same_answer_from_a_scan_without_index(store_a, messages, carriers, 
 
 def test_find_key_units_gives_the_units_of_the_records(store_a, messages, carriers):
     log, _ = find_log(FS, str(store_a / "store"))
-    units = find_key_units(FS, str(store_a / "store"), log, ["k2"], _topics(messages))
+    units = find_key_units(FS, str(store_a / "store"), log, ["k2"])  # every topic the store names
     by_offset = {m["commitLogOffset"]: m for m in messages}
     rows = units.to_pylist()
     assert len(rows) == len(carriers["k2"])
