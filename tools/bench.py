@@ -13,6 +13,11 @@ prints the planning time, the consume-queue lookups of the driver and of every s
     python tools/bench.py [--messages 3000000] [--seed 7] [--no-tenth] [--repeat 3]
     python tools/bench.py --topics 250 --queues-per-topic 8 --cq-file-units 1000 [--messages 200000] [--split-mb 1]
     python tools/bench.py --dledger [--messages 3000000] [--repeat 3]
+    python tools/bench.py --find [--messages 3000000] [--repeat 3]
+
+With --find, a key lookup on the bench store (issue 40): its index/ written as a broker writes it (cached in the
+store), then keys found through the index against a scan of the whole commit log, in process, and explain --key end
+to end.
 
 With --dledger, the store is also rewritten as a DLedger broker writes it (tools/dledger_writer.py, cached beside
 it) and the job runs on both layouts, alternating (noop and Parquet): DLedger's job time against plain's.
@@ -586,6 +591,79 @@ def run_iceberg(args):
           f"{sorted(commits)[len(commits) // 2]:.2f} s")
 
 
+def ensure_index(store):
+    """The bench store's index/, as IndexService writes it (tools/index_writer.py, RocketMQ's default
+    maxHashSlotNum and maxIndexNum): each record's UNIQ_KEY, then its KEYS; cached in the store."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from schemas.local_api import iter_message_batches
+    from tools.index_writer import write_index_bulk
+
+    if os.path.exists(os.path.join(store, ".indexed")):
+        return
+    print(f"writing the index of {store} (once; cached)", flush=True)
+    t = time.time()
+    keys, offsets, times = [], [], []
+    for b in iter_message_batches(store, with_body=False):
+        topic, off, ts = (b.column(c).to_numpy(zero_copy_only=False)
+                          for c in ("topic", "commitlog_offset", "store_timestamp"))
+        uniq = pc.map_lookup(b.column("properties"), pa.scalar("UNIQ_KEY"), "last").to_numpy(zero_copy_only=False)
+        k = b.column("keys").to_numpy(zero_copy_only=False)
+        pair = np.empty(2 * len(topic), dtype=object)  # the bench's records have a UNIQ_KEY and one KEYS token
+        pair[0::2], pair[1::2] = topic + "#" + uniq, topic + "#" + k
+        keys.append(pair)
+        offsets.append(np.repeat(off, 2))
+        times.append(np.repeat(ts, 2))
+    paths = write_index_bulk(store, np.concatenate(keys), np.concatenate(offsets), np.concatenate(times))
+    open(os.path.join(store, ".indexed"), "w").close()
+    print(f"  {len(paths)} index files in {time.time() - t:.0f} s", flush=True)
+
+
+def run_find(args):
+    """Issue 40: keys found through the index against a scan of the commit log, in process (the lookup's own
+    work: no interpreter start), median of --repeat; then explain --key end to end, start-up included."""
+    import pyarrow.fs as pafs
+
+    from schemas.commitlog_files import find_log
+    from schemas.key_lookup import carries, locate_keys, scan_parts
+
+    subs = bench_subscriptions()[0]
+    store = ensure_store(args.messages, args.seed)
+    ensure_index(store)
+    fs = pafs.LocalFileSystem()
+    log, _ = find_log(fs, store)
+    rng = random.Random(args.seed)
+    picks = [rng.randrange(args.messages) for _ in range(10)]
+    keys = [f"k{i}" for i in picks[:5]] + [f"{i:032X}" for i in picks[5:]]
+    locate_keys(fs, store, log, keys[:1], TOPICS)  # untimed: numba's cached kernels loaded
+    lookups, found = [], 0
+    for _ in range(max(1, args.repeat)):
+        for key in keys:
+            t = time.perf_counter()
+            f = locate_keys(fs, store, log, [key], TOPICS)
+            lookups.append(time.perf_counter() - t)
+            found += f.messages.num_rows
+    scans = []
+    for _ in range(max(1, args.repeat)):
+        t = time.perf_counter()
+        hits = sum(part.filter(carries(part, keys, TOPICS)).num_rows
+                   for part in scan_parts(fs, log, log.files[0].start))
+        scans.append(time.perf_counter() - t)
+    med = sorted(lookups)[len(lookups) // 2]
+    scan = sorted(scans)[len(scans) // 2]
+    print(f"key lookup on {args.messages:,} msgs ({len(glob.glob(os.path.join(store, 'index', '*')))} index files, "
+          f"maxHashSlotNum 5,000,000): through the index {med * 1000:.1f} ms a key (median of {len(lookups)}, "
+          f"{min(lookups) * 1000:.1f}-{max(lookups) * 1000:.1f}; {found // max(1, args.repeat)} messages for "
+          f"{len(keys)} keys); a scan of the commit log {scan:.1f} s (median of {len(scans)}; {hits} messages): "
+          f"{scan / med:,.0f}x")
+    t = time.time()
+    p = subprocess.run([sys.executable, "-m", "jobs.explain", "--store", store, "--subscriptions", subs, "--key",
+                        keys[0], "--json"], cwd=ROOT, capture_output=True, text=True)
+    print(f"explain --key {keys[0]} end to end (interpreter, imports, {len(json.loads(p.stdout or '[]'))} "
+          f"verdicts): {time.time() - t:.1f} s, exit {p.returncode}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--messages", type=int, help="default 3,000,000; 200,000 for a store shape")
@@ -607,8 +685,10 @@ def main(argv=None):
     p.add_argument("--units", action="store_true",
                    help="units from the consume-queue files, rebuilt from the commit log, from a RocksDB (issue 26)")
     p.add_argument("--iceberg", action="store_true", help="the Iceberg sink against the Parquet sink (issue 28)")
+    p.add_argument("--find", action="store_true", help="a key lookup through the index against a scan (issue 40)")
     args = p.parse_args(argv)
-    for asked, run, messages in ((args.iceberg, run_iceberg, 3_000_000), (args.units, run_units, 3_000_000),
+    for asked, run, messages in ((args.find, run_find, 3_000_000), (args.iceberg, run_iceberg, 3_000_000),
+                                 (args.units, run_units, 3_000_000),
                                  (args.dledger, run_dledger, 3_000_000), (args.s3, run_s3, 300_000),
                                  (args.topics, run_shape, 200_000)):
         if asked:  # one of the other benches, at its default size

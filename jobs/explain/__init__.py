@@ -4,12 +4,19 @@
         --topic T (--queue-id Q --queue-offset O | --msg-id OFFSET_MSG_ID) [--rocketmq-version 4|5]
         [--commitlog DIR[,DIR...]]
         [--from committed] [--since T] [--until T] [--json]
+    python -m jobs.explain --store STORE [--subscriptions FILE ...] --key K [--topic T] [--group G]
+        [--since T] [--until T] [--json]
+
+--key finds every message that carries K (a KEYS token or the UNIQ_KEY) through the broker's index/, or a scan
+of the commit log where the index cannot answer (said on stderr), with every subscribed group's verdict
+(jobs/explain/find.py).
 
 No Spark: the unit and its record are read where they are and the job's own filter code decides
 (jobs/explain/question.py); jobs/explain/report.py says why, stage by stage.
 Exit codes: 0 answered; 1 failed input (store or config unreadable or damaged); 2 bad arguments, no such
 unit or message id, no subscription of the group to the topic, an expression that does not parse, or a
-commit log it cannot find or read (see --commitlog);
+commit log it cannot find or read (see --commitlog); 4 (--key) answered, but a damaged index file was named on
+stderr and its span scanned instead;
 141 (128 + SIGPIPE, as a shell reports a tool that signal ended) the reader closed stdout before the whole
 answer was written (`| head`): nothing more is printed, no traceback.
 """
@@ -26,12 +33,13 @@ from jobs.cli import (
     subscription_options,
 )
 from jobs.errors import ExplainError, UsageError, outcome
+from jobs.explain import find
 from jobs.explain.question import decide, load_context, locate_msg_id, read_queue_units, subscription_of
 from jobs.explain.report import report
 from jobs.explain.text import render
 from jobs.pipeline.window import parse_window
 from jobs.settings import job_options, load_settings
-from schemas.errors import EXIT_OK, EXIT_USAGE
+from schemas.errors import EXIT_OK, EXIT_SKIPPED, EXIT_USAGE
 
 EXIT_PIPE = 141
 
@@ -48,8 +56,11 @@ def parse_args(argv):
     p.add_argument("--store", required=True, help="the broker's storePathRootDir (path or URI)")
     add_commitlog_argument(p)
     add_subscription_arguments(p)
-    p.add_argument("--group", required=True, help="the consumer group")
-    p.add_argument("--topic", required=True, help="the topic (a group's retry topic is %%RETRY%%<group>)")
+    p.add_argument("--group", help="the consumer group (with --key: only its verdicts)")
+    p.add_argument("--topic", help="the topic (a group's retry topic is %%RETRY%%<group>; with --key: only its "
+                                   "messages)")
+    p.add_argument("--key", help="find the messages carrying this key (a KEYS token or the UNIQ_KEY), in every "
+                                 "topic unless --topic, with every subscribed group's verdict")
     p.add_argument("--queue-id", type=int, help="the unit's queue id (with --queue-offset)")
     p.add_argument("--queue-offset", type=int, help="the unit's index in its consume queue")
     p.add_argument("--msg-id", help="the message's offsetMsgId (store host and commit-log offset, 32 or 56 hex)")
@@ -57,22 +68,34 @@ def parse_args(argv):
     p.add_argument("--until", help="window end, epoch ms (from 2001 on) or ISO-8601 with an offset (exclusive)")
     p.add_argument("--json", action="store_true", help="print the answer as one JSON object")
     args = p.parse_args(argv)
-    by_position = args.queue_id is not None or args.queue_offset is not None
-    if by_position == (args.msg_id is not None) or (by_position and None in (args.queue_id, args.queue_offset)):
-        p.error("give either --queue-id and --queue-offset, or --msg-id")
     try:
         args.window = parse_window(args.since, args.until)
     except UsageError as exc:
         p.error(str(exc))
+    if args.key is not None:
+        if args.queue_id is not None or args.queue_offset is not None or args.msg_id is not None:
+            p.error("--key finds messages itself: give no --queue-id, --queue-offset or --msg-id with it")
+        return args
+    missing = [f for f, v in (("--group", args.group), ("--topic", args.topic)) if v is None]
+    if missing:
+        p.error(f"the following arguments are required: {', '.join(missing)} (or --key)")
+    by_position = args.queue_id is not None or args.queue_offset is not None
+    if by_position == (args.msg_id is not None) or (by_position and None in (args.queue_id, args.queue_offset)):
+        p.error("give either --queue-id and --queue-offset, or --msg-id")
     return args
+
+
+def context(args):
+    """The store's Context (jobs/explain/question.py) under the arguments' subscriptions and settings."""
+    settings = load_settings(args.conf)
+    options = job_options(settings, args.store, commitlog=commitlog_dirs(args.commitlog), units_from=args.units_from,
+                          **subscription_options(args, settings))
+    return load_context(options)
 
 
 def answer(args):
     """The report of the decision the arguments ask about (ExplainError when there is none to explain)."""
-    settings = load_settings(args.conf)
-    options = job_options(settings, args.store, commitlog=commitlog_dirs(args.commitlog), units_from=args.units_from,
-                          **subscription_options(args, settings))
-    ctx = load_context(options)
+    ctx = context(args)
     csub = subscription_of_or_error(ctx, args.group, args.topic)
     queue_id, queue_offset = args.queue_id, args.queue_offset
     if args.msg_id is not None:
@@ -106,6 +129,8 @@ def main(argv=None):
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else EXIT_OK
     try:
+        if args.key is not None:
+            return _found(args, *find.find(context(args), args.key, args.topic, args.window, args.group))
         result = answer(args)
     except Exception as exc:  # noqa: BLE001 - every error ends explain with its exit code (jobs/errors.py)
         code, message = outcome(exc)
@@ -114,6 +139,14 @@ def main(argv=None):
     if args.json:
         return _print(json.dumps(result, ensure_ascii=False, indent=2))
     return _print("\n".join(render(result)))
+
+
+def _found(args, rows, found):
+    """Print what --key found; exit 4 when a damaged index file was scanned around (named on stderr)."""
+    for line in find.notes(found):
+        print(f"note: {line}", file=sys.stderr)
+    code = _print(json.dumps(rows, ensure_ascii=False, indent=2) if args.json else "\n".join(find.render(rows)))
+    return EXIT_SKIPPED if code == EXIT_OK and found.damaged else code
 
 
 def _print(text):
