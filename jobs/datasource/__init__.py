@@ -37,9 +37,11 @@ from jobs.pipeline.units_source import UNITS_FROM
 from jobs.run.session import is_connect
 from jobs.settings import CHOICES as SETTING_CHOICES
 from jobs.settings import JobOptions, job_options, load_settings
+from schemas import storefs
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, spark_schema
 from schemas.config import load_registrations
 from schemas.errors import ConfigError
+from schemas.key_lookup import find_key_units
 
 log = logging.getLogger("mqreplay")
 
@@ -47,7 +49,7 @@ WORKER_PYTHON_CONF = "spark.pyspark.python"
 FLAGS = ("withBody", "verifyCrc", "retry", "filterSupportRetry")
 CHOICES = {"rocketmqVersion": SETTING_CHOICES["rocketmq_version"], "onCorrupt": SETTING_CHOICES["on_corrupt"],
            "onSubscriptionError": ("fail", "skip"), "unitsFrom": UNITS_FROM}
-NARROWING = ("topics", "since", "until", "startingOffsets", "endingOffsets")
+NARROWING = ("topics", "key", "since", "until", "startingOffsets", "endingOffsets")
 OPTIONS = ("path", "subscriptions") + FLAGS + tuple(CHOICES) + NARROWING + ("commitlog",)
 GROUP_COLUMNS = ("delivered_to", "collided_for")
 PATH_OPTIONS = ("path", "subscriptions")
@@ -223,6 +225,8 @@ class RocketMQReader(DataSourceReader):
         if self.options.subscription_files:
             check_subscriptions(planned, self.on_subscription_error)
         plan, segments = planned.plan, planned.segments
+        if narrowing.key is not None:
+            narrowing = self._with_key_offsets(plan, narrowing)
         parts = []
         ranges = commitlog_splits(plan)
         if plan.rebuild:  # units rebuilt from the records: splits start at records (a pass here, on the driver)
@@ -230,9 +234,18 @@ class RocketMQReader(DataSourceReader):
         other_units = plan.rebuild or plan.rocks is not None  # units not in the segments: every split is read
         for index, (start, end) in enumerate(ranges):
             rows = segments.overlapping(start, end)
-            if len(rows) or other_units:
+            if (len(rows) or other_units) and (narrowing.offsets is None or any(
+                    start <= o < end for o in narrowing.offsets)):
                 parts.append(SplitPartition(index, start, end, SplitRead(plan, segments.take(rows), narrowing)))
         return parts
+
+    def _with_key_offsets(self, plan, narrowing):
+        """The narrowing with the commit-log offsets of the messages that carry its key, found through the
+        store's index/ files (a scan of the commit log where there is none: schemas/key_lookup.py)."""
+        fs, root = storefs.resolve(self.options.store)
+        window = (narrowing.since, narrowing.until) if narrowing.timed else None
+        found = find_key_units(fs, root, plan.log, [narrowing.key], topics=narrowing.topics, window=window)
+        return replace(narrowing, offsets=frozenset(found.column("commitlog_offset").to_pylist()))
 
     def read(self, partition):
         if not isinstance(partition, SplitPartition):  # Spark's one empty partition when none is planned

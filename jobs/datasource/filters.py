@@ -1,4 +1,4 @@
-"""What narrows a data source read: its options only (topics, since/until, startingOffsets/endingOffsets), as
+"""What narrows a data source read: its options only (topics, key, since/until, startingOffsets/endingOffsets), as
 exact bounds the planning and the task apply to consume-queue units and messages.
 
 No filter of a query is pushed. Spark 4.3 keeps the read a pushdown planned on the relation that every query
@@ -26,6 +26,8 @@ class Narrowing:
     since: int = -BEYOND
     until: int = BEYOND
     queue_ranges: tuple = ()  # ((topic, queue_id, first, end), ...) from startingOffsets/endingOffsets
+    key: str = None  # only the messages carrying it (a KEYS token or the UNIQ_KEY), found through index/
+    offsets: frozenset = None  # the key's messages' commit-log offsets, once found (None: any)
 
     @property
     def timed(self):
@@ -35,6 +37,9 @@ class Narrowing:
         """Units (CONSUME_QUEUE_SCHEMA) that can hold a row: per-queue ranges, and the store time of the ext
         unit where there is one (ConsumeQueueExt keeps the record's storeTimestamp)."""
         keep = np.ones(units.num_rows, dtype=bool)
+        if self.offsets is not None:
+            keep &= np.isin(units.column("commitlog_offset").to_numpy(),
+                            np.fromiter(self.offsets, dtype=np.int64, count=len(self.offsets)))
         if self.queue_ranges:
             topics = units.column("topic").to_numpy(zero_copy_only=False)
             queues, offsets = units.column("queue_id").to_numpy(), units.column("queue_offset").to_numpy()
@@ -54,8 +59,9 @@ class Narrowing:
         return (stamps >= self.since) & (stamps < self.until)
 
 
-def option_narrowing(topics=None, since=None, until=None, starting=None, ending=None):
+def option_narrowing(topics=None, key=None, since=None, until=None, starting=None, ending=None):
     """The narrowing of the options (text as given, None when absent): `topics` comma-separated (as --topics);
+    `key` one key, as explain --key takes it;
     the window read by the job's own parser (jobs.pipeline.window.parse_window: epoch ms or ISO-8601 with an
     offset; offsets JSON or a file in the shape of Spark's Kafka source, -2 earliest, -1 latest; queues not
     named: all). UsageError (a ValueError) names the option."""
@@ -67,5 +73,7 @@ def option_narrowing(topics=None, since=None, until=None, starting=None, ending=
     window = parse_window(since, until, starting, ending, flags=("since", "until", "startingOffsets", "endingOffsets"))
     ranges = tuple((topic, queue_id, first, end)
                    for (topic, queue_id), (first, end) in sorted(window.queue_offsets(0, BEYOND).items()))
+    if key is not None and not key.strip():
+        raise UsageError("key: expected a message key (a KEYS token or a UNIQ_KEY), got an empty one")
     return Narrowing(names, -BEYOND if window.since is None else window.since,
-                     BEYOND if window.until is None else window.until, ranges)
+                     BEYOND if window.until is None else window.until, ranges, key)

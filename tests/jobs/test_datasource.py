@@ -316,3 +316,15 @@ def test_units_from_commitlog_reads_the_same_rows(spark, want, store_a):
     assert_df_equality(rebuilt.select(COLUMNS), want, ignore_row_order=True, ignore_nullable=True)
     with pytest.raises(Exception, match="option unitsFrom must be auto or consumequeue or commitlog"):
         spark.read.format("rocketmq").option("unitsFrom", "files").load(str(store_a / "store"))
+
+
+def test_key_option_reads_the_messages_carrying_the_key_through_the_index(spark, store_a, store_a_messages):
+    """A KEYS token and a UNIQ_KEY, each against the messages of RocketMQ's dump that carry it."""
+    register(spark)
+    uniq = store_a_messages[7]["properties"]["UNIQ_KEY"]
+    for key in ("k9", uniq):
+        df = spark.read.format("rocketmq").option("withBody", "false").option("key", key).load(str(store_a / "store"))
+        got = sorted(tuple(r) for r in df.select(*KEY).collect())
+        want = sorted((m["topic"], m["queueId"], m["queueOffset"]) for m in store_a_messages
+                      if key in m["properties"].get("KEYS", "").split(" ") or m["properties"].get("UNIQ_KEY") == key)
+        assert got == want and want, key
