@@ -27,7 +27,8 @@ def report_data(summary, timelines, status):
     axis, width = _axis(timelines)
     subs = []
     for row in summary["subscriptions"]:
-        line = timelines.get((row["group"], row["topic"]))
+        line = timelines.get((row["broker"], row["group"], row["topic"])) if "broker" in row and \
+            (row["broker"], row["group"], row["topic"]) in timelines else timelines.get((row["group"], row["topic"]))
         counts = _on_axis(line, axis, width)
         subs.append({**{k: row[k] for k in row if k not in ("error", "warning")},
                      "error": row.get("error"), "warning": row.get("warning"),
