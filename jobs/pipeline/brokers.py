@@ -5,8 +5,8 @@ make rows that cannot be told apart, and are refused before anything is read bey
 
 A value is NAME=URI when it holds `=` and the text before the first `=` is no path or URI of its own (no `:`,
 not starting with `/`, `.` or `~`): `/data/date=2026/store` and `s3://b/s?endpoint_override=...` stay bare
-stores, `broker-a=/data/a/store` is named, and `a/b=/x` is a name holding `/` (refused; write
-`./a/b=/x` for the relative path)."""
+stores, `broker-a=/data/a/store` is named, and `a/b=/x` is a name holding `/`, `a=b=/x` one holding `=`
+(both refused; write `./a/b=/x` for the relative path)."""
 import os
 import re
 import tempfile
@@ -74,6 +74,9 @@ def split_store(value, where="--store"):
         return None, value
     if not uri:
         raise UsageError(f"{where} {value!r}: no store after the name")
+    inner, _ = split_store(uri, where)
+    if inner is not None:  # `a=b=/x`: a name holding `=` (or a store that is no path or URI)
+        check_name(f"{name}={inner}", where)
     return name, uri
 
 

@@ -86,6 +86,8 @@ def build_plan(options, broker=None, several=False, layout=None):
     warnings = [] if several else _names_that_match_nothing(options, regs, everything, topics_present)
     subs = merge_subscriptions(stored, regs, bloom, topics_present, options.retry,
                                set(options.groups) or None, set(options.topics) or None)
+    if several and not unknown_topics:  # a topic of another broker: no subscription of it here
+        subs = [s for s in subs if s.topic in topics_present]
     if not subs and not warnings and not options.read_all and not several:
         raise UsageError("no subscription to replay: give --subscriptions FILE or --subscription "
                          "(the store's config/consumerFilter.json holds none)")
@@ -104,6 +106,8 @@ def build_plan(options, broker=None, several=False, layout=None):
     runnable = tuple(c for c in compiled if not c.error)
     topics = read_topics(options, topics_present) if options.read_all else \
         needed_topics(runnable, stored, options.groups, options.topics)
+    if several and not unknown_topics:  # a registration every broker holds, of a topic another broker has:
+        topics &= topics_present  # nothing of it here to audit, and no commit log to walk for it
     # a damaged file of a queue this run does not read is not this run's business
     problems = [p for p in problems if p["queue_id"] is None or p["topic"] in topics]
     if problems and options.on_corrupt != "skip":
