@@ -155,7 +155,8 @@ def test_bad_brokers_exit_2_before_anything_is_written(store_cluster, tmp_path, 
     out = tmp_path / "out"
     for stores in ([f"x={a}", f"x={store_cluster / 'broker-b' / 'store'}"], [str(a), f"y={a}"], [f"a=b={a}"]):
         argv = [x for s in stores for x in ("--store", s)]
-        assert replay.main(argv + ["--out", str(out), "--subscriptions", str(store_cluster / "registrations.json")]) == 2
+        regs = ["--subscriptions", str(store_cluster / "registrations.json")]
+        assert replay.main(argv + ["--out", str(out)] + regs) == 2
         assert not out.exists() and not list(tmp_path.glob("out*"))
     assert "error:" in capsys.readouterr().err
 
