@@ -160,17 +160,22 @@ def committed_offsets(target, store, broker=None):
 def publish_tables(target, out_uri, written, run, store, ranges, with_body, brokers=None):
     """Commit the parts of the run's temporary OUT (sink.commit's `written`: {output: (files, rows, bytes)}) to
     the tables: {table: files added}. One snapshot per table; the answer tables every run, the audits when they
-    have rows. `brokers`: {name: ranges} of a run of named brokers (then `store` and `ranges` are not used)."""
+    have rows. `store` and `ranges`: a bare --store's (its snapshots keyed by the store, as before brokers;
+    None for named brokers); `brokers`: {name: ranges} of every broker of the run, recorded as BROKERS (a named
+    broker continues from it, also after a night it ran as a bare --store)."""
     catalog = target.catalog()
     catalog.create_namespace_if_not_exists(target.namespace)
-    if brokers is None:
+    properties = {}
+    if brokers is not None:
+        properties[BROKERS] = json.dumps({n: _offsets(r) for n, r in brokers.items()}, sort_keys=True,
+                                         separators=(",", ":"))
+    if store is not None:
         offsets = json.dumps(_offsets(ranges), sort_keys=True, separators=(",", ":"))
-        properties = {STORE: store, OFFSETS: offsets}
+        properties.update({STORE: store, OFFSETS: offsets})
     else:
-        held = {name: _offsets(r) for name, r in brokers.items()}
-        offsets = json.dumps({n: o for n, o in held.items() if o}, sort_keys=True, separators=(",", ":"))
+        offsets = json.dumps({n: o for n, o in json.loads(properties[BROKERS]).items() if o}, sort_keys=True,
+                             separators=(",", ":"))
         store = ",".join(sorted(brokers))
-        properties = {BROKERS: json.dumps(held, sort_keys=True, separators=(",", ":"))}
     key = hashlib.sha256(f"{store}\n{offsets}".encode()).hexdigest()[:32]
     properties.update({RUN: run, KEY: key})
     fs, root = storefs.resolve(out_uri)

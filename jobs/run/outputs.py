@@ -191,8 +191,10 @@ def run_and_publish(spark, planned, run, options, sink="parquet", progress=None,
         if iceberg is not None:  # the tables' one commit each, before OUT is published (iceberg_sink.py)
             t = time.time()
             written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
-            added = publish_tables(iceberg, run.tmp_uri, written, run.claim.run, options.store,
-                                   planned.parts[0][1].ranges, options.with_body, brokers=_named_ranges(planned))
+            bare = len(planned.parts) == 1 and not planned.parts[0][0].named
+            added = publish_tables(iceberg, run.tmp_uri, written, run.claim.run, options.store if bare else None,
+                                   planned.parts[0][1].ranges if bare else None, options.with_body,
+                                   brokers={b.name: p.ranges for b, p in planned.parts})
             summary["iceberg"] = {"catalog": iceberg.describe(), "namespace": iceberg.namespace,
                                   "tables": added, "commit_seconds": round(time.time() - t, 3)}
         summary["job_seconds"] = round(time.time() - started, 3)
@@ -208,14 +210,6 @@ def run_and_publish(spark, planned, run, options, sink="parquet", progress=None,
         run.abandon()
         raise
     return summary
-
-
-def _named_ranges(planned):
-    """{broker: ranges} of a run of named brokers (the tables' continuation per broker); None for a bare --store
-    (its snapshots keyed by the store, as before brokers)."""
-    if len(planned.parts) == 1 and not planned.parts[0][0].named:
-        return None
-    return {b.name: p.ranges for b, p in planned.parts}
 
 
 def _settle(sc, timeout=60.0):
