@@ -220,3 +220,37 @@ def test_every_report_row_and_the_summary_name_their_broker(store_cluster, tmp_p
 def _write(path, text):
     path.write_text(text)
     return str(path)
+
+
+def test_the_console_table_and_the_report_show_each_brokers_rows(store_cluster, tmp_path):
+    from jobs.run import report
+    from jobs.run.summary import summary_table
+
+    _, planned, reports = _replay(store_cluster, tmp_path)
+    summaries = [(b.name, build_summary(part, Counters.of([r for r in reports if r["broker"] == b.name]),
+                                        _options(store_cluster))) for b, part in planned.parts]
+    summary = cluster_summary(summaries, True)
+    table = summary_table(summary).splitlines()
+    assert table[0].split()[:3] == ["broker", "group", "topic"]
+    assert any(line.split()[:3] == ["broker-b", "GC_TAG_ALL", "TopicOnlyB"] for line in table)
+    assert not any(line.split()[:3] == ["broker-a", "GC_TAG_ALL", "TopicOnlyB"] for line in table)
+    page = report.render(summary, {}, 0)
+    assert "<h2>Brokers</h2>" in page and "broker-b: GC_TAG_ALL / TopicOnlyB" in page
+
+
+@pytest.mark.spark
+def test_spark_runs_both_brokers_in_one_stage_and_publishes_per_broker_outputs(store_cluster, tmp_path):
+    from tests.jobs.test_exit_codes import _submit
+
+    out = tmp_path / "out"
+    stores = [x for s in _stores(store_cluster) for x in ("--store", s)]
+    proc = _submit(*stores, "--subscriptions", store_cluster / "registrations.json", "--out", out)
+    assert proc.returncode == 0, proc.console[-2000:]
+    _assert_matches(ds.dataset(out / "matched", format="parquet").to_table().to_pylist(),
+                    store_cluster / "expected_cluster.json")
+    messages = ds.dataset(out / "messages", format="parquet", partitioning="hive").to_table()
+    assert set(messages.column("broker").to_pylist()) == {"broker-a", "broker-b"}
+    offsets = json.loads((out / "offsets.json").read_text())
+    assert sorted(offsets["brokers"]) == ["broker-a", "broker-b"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert sorted(summary["brokers"]) == ["broker-a", "broker-b"]
