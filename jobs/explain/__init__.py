@@ -2,6 +2,7 @@
 
     python -m jobs.explain --store STORE [--subscriptions FILE | --subscription G T TYPE EXPR] --group G
         --topic T (--queue-id Q --queue-offset O | --msg-id OFFSET_MSG_ID) [--rocketmq-version 4|5]
+        [--store NAME=STORE ... [--broker NAME]]
         [--commitlog DIR[,DIR...]]
         [--from committed] [--since T] [--until T] [--json]
 
@@ -29,6 +30,7 @@ from jobs.errors import ExplainError, UsageError, outcome
 from jobs.explain.question import decide, load_context, locate_msg_id, read_queue_units, subscription_of
 from jobs.explain.report import report
 from jobs.explain.text import render
+from jobs.pipeline.brokers import brokers_of
 from jobs.pipeline.window import parse_window
 from jobs.settings import job_options, load_settings
 from schemas.errors import EXIT_OK, EXIT_USAGE
@@ -45,7 +47,10 @@ class _Parser(argparse.ArgumentParser):
 
 def parse_args(argv):
     p = _Parser(prog="python -m jobs.explain", description=__doc__.splitlines()[0])
-    p.add_argument("--store", required=True, help="the broker's storePathRootDir (path or URI)")
+    p.add_argument("--store", action="append", required=True,
+                   help="the broker's storePathRootDir (path or URI); NAME=STORE, repeatable: a cluster's brokers")
+    p.add_argument("--broker", help="with several brokers: the one whose --queue-id and --queue-offset are meant "
+                                    "(a --msg-id names its broker by its store host: each is tried)")
     add_commitlog_argument(p)
     add_subscription_arguments(p)
     p.add_argument("--group", required=True, help="the consumer group")
@@ -68,20 +73,40 @@ def parse_args(argv):
 
 
 def answer(args):
-    """The report of the decision the arguments ask about (ExplainError when there is none to explain)."""
+    """The report of the decision the arguments ask about (ExplainError when there is none to explain); with
+    named brokers, the report names the broker whose store holds the unit."""
     settings = load_settings(args.conf)
-    options = job_options(settings, args.store, commitlog=commitlog_dirs(args.commitlog), units_from=args.units_from,
-                          **subscription_options(args, settings))
-    ctx = load_context(options)
-    csub = subscription_of_or_error(ctx, args.group, args.topic)
-    queue_id, queue_offset = args.queue_id, args.queue_offset
-    if args.msg_id is not None:
-        topic, queue_id, queue_offset = locate_msg_id(ctx, args.msg_id)
-        if topic != args.topic:
-            raise ExplainError(f"message {args.msg_id} is in topic {topic} (queue {queue_id}, offset "
-                               f"{queue_offset}), not in {args.topic}")
-    units, messages = read_queue_units(ctx, args.topic, queue_id, [queue_offset])
-    return report(ctx, decide(ctx, csub, units, messages, args.window))
+    brokers = brokers_of(args.store, None, args.commitlog)
+    named = len(brokers) > 1 or brokers[0].named
+    if args.broker is not None:
+        brokers = [b for b in brokers if b.name == args.broker]
+        if not brokers:
+            raise UsageError(f"--broker {args.broker}: not one of the --store NAME=STORE given")
+    elif len(brokers) > 1 and args.msg_id is None:
+        raise UsageError("several brokers number their queues alike: give --broker NAME with --queue-id and "
+                         "--queue-offset (a --msg-id names its broker)")
+    for k, broker in enumerate(brokers):
+        options = job_options(settings, broker.uri, commitlog=commitlog_dirs(args.commitlog),
+                              units_from=args.units_from, **subscription_options(args, settings))
+        ctx = load_context(options)
+        queue_id, queue_offset = args.queue_id, args.queue_offset
+        if args.msg_id is not None:
+            try:
+                topic, queue_id, queue_offset = locate_msg_id(ctx, args.msg_id)
+            except ExplainError:
+                if k + 1 < len(brokers):
+                    continue  # another broker's store host: the next broker
+                if len(brokers) > 1:
+                    raise ExplainError(f"message id {args.msg_id} is in none of the brokers' stores "
+                                       f"({', '.join(b.name for b in brokers)})") from None
+                raise
+            if topic != args.topic:
+                raise ExplainError(f"message {args.msg_id} is in topic {topic} (queue {queue_id}, offset "
+                                   f"{queue_offset}), not in {args.topic}")
+        csub = subscription_of_or_error(ctx, args.group, args.topic)
+        units, messages = read_queue_units(ctx, args.topic, queue_id, [queue_offset])
+        result = report(ctx, decide(ctx, csub, units, messages, args.window))
+        return {"broker": broker.name, **result} if named else result
 
 
 def subscription_of_or_error(ctx, group, topic):

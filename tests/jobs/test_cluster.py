@@ -254,3 +254,23 @@ def test_spark_runs_both_brokers_in_one_stage_and_publishes_per_broker_outputs(s
     assert sorted(offsets["brokers"]) == ["broker-a", "broker-b"]
     summary = json.loads((out / "summary.json").read_text())
     assert sorted(summary["brokers"]) == ["broker-a", "broker-b"]
+
+
+def test_explain_finds_a_msg_ids_broker_and_needs_a_broker_for_a_queue_position(store_cluster, capsys):
+    from jobs import explain
+
+    stores = [x for s in _stores(store_cluster) for x in ("--store", s)]
+    regs = ["--subscriptions", str(store_cluster / "registrations.json")]
+    # expected: expected_cluster.json's first GC_TAG_ALL row of TopicOnlyB (broker-b, queue 0, offset 0)
+    args = stores + regs + ["--group", "GC_TAG_ALL", "--topic", "TopicOnlyB", "--json"]
+    assert explain.main(args + ["--msg-id", "0A0A000200002A9F000000000000986C"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert (got["broker"], got["queue_id"], got["queue_offset"], got["delivered"]) == ("broker-b", 0, 0, True)
+    position = stores + regs + ["--group", "GC_TAG_AB", "--topic", "TopicOrder", "--queue-id", "0",
+                                "--queue-offset", "4"]
+    assert explain.main(position) == 2
+    assert "--broker" in capsys.readouterr().err
+    assert explain.main(position + ["--broker", "broker-a", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    # expected: broker-a's GC_TAG_AB rows of TopicOrder queue 0 include offset 4 (expected_cluster.json)
+    assert (got["broker"], got["delivered"]) == ("broker-a", True)
