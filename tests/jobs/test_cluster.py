@@ -274,3 +274,13 @@ def test_explain_finds_a_msg_ids_broker_and_needs_a_broker_for_a_queue_position(
     got = json.loads(capsys.readouterr().out)
     # expected: broker-a's GC_TAG_AB rows of TopicOrder queue 0 include offset 4 (expected_cluster.json)
     assert (got["broker"], got["delivered"]) == ("broker-a", True)
+
+
+def test_a_topic_named_brokers_is_read_as_a_topic_and_a_bare_run_takes_its_own_entry():
+    flat = parse_window(starting='{"brokers": {"0": 5}}', brokers=True)
+    assert flat.starting == {"brokers": {0: 5}} and flat.starting_by_broker is None
+    per = parse_window(starting='{"brokers": {"broker-a": {"T": {"1": 7}}, "broker-b": {}}}', brokers=True)
+    assert per.for_broker("broker-a", False).starting == {"T": {1: 7}}
+    assert per.for_broker("broker-c", True).starting == {}
+    with pytest.raises(UsageError):  # the data source's and explain's windows take the per-topic shape only
+        parse_window(starting='{"brokers": {"broker-a": {"T": {"1": 7}}}}')
