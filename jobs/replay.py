@@ -31,7 +31,7 @@ from jobs.cli import (  # noqa: E402
     subscription_options,
 )
 from jobs.errors import UsageError, carried, outcome  # noqa: E402
-from jobs.pipeline.brokers import brokers_of  # noqa: E402
+from jobs.pipeline.brokers import bare, brokers_of  # noqa: E402
 from jobs.pipeline.cluster import plan_cluster  # noqa: E402
 from jobs.pipeline.window import add_window_arguments, window_of  # noqa: E402
 from jobs.run import lifecycle, outputs  # noqa: E402
@@ -183,7 +183,7 @@ def iceberg_target(args, brokers):
     if args.starting_offsets == "iceberg":
         if target is None:
             raise UsageError("--starting-offsets iceberg reads the Iceberg tables' offsets: give --sink iceberg")
-        if len(brokers) == 1 and not brokers[0].named:
+        if bare(brokers):
             args.starting_offsets = json.dumps(committed_offsets(target, brokers[0].uri))
         else:
             args.starting_offsets = json.dumps({"brokers": {b.name: committed_offsets(target, b.uri, b.name)
@@ -194,7 +194,7 @@ def iceberg_target(args, brokers):
 def check_tables(target, planned, clean_stale):
     """Refuse offsets the tables hold (exit 2); list, or with --clean-stale remove, parts of dead runs."""
     for b, part in planned.parts:
-        overlaps(target, b.uri, part.ranges, None if len(planned.parts) == 1 and not b.named else b.name)
+        overlaps(target, b.uri, part.ranges, None if planned.bare else b.name)
     stale = stale_runs(target)
     if stale and clean_stale:
         remove_stale(stale)

@@ -67,6 +67,12 @@ def brokers_of(stores, brokers_file=None, commitlog=()):
     return tuple(out)
 
 
+def bare(brokers):
+    """Whether the run is one bare --store: its outputs' continuation (offsets.json, the Iceberg snapshots) keyed
+    as before brokers."""
+    return len(brokers) == 1 and not brokers[0].named
+
+
 def split_store(value, where="--store"):
     """(name or None, uri) of one --store value (see the module's docstring)."""
     name, eq, uri = value.partition("=")

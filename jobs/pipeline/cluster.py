@@ -9,6 +9,7 @@ the run with a warning, and its starting offsets are carried to offsets.json, so
 from dataclasses import dataclass, field, replace
 
 from jobs.errors import UsageError
+from jobs.pipeline.brokers import bare
 from jobs.pipeline.plan import build_plan, names_that_match_nothing
 from jobs.pipeline.window import offsets_by_broker, offsets_json
 from schemas.errors import StoreNotFound
@@ -31,13 +32,18 @@ class ClusterPlan:
         return tuple(b for b, _ in self.parts)
 
     @property
+    def bare(self):
+        """One bare --store (brokers.bare)."""
+        return bare(self.brokers) and not self.missing
+
+    @property
     def problems(self):
         """Every broker's listing and config problems, each naming its broker."""
         return [dict(p, broker=b.name) for b, planned in self.parts for p in planned.problems or []]
 
     def offsets(self):
         """OUT/offsets.json: per topic and queue for a bare --store (as before brokers), else per broker."""
-        if len(self.parts) == 1 and not self.parts[0][0].named and not self.missing:
+        if self.bare:
             return offsets_json(self.parts[0][1].ranges)
         carried = {}
         for b in self.missing:

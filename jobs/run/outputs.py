@@ -191,7 +191,7 @@ def run_and_publish(spark, planned, run, options, sink="parquet", progress=None,
         if iceberg is not None:  # the tables' one commit each, before OUT is published (iceberg_sink.py)
             t = time.time()
             written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
-            bare = len(planned.parts) == 1 and not planned.parts[0][0].named
+            bare = planned.bare
             added = publish_tables(iceberg, run.tmp_uri, written, run.claim.run, options.store if bare else None,
                                    planned.parts[0][1].ranges if bare else None, options.with_body,
                                    brokers={b.name: p.ranges for b, p in planned.parts})
@@ -268,7 +268,7 @@ def _run_with(spark, planned, out, options, sink, ranges, progress):
                                                                         window=options.window.for_broker(b.name,
                                                                                                          several)))))
         timelines.update({((b.name,) + k if several else k): t for k, t in counters.timelines.items()})
-    summary = cluster_summary(summaries, planned.parts[0][0].named or several)
+    summary = cluster_summary(summaries)
     summary["warnings"] = list(planned.warnings) + summary["warnings"]
     summary["outputs"] = {name: {"files": f, "rows": r, "bytes": b} for name, (f, r, b) in sorted(written.items())}
     if sink == "noop":

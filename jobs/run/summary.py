@@ -219,9 +219,9 @@ def _width(text):
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
-def cluster_summary(summaries, named):
-    """summary.json of a run of brokers from each broker's (build_summary's): `summaries` [(name, summary)],
-    `named` False for one bare --store. One bare store's summary is as before, with its `broker`; several
+def cluster_summary(summaries):
+    """summary.json of a run of brokers from each broker's (build_summary's): `summaries` [(name, summary)].
+    One broker's summary is as before, with its `broker`; several
     brokers' rows (subscriptions, bitmap audit topics, store problems) each name their broker, warnings say
     whose they are, and `brokers` holds each broker's own figures (store, totals, audit totals, skipped
     units, failures, window)."""

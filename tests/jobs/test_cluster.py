@@ -207,7 +207,7 @@ def test_every_report_row_and_the_summary_name_their_broker(store_cluster, tmp_p
     for b, part in planned.parts:
         counters = Counters.of([r for r in reports if r["broker"] == b.name])
         summaries.append((b.name, build_summary(part, counters, _options(store_cluster))))
-    summary = cluster_summary(summaries, True)
+    summary = cluster_summary(summaries)
     per = summary["brokers"]
     # expected: the rows each broker's read path returned, counted from expected_cluster.json
     want, _ = _expected(store_cluster / "expected_cluster.json")
@@ -229,7 +229,7 @@ def test_the_console_table_and_the_report_show_each_brokers_rows(store_cluster, 
     _, planned, reports = _replay(store_cluster, tmp_path)
     summaries = [(b.name, build_summary(part, Counters.of([r for r in reports if r["broker"] == b.name]),
                                         _options(store_cluster))) for b, part in planned.parts]
-    summary = cluster_summary(summaries, True)
+    summary = cluster_summary(summaries)
     table = summary_table(summary).splitlines()
     assert table[0].split()[:3] == ["broker", "group", "topic"]
     assert any(line.split()[:3] == ["broker-b", "GC_TAG_ALL", "TopicOnlyB"] for line in table)
