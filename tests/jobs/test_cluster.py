@@ -284,3 +284,24 @@ def test_a_topic_named_brokers_is_read_as_a_topic_and_a_bare_run_takes_its_own_e
     assert per.for_broker("broker-c", True).starting == {}
     with pytest.raises(UsageError):  # the data source's and explain's windows take the per-topic shape only
         parse_window(starting='{"brokers": {"broker-a": {"T": {"1": 7}}}}')
+
+
+def test_iceberg_snapshots_continue_each_named_broker_and_a_bare_store_by_its_store(tmp_path):
+    """publish_tables without Spark (empty parts): the offsets each snapshot records, read back per broker."""
+    from jobs.run.iceberg_sink import IcebergTarget, committed_offsets, overlaps, publish_tables
+    from jobs.run.sink import write_empty_tables
+
+    target = IcebergTarget("cl", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh"))
+    nights = [("n1", "/s/a", [("T", 0, 0, 5)], {"broker-a": [("T", 0, 0, 5)]}),  # broker-a as a bare --store
+              ("n2", None, None, {"broker-a": [("T", 0, 5, 9)], "broker-b": [("T", 0, 0, 4)]})]
+    for run, store, ranges, brokers in nights:
+        out = tmp_path / run
+        publish_tables(target, str(out), write_empty_tables(str(out), "normalized", True, {}), run, store, ranges,
+                       True, brokers=brokers)
+    assert committed_offsets(target, "/s/a") == {"T": {0: 5}}  # the bare store: its own snapshots
+    assert committed_offsets(target, "/elsewhere", "broker-a") == {"T": {0: 9}}
+    assert committed_offsets(target, "/s/b", "broker-b") == {"T": {0: 4}}
+    assert committed_offsets(target, "/s/c", "broker-c") == {}
+    with pytest.raises(UsageError, match="broker broker-b"):
+        overlaps(target, "/s/b", [("T", 0, 3, 6)], "broker-b")
+    overlaps(target, "/s/b", [("T", 0, 4, 6)], "broker-b")
