@@ -51,10 +51,10 @@ def brokers_of(stores, brokers_file=None, commitlog=()):
     if not given:
         raise UsageError("no store: give --store URI, --store NAME=URI (repeatable) or --brokers FILE")
     parsed = [(split_store(value, where), where) for value, where in given]
-    bare = [where for (name, _), where in parsed if name is None]
-    if bare and len(parsed) > 1:
+    unnamed = [where for (name, _), where in parsed if name is None]
+    if unnamed and len(parsed) > 1:
         raise UsageError("bare and named stores mixed: with several brokers give each as NAME=URI "
-                         f"({', '.join(dict.fromkeys(bare))} gives a store without a name)")
+                         f"({', '.join(dict.fromkeys(unnamed))} gives a store without a name)")
     if len(parsed) > 1 and commitlog:
         raise UsageError("--commitlog names one store's log directories: it takes a single --store")
     out = []
