@@ -1,6 +1,7 @@
 """spark-submit entry point: replay a RocketMQ broker store and re-apply its server-side filtering.
 
-    spark-submit jobs/replay.py --store STORE --out OUT [--commitlog DIR[,DIR...]] [--subscriptions FILE ...]
+    spark-submit jobs/replay.py --store STORE | --store NAME=STORE ... | --brokers FILE --out OUT
+        [--commitlog DIR[,DIR...]] [--subscriptions FILE ...]
         [--subscription GROUP TOPIC TYPE EXPRESSION ...] [--rocketmq-version {4,5}]
         [--from {earliest,committed}] [--since T] [--until T] [--starting-offsets JSON|FILE]
         [--ending-offsets JSON|FILE] [--groups G,...] [--topics T,...] [--conf FILE] [--no-body]
@@ -17,6 +18,7 @@ import logging
 import os
 import re
 import sys
+from dataclasses import replace
 
 if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -29,7 +31,8 @@ from jobs.cli import (  # noqa: E402
     subscription_options,
 )
 from jobs.errors import UsageError, carried, outcome  # noqa: E402
-from jobs.pipeline.plan import build_plan  # noqa: E402
+from jobs.pipeline.brokers import bare, brokers_of  # noqa: E402
+from jobs.pipeline.cluster import plan_cluster  # noqa: E402
 from jobs.pipeline.window import add_window_arguments, window_of  # noqa: E402
 from jobs.run import lifecycle, outputs  # noqa: E402
 from jobs.run.iceberg_sink import (  # noqa: E402
@@ -51,7 +54,10 @@ log = logging.getLogger("mqreplay")
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="replay.py", description=__doc__.splitlines()[0])
-    p.add_argument("--store", required=True, help="the broker's storePathRootDir (path or URI)")
+    p.add_argument("--store", action="append", default=[],
+                   help="the broker's storePathRootDir (path or URI); NAME=STORE, repeatable: the brokers of a "
+                        "cluster, every output row naming its broker")
+    p.add_argument("--brokers", metavar="FILE", help="a file of the brokers, one NAME=STORE a line")
     p.add_argument("--out", required=True, help="output directory (path or URI); must not exist")
     add_commitlog_argument(p)
     add_subscription_arguments(p)
@@ -125,8 +131,9 @@ def _prepare(args, progress):
     """Settings, options, OUT's claim and checks, and the plan: everything that can fail before Spark
     starts. The claim comes before the plan: a second run on the same OUT refuses at once."""
     settings = load_settings(args.conf)
-    iceberg = iceberg_target(args)
-    options = options_from(args, settings)
+    brokers = brokers_of(args.store, args.brokers, args.commitlog)
+    iceberg = iceberg_target(args, brokers)
+    options = replace(options_from(args, settings), store=brokers[0].uri)
     progress.set_phase("claiming OUT")
     run = outputs.OutputRun(args.out, args.overwrite, args.clean_stale)
     if run.stale and args.clean_stale:
@@ -136,31 +143,37 @@ def _prepare(args, progress):
               f"{', '.join(run.stale)}; --clean-stale removes them", file=sys.stderr)
     try:
         progress.set_phase("planning: listing the store, probing its consume queues")
-        planned = build_plan(options)
+        planned = plan_cluster(options, brokers)
         if iceberg is not None:  # before Spark: a rerun of committed offsets commits nothing
-            check_tables(iceberg, options.store, planned.ranges, args.clean_stale)
+            check_tables(iceberg, planned, args.clean_stale)
         return settings, options, run, planned, iceberg
     except BaseException:
         run.abandon()
         raise
 
 
-def iceberg_target(args):
+def iceberg_target(args, brokers):
     """The Iceberg tables of --sink iceberg (None for the other sinks); `--starting-offsets iceberg` becomes
-    the offsets where the tables' snapshots of this store end (none yet: from the earliest)."""
+    the offsets where the tables' snapshots of each broker end (none yet: from the earliest): of its store
+    for a bare --store, of its name for named brokers."""
     target = target_of(args)
     if target is not None and args.layout != "normalized":
         raise UsageError("--sink iceberg writes the normalized layout's tables (messages once, narrow matched rows)")
     if args.starting_offsets == "iceberg":
         if target is None:
             raise UsageError("--starting-offsets iceberg reads the Iceberg tables' offsets: give --sink iceberg")
-        args.starting_offsets = json.dumps(committed_offsets(target, args.store))
+        if bare(brokers):
+            args.starting_offsets = json.dumps(committed_offsets(target, brokers[0].uri))
+        else:
+            args.starting_offsets = json.dumps({"brokers": {b.name: committed_offsets(target, b.uri, b.name)
+                                                            for b in brokers}})
     return target
 
 
-def check_tables(target, store, ranges, clean_stale):
+def check_tables(target, planned, clean_stale):
     """Refuse offsets the tables hold (exit 2); list, or with --clean-stale remove, parts of dead runs."""
-    overlaps(target, store, ranges)
+    for b, part in planned.parts:
+        overlaps(target, b.uri, part.ranges, None if planned.bare else b.name)
     stale = stale_runs(target)
     if stale and clean_stale:
         remove_stale(stale)

@@ -73,3 +73,14 @@ def spark():
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def store_cluster(tmp_path_factory):
+    """Fixture store_cluster (two brokers of one RocketMQ 4.9.8 cluster, broker-a/store and broker-b/store, with
+    the cluster's registrations and each broker's read-path answers, expected_cluster.json and
+    expected_committed.json), unpacked once per session."""
+    root = tmp_path_factory.mktemp("fixtures")
+    with tarfile.open(DATA / "stores" / "store_cluster.tar.gz") as tar:
+        tar.extractall(root, filter="data")
+    return root / "store_cluster"

@@ -19,6 +19,9 @@ With --find, a key lookup on the bench store (issue 40): its index/ written as a
 store), then keys found through the index against a scan of the whole commit log, in process, and explain --key end
 to end.
 
+With --brokers, the job on one store of --messages against two stores of half as many each, given as two brokers
+in one run (issue 37): group-units per second of each (target: the two-broker run within 10% of the one-store run).
+
 With --dledger, the store is also rewritten as a DLedger broker writes it (tools/dledger_writer.py, cached beside
 it) and the job runs on both layouts, alternating (noop and Parquet): DLedger's job time against plain's.
 """
@@ -664,6 +667,39 @@ def run_find(args):
           f"verdicts): {time.time() - t:.1f} s, exit {p.returncode}")
 
 
+def run_brokers(args):
+    """Issue 37: one store of --messages against a cluster of two stores of half as many each (seeds --seed and
+    --seed + 1), in one run as `--store broker-a=... --store broker-b=...`, to the noop sink and to Parquet
+    (normalized), alternating, median of --repeat: group-units per second per core of each."""
+    subs, groups = bench_subscriptions()
+    one = ensure_store(args.messages, args.seed)
+    halves = [ensure_store(args.messages // 2, args.seed + k) for k in (0, 1)]
+    per_topic = len(groups) // len(TOPICS)
+    units = {"one": _units_of(one), "two": sum(_units_of(h) for h in halves)}
+    for sink in ("noop", "parquet"):
+        jobs = {"one": [], "two": []}
+        for _ in range(max(1, args.repeat)):
+            out = os.path.join(ROOT, "build", "bench", f"out-brokers-{sink}")
+            jobs["one"].append(run_job(one, subs, sink, out)[1])
+            for h in halves:
+                warm_page_cache(h)
+            jobs["two"].append(run_job(f"broker-a={halves[0]}", subs, sink, out, "--store", f"broker-b={halves[1]}")[1])
+        med = {name: sorted(times)[len(times) // 2] for name, times in jobs.items()}
+        rate = {name: units[name] * per_topic / med[name] / CORES for name in jobs}
+        ratio = rate["two"] / rate["one"]
+        print(f"job to {sink:7s} median of {len(jobs['one'])}: one store of {args.messages:,} msgs {med['one']:.1f} s "
+              f"({rate['one']:,.0f} group-units/s per core), two brokers of {args.messages // 2:,} each in one run "
+              f"{med['two']:.1f} s ({rate['two']:,.0f}): two / one {ratio:.2f} (target at least 0.90: "
+              f"{'met' if ratio >= 0.9 else 'not met'}; ranges one {min(jobs['one']):.1f}-{max(jobs['one']):.1f} s, "
+              f"two {min(jobs['two']):.1f}-{max(jobs['two']):.1f} s)")
+
+
+def _units_of(store):
+    """Consume-queue units of a bench store's topics (20 bytes each)."""
+    return sum(os.path.getsize(os.path.join(folder, name)) // 20 for t in TOPICS
+               for folder, _, files in os.walk(os.path.join(store, "consumequeue", t)) for name in files)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--messages", type=int, help="default 3,000,000; 200,000 for a store shape")
@@ -686,9 +722,11 @@ def main(argv=None):
                    help="units from the consume-queue files, rebuilt from the commit log, from a RocksDB (issue 26)")
     p.add_argument("--iceberg", action="store_true", help="the Iceberg sink against the Parquet sink (issue 28)")
     p.add_argument("--find", action="store_true", help="a key lookup through the index against a scan (issue 40)")
+    p.add_argument("--brokers", action="store_true",
+                   help="one store against two brokers of half its size in one run (issue 37)")
     args = p.parse_args(argv)
-    for asked, run, messages in ((args.find, run_find, 3_000_000), (args.iceberg, run_iceberg, 3_000_000),
-                                 (args.units, run_units, 3_000_000),
+    for asked, run, messages in ((args.find, run_find, 3_000_000), (args.brokers, run_brokers, 3_000_000),
+                                 (args.iceberg, run_iceberg, 3_000_000), (args.units, run_units, 3_000_000),
                                  (args.dledger, run_dledger, 3_000_000), (args.s3, run_s3, 300_000),
                                  (args.topics, run_shape, 200_000)):
         if asked:  # one of the other benches, at its default size

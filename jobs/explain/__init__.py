@@ -2,6 +2,7 @@
 
     python -m jobs.explain --store STORE [--subscriptions FILE | --subscription G T TYPE EXPR] --group G
         --topic T (--queue-id Q --queue-offset O | --msg-id OFFSET_MSG_ID) [--rocketmq-version 4|5]
+        [--store NAME=STORE ... [--broker NAME]]
         [--commitlog DIR[,DIR...]]
         [--from committed] [--since T] [--until T] [--json]
     python -m jobs.explain --store STORE [--subscriptions FILE ...] --key K [--topic T] [--group G]
@@ -37,6 +38,7 @@ from jobs.explain import find
 from jobs.explain.question import decide, load_context, locate_msg_id, read_queue_units, subscription_of
 from jobs.explain.report import report
 from jobs.explain.text import render
+from jobs.pipeline.brokers import brokers_of
 from jobs.pipeline.window import parse_window
 from jobs.settings import job_options, load_settings
 from schemas.errors import EXIT_OK, EXIT_SKIPPED, EXIT_USAGE
@@ -53,7 +55,10 @@ class _Parser(argparse.ArgumentParser):
 
 def parse_args(argv):
     p = _Parser(prog="python -m jobs.explain", description=__doc__.splitlines()[0])
-    p.add_argument("--store", required=True, help="the broker's storePathRootDir (path or URI)")
+    p.add_argument("--store", action="append", required=True,
+                   help="the broker's storePathRootDir (path or URI); NAME=STORE, repeatable: a cluster's brokers")
+    p.add_argument("--broker", help="with several brokers: the one whose --queue-id and --queue-offset are meant "
+                                    "(a --msg-id names its broker by its store host: each is tried)")
     add_commitlog_argument(p)
     add_subscription_arguments(p)
     p.add_argument("--group", help="the consumer group (with --key: only its verdicts)")
@@ -85,26 +90,62 @@ def parse_args(argv):
     return args
 
 
-def context(args):
-    """The store's Context (jobs/explain/question.py) under the arguments' subscriptions and settings."""
-    settings = load_settings(args.conf)
-    options = job_options(settings, args.store, commitlog=commitlog_dirs(args.commitlog), units_from=args.units_from,
+def broker_context(settings, broker, args):
+    """One broker's Context (jobs/explain/question.py) under the arguments' subscriptions and settings."""
+    options = job_options(settings, broker.uri, commitlog=commitlog_dirs(args.commitlog), units_from=args.units_from,
                           **subscription_options(args, settings))
     return load_context(options)
 
 
+def find_key(args):
+    """--key in every broker's store: (rows, each naming its broker; whether a damaged index file was scanned
+    around). The notes (a scan, a damaged file) go to stderr, naming the broker when there are several."""
+    settings = load_settings(args.conf)
+    brokers = brokers_of(args.store, None, args.commitlog)
+    rows, damaged = [], False
+    for broker in brokers:
+        found_rows, found = find.find(broker_context(settings, broker, args), args.key, args.topic, args.window,
+                                      args.group)
+        for line in find.notes(found):
+            print(f"note: {broker.name + ': ' if len(brokers) > 1 else ''}{line}", file=sys.stderr)
+        rows += [{"broker": broker.name, **r} for r in found_rows]
+        damaged = damaged or bool(found.damaged)
+    return rows, damaged
+
+
 def answer(args):
-    """The report of the decision the arguments ask about (ExplainError when there is none to explain)."""
-    ctx = context(args)
-    csub = subscription_of_or_error(ctx, args.group, args.topic)
-    queue_id, queue_offset = args.queue_id, args.queue_offset
-    if args.msg_id is not None:
-        topic, queue_id, queue_offset = locate_msg_id(ctx, args.msg_id)
-        if topic != args.topic:
-            raise ExplainError(f"message {args.msg_id} is in topic {topic} (queue {queue_id}, offset "
-                               f"{queue_offset}), not in {args.topic}")
-    units, messages = read_queue_units(ctx, args.topic, queue_id, [queue_offset])
-    return report(ctx, decide(ctx, csub, units, messages, args.window))
+    """The report of the decision the arguments ask about (ExplainError when there is none to explain); with
+    named brokers, the report names the broker whose store holds the unit."""
+    settings = load_settings(args.conf)
+    brokers = brokers_of(args.store, None, args.commitlog)
+    named = len(brokers) > 1 or brokers[0].named
+    if args.broker is not None:
+        brokers = [b for b in brokers if b.name == args.broker]
+        if not brokers:
+            raise UsageError(f"--broker {args.broker}: not one of the --store NAME=STORE given")
+    elif len(brokers) > 1 and args.msg_id is None:
+        raise UsageError("several brokers number their queues alike: give --broker NAME with --queue-id and "
+                         "--queue-offset (a --msg-id names its broker)")
+    for k, broker in enumerate(brokers):
+        ctx = broker_context(settings, broker, args)
+        queue_id, queue_offset = args.queue_id, args.queue_offset
+        if args.msg_id is not None:
+            try:
+                topic, queue_id, queue_offset = locate_msg_id(ctx, args.msg_id)
+            except ExplainError:
+                if k + 1 < len(brokers):
+                    continue  # another broker's store host: the next broker
+                if len(brokers) > 1:
+                    raise ExplainError(f"message id {args.msg_id} is in none of the brokers' stores "
+                                       f"({', '.join(b.name for b in brokers)})") from None
+                raise
+            if topic != args.topic:
+                raise ExplainError(f"message {args.msg_id} is in topic {topic} (queue {queue_id}, offset "
+                                   f"{queue_offset}), not in {args.topic}")
+        csub = subscription_of_or_error(ctx, args.group, args.topic)
+        units, messages = read_queue_units(ctx, args.topic, queue_id, [queue_offset])
+        result = report(ctx, decide(ctx, csub, units, messages, args.window))
+        return {"broker": broker.name, **result} if named else result
 
 
 def subscription_of_or_error(ctx, group, topic):
@@ -130,7 +171,7 @@ def main(argv=None):
         return EXIT_USAGE if exc.code else EXIT_OK
     try:
         if args.key is not None:
-            return _found(args, *find.find(context(args), args.key, args.topic, args.window, args.group))
+            return _found(args, *find_key(args))
         result = answer(args)
     except Exception as exc:  # noqa: BLE001 - every error ends explain with its exit code (jobs/errors.py)
         code, message = outcome(exc)
@@ -141,12 +182,10 @@ def main(argv=None):
     return _print("\n".join(render(result)))
 
 
-def _found(args, rows, found):
+def _found(args, rows, damaged):
     """Print what --key found; exit 4 when a damaged index file was scanned around (named on stderr)."""
-    for line in find.notes(found):
-        print(f"note: {line}", file=sys.stderr)
     code = _print(json.dumps(rows, ensure_ascii=False, indent=2) if args.json else "\n".join(find.render(rows)))
-    return EXIT_SKIPPED if code == EXIT_OK and found.damaged else code
+    return EXIT_SKIPPED if code == EXIT_OK and damaged else code
 
 
 def _print(text):

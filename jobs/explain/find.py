@@ -102,10 +102,10 @@ def render(rows):
     """The answer as text: a line per message, then a line per group's verdict."""
     lines, last = [], None
     for r in rows:
-        if r["commit_log_offset"] != last:
-            last = r["commit_log_offset"]
-            lines.append(f"{r['topic']} queue {r['queue_id']} offset {r['queue_offset']}: msgId {r['msg_id']}, "
-                         f"commit-log offset {last}, storeTimestamp {r['store_timestamp']}, keys {r['keys']!r}, "
+        if (r.get("broker"), r["commit_log_offset"]) != last:
+            last = (r.get("broker"), r["commit_log_offset"])
+            lines.append(f"{r['broker'] + ': ' if r.get('broker') else ''}{r['topic']} queue {r['queue_id']} offset {r['queue_offset']}: msgId {r['msg_id']}, "
+                         f"commit-log offset {r['commit_log_offset']}, storeTimestamp {r['store_timestamp']}, keys {r['keys']!r}, "
                          f"UNIQ_KEY {r['uniq_key']}")
         outcome = "DELIVERED" if r["delivered"] else f"NOT DELIVERED ({r['reason']})"
         lines.append(f"  {r['group']}: {outcome}" if r["group"] is not None else f"  {r['verdict']}")

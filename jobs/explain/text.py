@@ -8,7 +8,8 @@ from filtering.sql92.trace import render as render_tree
 def render(answer):
     """The answer as text lines."""
     outcome = "DELIVERED" if answer["delivered"] else f"NOT DELIVERED (stage {answer['stage']})"
-    head = [f"{answer['group']} / {answer['topic']} queue {answer['queue_id']} offset {answer['queue_offset']}: "
+    whose = f"{answer['broker']}: " if "broker" in answer else ""  # a unit of one of several brokers
+    head = [f"{whose}{answer['group']} / {answer['topic']} queue {answer['queue_id']} offset {answer['queue_offset']}: "
             f"{outcome}", f"  {answer['verdict']}", ""]
     return (head + _unit(answer["unit"]) + _message(answer["message"]) + _subscription(answer["subscription"])
             + _scope(answer["scope"]) + _consume_queue(answer["consume_queue"]) + _commit_log(answer["commit_log"])

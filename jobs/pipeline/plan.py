@@ -46,6 +46,9 @@ class Planned:
     segments: SegmentIndex = None  # the consume-queue segments of the needed queues, probed once
     ranges: tuple = ()  # ((topic, queue_id, first, end), ...): the queue offsets the run covers (pipeline/window.py)
     sources: UnitsSources = None  # where each queue's units come from (pipeline/units_source.py)
+    # a broker of several (build_plan's `several`): what the run's check of names that match nothing needs,
+    # made over all brokers at once (jobs/pipeline/cluster.py): (user registrations, subscriptions, topics present)
+    names: tuple = None
 
 
 @dataclass(frozen=True)
@@ -59,13 +62,16 @@ class LostUnits:
     file: str
 
 
-def build_plan(options):
+def build_plan(options, broker=None, several=False, layout=None):
     """Everything the tasks need; with on_corrupt=fail the first problem found in what the run reads (the
-    listing of the queues it needs, the config) stops the job here.
+    listing of the queues it needs, the config) stops the job here. `broker`: the name every row of this
+    store carries (jobs/pipeline/brokers.py); `several`: one broker of several, whose names that match
+    nothing are checked over all of them (jobs/pipeline/cluster.py), not here; `layout`: the store already
+    listed.
 
     Raises UsageError (exit 2) for arguments that name nothing: unknown expression types, topics the
     store does not have, --groups / --topics that match no subscription (warnings with allow_missing)."""
-    layout = open_store(options.store, options.commitlog)
+    layout = layout or open_store(options.store, options.commitlog)
     problems = layout_problems(layout)
     config = load_store_config_uri(options.store, config_files(options), options.on_corrupt, problems)
     stored = _stored_sql92(config, problems)
@@ -77,10 +83,12 @@ def build_plan(options):
         topics_present = {r.topic for r in regs} | {f.topic for f in stored} | \
             {RETRY_PREFIX + g for g in {r.group for r in regs} | {f.consumer_group for f in stored}}
     everything = merge_subscriptions(stored, regs, bloom, topics_present, options.retry)
-    warnings = _names_that_match_nothing(options, regs, everything, topics_present)
+    warnings = [] if several else _names_that_match_nothing(options, regs, everything, topics_present)
     subs = merge_subscriptions(stored, regs, bloom, topics_present, options.retry,
                                set(options.groups) or None, set(options.topics) or None)
-    if not subs and not warnings and not options.read_all:
+    if several and not unknown_topics:  # a topic of another broker: no subscription of it here
+        subs = [s for s in subs if s.topic in topics_present]
+    if not subs and not warnings and not options.read_all and not several:
         raise UsageError("no subscription to replay: give --subscriptions FILE or --subscription "
                          "(the store's config/consumerFilter.json holds none)")
     if unknown_topics:
@@ -98,6 +106,8 @@ def build_plan(options):
     runnable = tuple(c for c in compiled if not c.error)
     topics = read_topics(options, topics_present) if options.read_all else \
         needed_topics(runnable, stored, options.groups, options.topics)
+    if several and not unknown_topics:  # a registration every broker holds, of a topic another broker has:
+        topics &= topics_present  # nothing of it here to audit, and no commit log to walk for it
     # a damaged file of a queue this run does not read is not this run's business
     problems = [p for p in problems if p["queue_id"] is None or p["topic"] in topics]
     if problems and options.on_corrupt != "skip":
@@ -118,7 +128,7 @@ def build_plan(options):
     problems += window.problems  # OFFSET_TOO_SMALL: audited whatever --on-corrupt, as for a deleted record
     plan = replay_plan(
         options, layout.log,
-        store_uri=str(options.store),
+        store_uri=str(options.store), broker=broker,
         subscriptions=runnable,
         registrations=_dispatched_registrations(stored, compiled, bloom, options.dialect),
         audit_bitmaps=CONSUMER_FILTER_FILE not in config.damaged,
@@ -132,7 +142,7 @@ def build_plan(options):
     )
     lost = tuple(x for x in _lost_units(layout, window.ranges if options.window.given else ()) if x.topic in topics)
     return Planned(plan, layout, compiled, config.consumer_offsets, problems, lost, warnings, window.segments,
-                   window.ranges, sources)
+                   window.ranges, sources, (regs, everything, topics_present) if several else None)
 
 
 def plan_from_config(options, config, topics_present, log):
@@ -182,6 +192,11 @@ def _stored_sql92(config, problems):
             queue_id=None, reason=f"registration of group {fd.consumer_group!r} has expressionType "
                                   f"{fd.expression_type!r}: a broker stores only SQL92 filters; not loaded, not run"))
     return kept
+
+
+def names_that_match_nothing(options, regs, subs, topics_present):
+    """_names_that_match_nothing over several brokers: `subs` and `topics_present` of all of them."""
+    return _names_that_match_nothing(options, regs, subs, topics_present)
 
 
 def _names_that_match_nothing(options, regs, subs, topics_present):

@@ -35,6 +35,7 @@ class ReplayPlan:
     # --audit-consume-queue: ((topic, queue_id, first, end), ...) of the queues whose units are checked against
     # the commit log (jobs/pipeline/cq_audit.py); None: no audit
     audit_queues: tuple = None
+    broker: str = None  # the broker of the store (jobs/pipeline/brokers.py): every row the tasks write names it
 
     @property
     def walks_records(self):

@@ -12,7 +12,11 @@ the window; the next run from its offsets.json starts at `end`.
 
 A topic or queue the offsets JSON names that the store lacks is a usage error (a typo), a warning with
 --allow-missing (a nightly run over topics that come and go); topics of the store this run does not read
-are ignored, so a wider run's offsets.json serves a narrower one."""
+are ignored, so a wider run's offsets.json serves a narrower one.
+
+A run of several brokers takes (and writes) offsets per broker, `{"brokers": {"broker-a": {"TopicA": {"0": 23}}}}`:
+each broker's queues are its own. The per-topic shape serves a run of one broker (a bare --store's nightly
+chain reads as before); a broker the per-broker JSON does not name runs from its earliest to its latest."""
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
@@ -79,10 +83,29 @@ class Window:
     until: int = None
     starting: dict = field(default_factory=dict)  # {topic: {queue_id: offset}}
     ending: dict = field(default_factory=dict)
+    # the per-broker shape: {broker: {topic: {queue_id: offset}}} (None: the per-topic shape, or nothing, given)
+    starting_by_broker: dict = None
+    ending_by_broker: dict = None
 
     @property
     def given(self):
-        return self.since is not None or self.until is not None or bool(self.starting) or bool(self.ending)
+        return self.since is not None or self.until is not None or bool(self.starting) or bool(self.ending) \
+            or bool(self.starting_by_broker) or bool(self.ending_by_broker)
+
+    def for_broker(self, name, several):
+        """This window as one broker of a run sees it (`several`: the run has more than one broker): its own
+        offsets of a per-broker JSON; a per-topic JSON only when it is the run's one broker."""
+        sides = []
+        for flag, flat, by_broker in (("--starting-offsets", self.starting, self.starting_by_broker),
+                                      ("--ending-offsets", self.ending, self.ending_by_broker)):
+            if by_broker is not None:
+                sides.append(by_broker.get(name, {}))
+            elif flat and several:
+                raise UsageError(f"{flag}: offsets per topic in a run of several brokers, whose queues are each "
+                                 f"broker's own: give them per broker, {BROKERS_SHAPE} (a cluster run's offsets.json)")
+            else:
+                sides.append(flat)
+        return replace(self, starting=sides[0], ending=sides[1], starting_by_broker=None, ending_by_broker=None)
 
     def contains(self, store_times):
         """Bool per store time (numpy int64): since <= t < until."""
@@ -105,9 +128,10 @@ class Window:
 FLAGS = ("--since", "--until", "--starting-offsets", "--ending-offsets")
 
 
-def parse_window(since=None, until=None, starting=None, ending=None, flags=FLAGS):
+def parse_window(since=None, until=None, starting=None, ending=None, flags=FLAGS, brokers=False):
     """Window of the four options (text as given; None when absent); UsageError names what is wrong, by
-    the option names in `flags` (the command line's, or the data source's)."""
+    the option names in `flags` (the command line's, or the data source's). `brokers`: the offsets may be
+    given per broker (a run of a cluster)."""
     bounds = {}
     for flag, text in zip(flags[:2], (since, until)):
         try:
@@ -118,11 +142,39 @@ def parse_window(since=None, until=None, starting=None, ending=None, flags=FLAGS
     if first is not None and last is not None and first > last:
         raise UsageError(f"{flags[0]} {since} ({first}) is after {flags[1]} {until} ({last}): "
                          "the window would be empty")
-    return Window(first, last, parse_offsets(starting, flags[2]), parse_offsets(ending, flags[3]))
+    sides = {}
+    for flag, text in zip(flags[2:], (starting, ending)):
+        data = _offsets_data(text, flag)
+        if brokers and _per_broker(data):
+            sides[flag] = ({}, {name: _flat_offsets(o, f"{flag} broker {name!r}")
+                                for name, o in data[BROKERS_KEY].items()})
+        else:
+            sides[flag] = (_flat_offsets(data, flag), None)
+    (start, start_b), (end, end_b) = (sides[f] for f in flags[2:])
+    return Window(first, last, start, end, start_b, end_b)
+
+
+BROKERS_KEY = "brokers"
+BROKERS_SHAPE = '{"brokers": {"broker-a": {"TopicA": {"0": 23}}}}'
+
+
+def _per_broker(data):
+    """Whether an offsets JSON is the per-broker shape: {"brokers": {name: {topic: {queue: offset}}}} (a
+    topic named `brokers` maps to offsets, not to objects of objects)."""
+    if not isinstance(data, dict) or len(data) != 1:
+        return False
+    named = data.get(BROKERS_KEY)
+    return isinstance(named, dict) and \
+        all(isinstance(topics, dict) and all(isinstance(q, dict) for q in topics.values()) for topics in named.values())
 
 
 def parse_offsets(text, flag):
     """{topic: {queue_id: offset}} of a JSON text or of a file holding one (None: {})."""
+    return _flat_offsets(_offsets_data(text, flag), flag)
+
+
+def _offsets_data(text, flag):
+    """The JSON of a text or of a file holding one (None: {})."""
     if text is None:
         return {}
     source = text
@@ -136,6 +188,11 @@ def parse_offsets(text, flag):
         data = json.loads(source)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{flag} {text}: not JSON ({exc})") from None
+    return data
+
+
+def _flat_offsets(data, flag):
+    """{topic: {queue_id: offset}} of the per-topic shape, checked."""
     out = {}
     shape = '{"TopicA": {"0": 23, "1": -2}}'
     if not isinstance(data, dict):
@@ -162,8 +219,8 @@ def add_window_arguments(p):
 
 
 def window_of(args):
-    """parse_window of the arguments add_window_arguments added."""
-    return parse_window(args.since, args.until, args.starting_offsets, args.ending_offsets)
+    """parse_window of the arguments add_window_arguments added (offsets per topic, or per broker)."""
+    return parse_window(args.since, args.until, args.starting_offsets, args.ending_offsets, brokers=True)
 
 
 @dataclass(frozen=True)
@@ -370,6 +427,16 @@ def offsets_json(ranges):
     for topic, qid, _, end in ranges:
         out.setdefault(topic, {})[str(qid)] = end
     return out
+
+
+def offsets_by_broker(ends, carried=None):
+    """OUT/offsets.json of a run of brokers: {"brokers": {name: offsets_json}}, `ends` {name: ranges} of the
+    brokers replayed; `carried` {name: {topic: {queue_id: offset}}}: the starting offsets of brokers the run
+    did not replay (a store missing tonight), kept for the next run."""
+    out = {name: {t: {str(q): o for q, o in queues.items()} for t, queues in offsets.items()}
+           for name, offsets in (carried or {}).items()}
+    out.update({name: offsets_json(ranges) for name, ranges in ends.items()})
+    return {BROKERS_KEY: dict(sorted(out.items()))}
 
 
 def describe(window, ranges):

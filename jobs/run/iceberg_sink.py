@@ -19,6 +19,7 @@ import json
 import os
 from dataclasses import dataclass
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from jobs.errors import UsageError
@@ -36,6 +37,9 @@ ANSWERS = ("messages", "audit/collisions", "matched")  # a snapshot every run, e
 # file per partition and split (SinkSpec.for_tables), add_files reads a file's partition from its statistics
 PARTITIONED_BY = {"matched": "group", "audit/collisions": "group", "messages": "topic"}
 RUN, STORE, OFFSETS, KEY = "mqreplay.run", "mqreplay.store", "mqreplay.offsets", "mqreplay.key"
+# a run of named brokers: {broker: {topic: {queue: [first, end]}}}, each broker's offsets (its continuation), in
+# place of a bare --store's STORE and OFFSETS
+BROKERS = "mqreplay.brokers"
 DEFAULT_CATALOG = "mqreplay"
 
 
@@ -94,12 +98,17 @@ def _offsets(ranges):
     return out
 
 
-def _runs(table, store):
-    """[(run, {topic: {queue: [first, end]}})] of a table's snapshots of one store."""
+def _runs(table, store, broker=None):
+    """[(run, {topic: {queue: [first, end]}})] of a table's snapshots of one store (a bare --store's), or of
+    one named broker (whatever its store's URI that night)."""
     out = []
     for snapshot in table.snapshots():
         summary = snapshot.summary.additional_properties if snapshot.summary else {}
-        if summary.get(STORE) == store and OFFSETS in summary:
+        if broker is not None and BROKERS in summary:
+            held = json.loads(summary[BROKERS]).get(broker)
+            if held is not None:
+                out.append((summary.get(RUN), held))
+        elif broker is None and summary.get(STORE) == store and OFFSETS in summary:
             out.append((summary.get(RUN), json.loads(summary[OFFSETS])))
     return out
 
@@ -112,15 +121,15 @@ def _load(catalog, identifier):
         return None
 
 
-def overlaps(target, store, ranges):
+def overlaps(target, store, ranges, broker=None):
     """Refuse (UsageError, exit 2) a run whose queue offsets overlap what the matched table already holds for
-    the same store, naming the queues; nothing is committed."""
+    the same store (or named broker), naming the queues; nothing is committed."""
     table = _load(target.catalog(), f"{target.namespace}.matched")
     if table is None:
         return
     mine = _offsets(ranges)
     found = {}  # topic -> [(queue, first, end, held first, held end, run)]
-    for run, held in _runs(table, store):
+    for run, held in _runs(table, store, broker):
         for topic, queues in mine.items():
             for qid, (first, end) in queues.items():
                 other = held.get(topic, {}).get(qid)
@@ -131,30 +140,44 @@ def overlaps(target, store, ranges):
         topics = sorted(found, key=lambda t: (t.startswith("%RETRY%"), t))
         shown = "; ".join(f"{t}/{', '.join(found[t][:4])}" + (" ..." if len(found[t]) > 4 else "")
                           for t in topics[:4]) + (f"; and {len(topics) - 4} more topics" if len(topics) > 4 else "")
-        raise UsageError(f"--sink iceberg: {target.namespace}.matched already holds these offsets of {store}: "
+        whose = store if broker is None else f"broker {broker}"
+        raise UsageError(f"--sink iceberg: {target.namespace}.matched already holds these offsets of {whose}: "
                          f"{shown} (nothing committed; --starting-offsets iceberg continues after them)")
 
 
-def committed_offsets(target, store):
-    """{topic: {queue_id: end}} where the matched table's snapshots of a store end: --starting-offsets iceberg."""
+def committed_offsets(target, store, broker=None):
+    """{topic: {queue_id: end}} where the matched table's snapshots of a store (or named broker) end:
+    --starting-offsets iceberg."""
     table = _load(target.catalog(), f"{target.namespace}.matched")
     out = {}
-    for _, held in _runs(table, store) if table is not None else ():
+    for _, held in _runs(table, store, broker) if table is not None else ():
         for topic, queues in held.items():
             for qid, (_, end) in queues.items():
                 out.setdefault(topic, {})[int(qid)] = max(end, out.get(topic, {}).get(int(qid), 0))
     return out
 
 
-def publish_tables(target, out_uri, written, run, store, ranges, with_body):
+def publish_tables(target, out_uri, written, run, store, ranges, with_body, brokers=None):
     """Commit the parts of the run's temporary OUT (sink.commit's `written`: {output: (files, rows, bytes)}) to
     the tables: {table: files added}. One snapshot per table; the answer tables every run, the audits when they
-    have rows."""
+    have rows. `store` and `ranges`: a bare --store's (its snapshots keyed by the store, as before brokers;
+    None for named brokers); `brokers`: {name: ranges} of every broker of the run, recorded as BROKERS (a named
+    broker continues from it, also after a night it ran as a bare --store)."""
     catalog = target.catalog()
     catalog.create_namespace_if_not_exists(target.namespace)
-    offsets = json.dumps(_offsets(ranges), sort_keys=True, separators=(",", ":"))
+    properties = {}
+    if brokers is not None:
+        properties[BROKERS] = json.dumps({n: _offsets(r) for n, r in brokers.items()}, sort_keys=True,
+                                         separators=(",", ":"))
+    if store is not None:
+        offsets = json.dumps(_offsets(ranges), sort_keys=True, separators=(",", ":"))
+        properties.update({STORE: store, OFFSETS: offsets})
+    else:
+        offsets = json.dumps({n: o for n, o in json.loads(properties[BROKERS]).items() if o}, sort_keys=True,
+                             separators=(",", ":"))
+        store = ",".join(sorted(brokers))
     key = hashlib.sha256(f"{store}\n{offsets}".encode()).hexdigest()[:32]
-    properties = {RUN: run, STORE: store, OFFSETS: offsets, KEY: key}
+    properties.update({RUN: run, KEY: key})
     fs, root = storefs.resolve(out_uri)
     added = {}
     for output, name in TABLES.items():
@@ -175,6 +198,10 @@ def publish_tables(target, out_uri, written, run, store, ranges, with_body):
 def _table(catalog, identifier, schema, partition_column):
     """The table, created on first use with its identity partition (None: unpartitioned)."""
     table = _load(catalog, identifier)
+    if table is not None and "broker" not in {f.name for f in table.schema().fields}:
+        with table.update_schema() as update:  # a table made before runs named their brokers: the column added
+            update.union_by_name(schema)
+        table = catalog.load_table(identifier)
     if table is not None:
         return table
     table = catalog.create_table_if_not_exists(identifier, schema=schema)
@@ -188,7 +215,9 @@ def _table(catalog, identifier, schema, partition_column):
 def _schema(output, with_body):
     audits = {"audit/corrupt": CORRUPT_SCHEMA, "audit/bitmaps": BITMAP_SCHEMA, "audit/bodies": BODIES_SCHEMA,
               "audit/consume_queue": CQ_AUDIT_SCHEMA}
-    return audits[output] if output in audits else answer_schema(output, "normalized", with_body)
+    if output in audits:  # every part names its broker (sink.with_broker)
+        return audits[output].append(pa.field("broker", pa.string()))
+    return answer_schema(output, "normalized", with_body)
 
 
 def _move_parts(fs, root, output, location, run):

@@ -16,13 +16,13 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from jobs.errors import PublishFailed, UsageError
 from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
-from jobs.pipeline.window import offsets_json
 from jobs.run import claim as claims
 from jobs.run import lifecycle, report
 from jobs.run import stage as T
@@ -30,7 +30,7 @@ from jobs.run.iceberg_sink import publish_tables
 from jobs.run.progress import Progress
 from jobs.run.session import is_connect
 from jobs.run.sink import SinkSpec, commit, write_driver_part, write_empty_tables
-from jobs.run.summary import Counters, build_summary, exit_code
+from jobs.run.summary import Counters, build_summary, cluster_summary, exit_code
 from schemas import storefs
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 
@@ -192,8 +192,10 @@ def run_and_publish(spark, planned, run, options, sink="parquet", progress=None,
         if iceberg is not None:  # the tables' one commit each, before OUT is published (iceberg_sink.py)
             t = time.time()
             written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
-            added = publish_tables(iceberg, run.tmp_uri, written, run.claim.run, options.store, planned.ranges,
-                                   options.with_body)
+            bare = planned.bare
+            added = publish_tables(iceberg, run.tmp_uri, written, run.claim.run, options.store if bare else None,
+                                   planned.parts[0][1].ranges if bare else None, options.with_body,
+                                   brokers={b.name: p.ranges for b, p in planned.parts})
             summary["iceberg"] = {"catalog": iceberg.describe(), "namespace": iceberg.namespace,
                                   "tables": added, "commit_seconds": round(time.time() - t, 3)}
         summary["job_seconds"] = round(time.time() - started, 3)
@@ -202,7 +204,7 @@ def run_and_publish(spark, planned, run, options, sink="parquet", progress=None,
         with run.fs.open_output_stream(f"{run.tmp_path}/{REPORT}") as f:
             f.write(report.render(summary, timelines, exit_code(summary)).encode("utf-8"))
         with run.fs.open_output_stream(f"{run.tmp_path}/offsets.json") as f:  # where the next run starts
-            f.write(json.dumps(offsets_json(planned.ranges), indent=2, ensure_ascii=False).encode("utf-8"))
+            f.write(json.dumps(planned.offsets(), indent=2, ensure_ascii=False).encode("utf-8"))
         run.publish()
     except BaseException:
         _settle(spark)
@@ -241,34 +243,46 @@ def _interrupt(spark):
 
 
 def _run(spark, planned, out, options, sink="parquet", progress=None):
-    plan = planned.plan
-    ranges = T.splits(spark, plan)
+    parts = [(p.plan, p.segments) for _, p in planned.parts]
+    ranges = T.broker_splits(spark, parts)
     progress = progress or Progress(mode="off")
-    with progress.stage(spark, len(ranges), sum(T.split_bytes(plan, a, b) for a, b in ranges)) as counters:
+    total = sum(T.split_bytes(parts[k][0], a, b) for k, a, b in ranges)
+    with progress.stage(spark, len(ranges), total) as counters:
         return _run_with(spark, planned, out, options, sink, ranges, counters)
 
 
 def _run_with(spark, planned, out, options, sink, ranges, progress):
-    """The one Spark stage (tasks write their parts), then the commit of what successful attempts wrote."""
+    """The one Spark stage over every broker's splits (tasks write their parts), then the commit of what
+    successful attempts wrote; the summary per broker, then of the run (summary.cluster_summary)."""
     spec = SinkSpec(out, "noop" if sink == "noop" else options.layout, options.with_body, for_tables=sink == "iceberg")
-    reports = T.replay(spark, planned, spec, ranges, progress)
+    reports = T.replay(spark, [(p.plan, p.segments) for _, p in planned.parts], spec, ranges, progress)
     fs, path = storefs.resolve(out)
     fs.create_dir(path, recursive=True)
-    problems = planned.problems or []
+    problems = planned.problems
     if sink == "noop":  # every decision made, nothing written: what a benchmark measures
         written = {}
     else:
         written = commit(out, reports)
         if problems:
+            schema = CORRUPT_SCHEMA.append(pa.field("broker", pa.string()))
             write_driver_part(out, "audit/corrupt", pa.Table.from_pylist(
-                [{f.name: p.get(f.name) for f in CORRUPT_SCHEMA} for p in problems], schema=CORRUPT_SCHEMA))
+                [{f.name: p.get(f.name) for f in schema} for p in problems], schema=schema))
         written.update(write_empty_tables(out, options.layout, options.with_body, written))
         if options.audit_consume_queue and "audit/consume_queue" not in written:  # asked, nothing found: a table
             write_driver_part(out, "audit/consume_queue", CQ_AUDIT_SCHEMA.empty_table())  # of no row
-    counters = Counters.of(reports, len(problems))
-    planned.ranges = tuple(planned.ranges) + counters.rebuilt  # a rebuilt queue's offsets: known once walked
-    summary = build_summary(planned, counters, options)
+    several = len(planned.parts) > 1
+    summaries, timelines = [], {}
+    for b, part in planned.parts:
+        mine = [r for r in reports if r.get("broker") == b.name]
+        counters = Counters.of(mine, len(part.problems or []))
+        part.ranges = tuple(part.ranges) + counters.rebuilt  # a rebuilt queue's offsets: known once walked
+        summaries.append((b.name, build_summary(part, counters, replace(options, store=b.uri,
+                                                                        window=options.window.for_broker(b.name,
+                                                                                                         several)))))
+        timelines.update({((b.name,) + k if several else k): t for k, t in counters.timelines.items()})
+    summary = cluster_summary(summaries)
+    summary["warnings"] = list(planned.warnings) + summary["warnings"]
     summary["outputs"] = {name: {"files": f, "rows": r, "bytes": b} for name, (f, r, b) in sorted(written.items())}
     if sink == "noop":
         summary["sink"] = "noop: every decision made, nothing written"
-    return summary, counters.timelines
+    return summary, timelines

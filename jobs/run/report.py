@@ -27,7 +27,8 @@ def report_data(summary, timelines, status):
     axis, width = _axis(timelines)
     subs = []
     for row in summary["subscriptions"]:
-        line = timelines.get((row["group"], row["topic"]))
+        line = timelines.get((row["broker"], row["group"], row["topic"])) if "broker" in row and \
+            (row["broker"], row["group"], row["topic"]) in timelines else timelines.get((row["group"], row["topic"]))
         counts = _on_axis(line, axis, width)
         subs.append({**{k: row[k] for k in row if k not in ("error", "warning")},
                      "error": row.get("error"), "warning": row.get("warning"),
@@ -38,7 +39,8 @@ def report_data(summary, timelines, status):
             "run": {k: summary.get(k) for k in ("store", "from", "rocketmq_version", "window", "job_seconds",
                                                 "sink", "corrupt_items", "skipped_units", "uninflated_bodies")},
             "warnings": summary.get("warnings", []), "store_problems": summary.get("store_problems", []),
-            "bitmap_audit": summary.get("bitmap_audit", {}).get("topics", []), "subscriptions": subs}
+            "bitmap_audit": summary.get("bitmap_audit", {}).get("topics", []), "subscriptions": subs,
+            "brokers": summary.get("brokers") or {}}
 
 
 def _axis(timelines):
@@ -98,9 +100,28 @@ def _run(data):
     out = [f"<h1>mqreplay report: <span class=\"{cls}\">{_e(data['status_text'])}</span></h1><table>"]
     out += [f"<tr><th>{_e(k)}</th><td class=\"t\">{_e(v)}</td></tr>" for k, v in rows if v is not None]
     out.append("</table>")
+    out += _brokers(data["brokers"])
     if data["warnings"]:
         out.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{_e(w)}</li>" for w in data["warnings"]) + "</ul>")
     return "\n".join(out) + "\n"
+
+
+def _brokers(brokers):
+    """Each broker's own figures (summary.json's `brokers`), for a run of several."""
+    if len(brokers) < 2:
+        return []
+    keys = ["units", "skipped", "broker_delivered", "client_delivered", "collisions"]
+    out = ["<h2>Brokers</h2><table><tr><th>broker</th><th>store</th>" + "".join(f"<th>{_e(k)}</th>" for k in keys)
+           + "</tr>"]
+    for name, b in sorted(brokers.items()):
+        out.append(f"<tr><td>{_e(name)}</td><td class=\"t\">{_e(b['store'])}</td>"
+                   + "".join(f"<td>{_e(b['totals'].get(k))}</td>" for k in keys) + "</tr>")
+    return out + ["</table>"]
+
+
+def _whose(data, sub):
+    """`broker: ` before a subscription's name in a run of several brokers (each has its own rows)."""
+    return f"{_e(sub.get('broker'))}: " if len(data["brokers"]) > 1 else ""
 
 
 def _timelines(data):
@@ -117,7 +138,8 @@ def _timelines(data):
         collided = dict(map(tuple, s["collided_timeline"]))
         filtered = dict(map(tuple, s["filtered_timeline"]))
         series = [(b, d, collided.get(b, 0), filtered.get(b, 0)) for b, d in s["timeline"]]
-        out.append(f"<figure><figcaption>{_e(s['group'])} / {_e(s['topic'])}: {s['client_delivered']} delivered, "
+        out.append(f"<figure><figcaption>{_whose(data, s)}{_e(s['group'])} / {_e(s['topic'])}: "
+                   f"{s['client_delivered']} delivered, "
                    f"{s['collisions']} collided, {s['filtered_out']} filtered out</figcaption>"
                    f"{_bars(series, data['bucket_ms'])}</figure>")
     return "\n".join(out) + "\n"
@@ -156,7 +178,8 @@ def _funnels(data):
                        f"font-size=\"11\">{name}</text><text x=\"{86 + n / top * 500:.1f}\" y=\"{i * 18 + 11}\" "
                        f"font-size=\"11\">{n}</text>" for i, (name, n) in enumerate(steps))
         status = "" if s["status"] == "OK" else f" <span class=\"bad\">{_e(s['status'])}: {_e(s['error'])}</span>"
-        out.append(f"<figure><figcaption>{_e(s['group'])} / {_e(s['topic'])} ({_e(s['expression_type'])} "
+        out.append(f"<figure><figcaption>{_whose(data, s)}{_e(s['group'])} / {_e(s['topic'])} "
+                   f"({_e(s['expression_type'])} "
                    f"{_e(s['expression'])}){status}</figcaption><svg xmlns=\"http://www.w3.org/2000/svg\" "
                    f"width=\"660\" height=\"74\" role=\"img\">{bars}</svg></figure>")
     return "\n".join(out) + "\n"

@@ -94,8 +94,9 @@ class SplitWriter:
     """Writes one split's pieces (split_task.iter_split's (kind, piece) pairs) as Parquet parts, streaming:
     one row group per piece, one open writer per output file; sums the split's counters."""
 
-    def __init__(self, spec, split, attempt):
+    def __init__(self, spec, split, attempt, broker=None):
         self.spec, self.split, self.attempt = spec, split, attempt
+        self.broker = broker  # the split's broker (ReplayPlan.broker): a `broker` column on every row written
         self.fs, self.root = storefs.resolve(spec.out_uri)
         self.writers = {}  # final relative path -> [writer, stream, output, rows]
         self.stats, self.topic_stats, self.examples = {}, {}, {}
@@ -185,12 +186,13 @@ class SplitWriter:
     def _append(self, output, final, table):
         if self.spec.layout == "noop":
             return self._count(output, final, table.num_rows)
+        table = with_broker(table, self.broker)
         entry = self.writers.get(final)
         if entry is None:
             path = f"{self.root}/{ATTEMPTS}/{self.attempt}/{final}"
             self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
             stream = self.fs.open_output_stream(path)
-            statistics = STATISTICS + ["group"] if self.spec.for_tables else STATISTICS
+            statistics = STATISTICS + ["group", "broker"] if self.spec.for_tables else STATISTICS
             writer = pq.ParquetWriter(stream, table.schema, **parquet_options(table.schema, statistics))
             entry = self.writers[final] = [writer, stream, output, 0]
         entry[0].write_table(table)
@@ -216,7 +218,7 @@ class SplitWriter:
         for (group, topic), timeline in sorted(self.timelines.items()):
             rows.append(dict(kind="timeline", group=group, topic=topic, **timeline.report()))
         rows += [dict(kind="queue_marks", **m) for m in self.marks]
-        return rows
+        return [dict(r, broker=self.broker) for r in rows]
 
     def abort(self):
         for writer, stream, _, _ in self.writers.values():
@@ -226,6 +228,17 @@ class SplitWriter:
                     stream.close()
                 except Exception:  # noqa: BLE001 - the attempt failed anyway; the driver removes its files
                     pass
+
+
+def with_broker(table, broker):
+    """`table` with its `broker` column (a dictionary of one value: nothing copied per row); before a last
+    `topic` column (a table's messages part), so that every part of a table has one column order. None:
+    the table as it is (a writer outside a run of brokers)."""
+    if broker is None or "broker" in table.column_names:
+        return table
+    column = pa.DictionaryArray.from_arrays(pa.array(np.zeros(table.num_rows, np.int32)), pa.array([broker]))
+    at = table.num_columns - 1 if table.column_names and table.column_names[-1] == "topic" else table.num_columns
+    return table.add_column(at, "broker", column)
 
 
 def group_rows(piece, groups, rows, names, distinct_ids):
@@ -277,11 +290,11 @@ def commit(out_uri, reports):
     return written
 
 
-def write_driver_part(out_uri, output, table):
-    """A part the driver writes itself (audit rows of listing and config problems)."""
+def write_driver_part(out_uri, output, table, name="driver"):
+    """A part the driver writes itself (audit rows of listing and config problems): part-<name>.parquet."""
     fs, root = storefs.resolve(out_uri)
     fs.create_dir(f"{root}/{output}", recursive=True)
-    with fs.open_output_stream(f"{root}/{output}/part-driver.parquet") as stream:
+    with fs.open_output_stream(f"{root}/{output}/part-{name}.parquet") as stream:
         pq.write_table(table, stream, **parquet_options(table.schema))
 
 
@@ -290,15 +303,15 @@ ANSWER_TABLES = ("matched", "messages", "audit/collisions")
 
 def answer_schema(output, layout, with_body):
     """The Arrow schema of an answer table as readers see it: matched/ and audit/collisions/ rows (group,
-    topic, then the narrow or wide message columns), messages/ rows (topic last, as Spark adds the
-    partition column)."""
+    topic, then the narrow or wide message columns, then broker), messages/ rows (broker, then topic last, as
+    Spark adds the partition column)."""
     fields = [(f, t) for f, t in OUTPUT_MESSAGE_FIELDS if with_body or f != "body"]
     if output == "messages":
-        return pa.schema(fields + [("topic", pa.string())])
+        return pa.schema(fields + [("broker", pa.string()), ("topic", pa.string())])
     if layout != "wide":
         types = dict(OUTPUT_MESSAGE_FIELDS)
         fields = [(f, types[f]) for f in NARROW_FIELDS]
-    return pa.schema([("group", pa.string()), ("topic", pa.string())] + fields)
+    return pa.schema([("group", pa.string()), ("topic", pa.string())] + fields + [("broker", pa.string())])
 
 
 def write_empty_tables(out_uri, layout, with_body, written):

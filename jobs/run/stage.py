@@ -39,6 +39,12 @@ def attempt_name():
     return f"{tc.stageId()}-{tc.partitionId()}-{tc.taskAttemptId()}"
 
 
+def broker_splits(spark, parts):
+    """The splits of every broker of a run pooled, one task each: (part, start, end), `part` the index of the
+    broker's plan in `parts` (a sequence of (plan, segments)): a task knows its broker's plan."""
+    return [(k, start, end) for k, (plan, _) in enumerate(parts) for start, end in splits(spark, plan)]
+
+
 def splits(spark, plan):
     """The commit-log splits of a run, one task each (split_units.commitlog_splits); their bounds moved to
     record starts when units are rebuilt from the commit log, by one Spark task per file."""
@@ -49,8 +55,9 @@ def splits(spark, plan):
         spark, items, lambda item: [fn(item)]) for row in rows])
 
 
-def replay(spark, planned, spec, ranges, progress=None):
+def replay(spark, parts, spec, ranges, progress=None):
     """All groups in one pass, one task per commit-log split: the report rows (jobs/run/sink.py) of every split.
+    `parts`: (plan, segments) of each broker; `ranges`: broker_splits' (part, start, end) of every broker.
 
     A task finds the units pointing into its split in the consume-queue segments that can hold them (the
     plan's SegmentIndex: units are in commit-log order), reads that byte range of the commit log, decodes
@@ -58,17 +65,17 @@ def replay(spark, planned, spec, ranges, progress=None):
     (jobs.run.sink.SplitWriter): no shuffle, and memory bounded by the split. `progress`: the
     accumulators (units, bytes, splits) of jobs.run.progress.Progress, added to as each split is done (None
     over Spark Connect, which has no accumulators)."""
-    plan, segments = planned.plan, planned.segments
 
     def task(index):
+        part, start, end = ranges[index]
+        plan, segments = parts[part]
         try:
-            report, n_units = run_split(plan, segments, spec, index, ranges[index], attempt_name())
+            report, n_units = run_split(plan, segments, spec, index, (start, end), attempt_name())
         except TaskFailed:
             raise
         except ReplayError as exc:  # to the driver as a record it reads (jobs/errors.py), not as text
             raise TaskFailed.of(exc) from None
         if progress is not None:
-            start, end = ranges[index]
             for counter, value in zip(progress, (n_units, split_bytes(plan, start, end), 1)):
                 counter.add(value)
         return report
@@ -114,7 +121,7 @@ def unseen_paths(spark, paths):
 def run_split(plan, segments, spec, index, split_range, attempt):
     """One split, decided and written: (its report rows, the units it read)."""
     start, end = split_range
-    writer = SplitWriter(spec, index, attempt)
+    writer = SplitWriter(spec, index, attempt, plan.broker)
     try:
         found = split_units(plan, segments, start, end)
         if found.damaged:

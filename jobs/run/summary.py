@@ -170,6 +170,9 @@ def summary_table(summary):
              "errors", "status"]
     keys = ["group", "topic", "units", "skipped", "stage1_passed", "broker_delivered", "client_delivered",
             "collisions", "bloom_false_positives", "evaluation_errors", "status"]
+    several = len(summary.get("brokers") or ()) > 1
+    if several:  # a run of brokers: each row is one broker's
+        heads, keys = ["broker"] + heads, ["broker"] + keys
     rows = [[str(r[k]) for k in keys] for r in summary["subscriptions"]]
     out = _table(heads, rows)
     audit = [t for t in summary.get("bitmap_audit", {}).get("topics", []) if t["bitmaps_compared"]]
@@ -179,10 +182,14 @@ def summary_table(summary):
                       [[t["topic"], str(t["bitmaps_compared"]), str(t["bitmap_mismatches"]),
                         str(t["bitmap_mismatches_explained"])] for t in audit])
     out += [""] + summary["units_source_notes"] if summary.get("units_source_notes") else []
-    out += _window_lines(summary.get("window"))
+    if several:
+        for name, window in sorted((summary.get("window") or {}).items()):
+            out += [f"{line} (broker {name})" if line.startswith("window:") else line for line in _window_lines(window)]
+    else:
+        out += _window_lines(summary.get("window"))
     for r in summary["subscriptions"]:
         if r.get("error"):
-            out.append(f"{r['group']}/{r['topic']}: {r['error']}")
+            out.append(f"{r['broker'] + ': ' if several else ''}{r['group']}/{r['topic']}: {r['error']}")
     for w in summary.get("warnings", []):
         out.append(f"warning: {w}")
     return "\n".join(out)
@@ -210,3 +217,46 @@ def _table(heads, rows):
 
 def _width(text):
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def cluster_summary(summaries):
+    """summary.json of a run of brokers from each broker's (build_summary's): `summaries` [(name, summary)].
+    One broker's summary is as before, with its `broker`; several
+    brokers' rows (subscriptions, bitmap audit topics, store problems) each name their broker, warnings say
+    whose they are, and `brokers` holds each broker's own figures (store, totals, audit totals, skipped
+    units, failures, window)."""
+    per_broker = {name: {"store": s["store"], "totals": s["totals"], "bitmap_audit": s["bitmap_audit"]["totals"],
+                         "skipped_units": s["skipped_units"], "corrupt_items": s["corrupt_items"],
+                         "failed_subscriptions": s["failed_subscriptions"], "window": s["window"],
+                         "units_source": s["units_source"]} for name, s in summaries}
+    if len(summaries) == 1:
+        name, only = summaries[0]
+        out = dict(only, broker=name, brokers=per_broker)
+        out["subscriptions"] = [dict(r, broker=name) for r in only["subscriptions"]]
+        return out
+    first = summaries[0][1]
+    rows = [dict(r, broker=name) for name, s in summaries for r in s["subscriptions"]]
+    topics = [dict(t, broker=name) for name, s in summaries for t in s["bitmap_audit"]["topics"]]
+    audit_cq = [s["consume_queue_audit"] for _, s in summaries]
+    return {
+        "store": ", ".join(f"{name}={s['store']}" for name, s in summaries),
+        "from": first["from"],
+        "rocketmq_version": first["rocketmq_version"],
+        "subscriptions": rows,
+        "failed_subscriptions": [f"{r['broker']}:{r['group']}/{r['topic']}" for r in rows if r["status"] != "OK"],
+        "store_problems": [dict(p, broker=name) for name, s in summaries for p in s["store_problems"]],
+        "corrupt_items": sum(s["corrupt_items"] for _, s in summaries),
+        "uninflated_bodies": sum(s["uninflated_bodies"] for _, s in summaries),
+        "skipped_units": sum(s["skipped_units"] for _, s in summaries),
+        "totals": {name: sum(s["totals"][name] for _, s in summaries) for name in first["totals"]},
+        "bitmap_audit": {"topics": topics, "totals": {name: sum(s["bitmap_audit"]["totals"][name] for _, s in summaries)
+                                                      for name in first["bitmap_audit"]["totals"]}},
+        "warnings": [w if w.startswith("broker ") else f"broker {name}: {w}" for name, s in summaries
+                     for w in s["warnings"]],
+        "window": None if all(s["window"] is None for _, s in summaries) else
+        {name: s["window"] for name, s in summaries},
+        "units_source": {name: s["units_source"] for name, s in summaries},
+        "consume_queue_audit": None if audit_cq[0] is None else sum(audit_cq),
+        "units_source_notes": [f"broker {name}: {n}" for name, s in summaries for n in s["units_source_notes"]],
+        "brokers": per_broker,
+    }

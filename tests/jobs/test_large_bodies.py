@@ -241,7 +241,8 @@ def test_the_job_exits_0_with_the_body_null_audited_and_warned(zlib_store, tmp_p
     audit = ds.dataset(out / "audit" / "bodies", format="parquet").to_table()
     assert audit.to_pylist() == [{"topic": "Big", "queue_id": 0, "queue_offset": 1, "commitlog_offset": offsets[1],
                                   "stored_size": stored_size,
-                                  "reason": "zlib body inflates beyond max_body_mb (1 MiB): not inflated"}]
+                                  "reason": "zlib body inflates beyond max_body_mb (1 MiB): not inflated",
+                                  "broker": "broker"}]  # a store whose topics.json names no broker
     summary = json.loads((out / "summary.json").read_text())
     warning = ("1 message body inflates beyond max_body_mb (1 MiB): not inflated, delivered with a null body; "
                "listed in OUT/audit/bodies/")

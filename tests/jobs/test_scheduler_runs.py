@@ -131,15 +131,15 @@ def test_overwrite_refuses_a_file_or_a_foreign_directory_before_spark_starts(sto
 
 @pytest.mark.parametrize("layout, tables", [
     ("normalized", {"matched": ["group", "topic", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "tags",
-                                "keys", "born_timestamp", "store_timestamp"],
+                                "keys", "born_timestamp", "store_timestamp", "broker"],
                     "audit/collisions": ["group", "topic", "queue_id", "queue_offset", "commitlog_offset", "msg_id",
-                                         "tags", "keys", "born_timestamp", "store_timestamp"],
+                                         "tags", "keys", "born_timestamp", "store_timestamp", "broker"],
                     "messages": ["queue_id", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys",
                                  "born_timestamp", "store_timestamp", "born_host", "store_host", "reconsume_times",
-                                 "sys_flag", "properties", "body", "topic"]}),
+                                 "sys_flag", "properties", "body", "broker", "topic"]}),
     ("wide", {"matched": ["group", "topic", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys",
                           "born_timestamp", "store_timestamp", "born_host", "store_host", "reconsume_times",
-                          "sys_flag", "properties", "body"]}),
+                          "sys_flag", "properties", "body", "broker"]}),
 ])
 def test_an_empty_window_still_writes_every_answer_table_with_its_columns(store_a, tmp_path, spark, layout, tables):
     out = tmp_path / "out"
