@@ -99,14 +99,16 @@ def notes(found):
 
 
 def render(rows):
-    """The answer as text: a line per message, then a line per group's verdict."""
+    """The answer as text: a line per message (its broker first when the rows come from several), then a line
+    per group's verdict."""
     lines, last = [], None
+    several = len({r.get("broker") for r in rows}) > 1
     for r in rows:
         if (r.get("broker"), r["commit_log_offset"]) != last:
             last = (r.get("broker"), r["commit_log_offset"])
-            lines.append(f"{r['broker'] + ': ' if r.get('broker') else ''}{r['topic']} queue {r['queue_id']} offset {r['queue_offset']}: msgId {r['msg_id']}, "
-                         f"commit-log offset {r['commit_log_offset']}, storeTimestamp {r['store_timestamp']}, keys {r['keys']!r}, "
-                         f"UNIQ_KEY {r['uniq_key']}")
+            lines.append(f"{r['broker'] + ' ' if several else ''}{r['topic']} queue {r['queue_id']} offset "
+                         f"{r['queue_offset']}: msgId {r['msg_id']}, commit-log offset {r['commit_log_offset']}, "
+                         f"storeTimestamp {r['store_timestamp']}, keys {r['keys']!r}, UNIQ_KEY {r['uniq_key']}")
         outcome = "DELIVERED" if r["delivered"] else f"NOT DELIVERED ({r['reason']})"
         lines.append(f"  {r['group']}: {outcome}" if r["group"] is not None else f"  {r['verdict']}")
     return lines or ["no message carries the key"]
