@@ -31,6 +31,7 @@ from jobs.cli import commitlog_dirs
 from jobs.datasource.filters import option_narrowing
 from jobs.datasource.read import SplitRead, read_split
 from jobs.errors import UsageError
+from jobs.pipeline.brokers import brokers_of, split_store
 from jobs.pipeline.plan import build_plan
 from jobs.pipeline.split_units import commitlog_splits, snap_to_records
 from jobs.pipeline.units_source import UNITS_FROM
@@ -50,7 +51,7 @@ FLAGS = ("withBody", "verifyCrc", "retry", "filterSupportRetry")
 CHOICES = {"rocketmqVersion": SETTING_CHOICES["rocketmq_version"], "onCorrupt": SETTING_CHOICES["on_corrupt"],
            "onSubscriptionError": ("fail", "skip"), "unitsFrom": UNITS_FROM}
 NARROWING = ("topics", "key", "since", "until", "startingOffsets", "endingOffsets")
-OPTIONS = ("path", "subscriptions") + FLAGS + tuple(CHOICES) + NARROWING + ("commitlog",)
+OPTIONS = ("path", "brokers", "subscriptions") + FLAGS + tuple(CHOICES) + NARROWING + ("commitlog",)
 GROUP_COLUMNS = ("delivered_to", "collided_for")
 PATH_OPTIONS = ("path", "subscriptions")
 
@@ -91,8 +92,10 @@ def use_driver_python(sc):
 
 
 def arrow_schema(with_body=True, with_groups=False):
-    """The rows' Arrow schema: the columns of the job's messages/ output (topic first), and the groups'."""
-    fields = [("topic", pa.string())] + [f for f in OUTPUT_MESSAGE_FIELDS if with_body or f[0] != "body"]
+    """The rows' Arrow schema: the columns of the job's messages/ output (broker and topic first), and the
+    groups'."""
+    fields = [("broker", pa.string()), ("topic", pa.string())]
+    fields += [f for f in OUTPUT_MESSAGE_FIELDS if with_body or f[0] != "body"]
     fields += [(name, pa.list_(pa.string())) for name in GROUP_COLUMNS if with_groups]
     return pa.schema(fields)
 
@@ -121,6 +124,7 @@ class ReadOptions:
     job: JobOptions
     narrowing: object  # jobs.datasource.filters.Narrowing of the topics and window options
     on_subscription_error: str
+    brokers: tuple  # ((name, store uri), ...): one for a path, each of option brokers' NAME=STORE
 
 
 def read_options(options):
@@ -131,9 +135,16 @@ def read_options(options):
     unknown = sorted(k for k in options if k.lower() not in known)
     if unknown:
         raise UsageError(f"rocketmq: unknown option(s) {', '.join(unknown)} (known: {', '.join(OPTIONS)})")
-    if not options.get("path"):
-        raise UsageError('rocketmq: option path: no store given: load(STORE) or option("path", STORE)')
+    if bool(options.get("path")) == bool(options.get("brokers")):
+        raise UsageError('rocketmq: option path: give one store, load(STORE) or option("path", STORE), or a cluster, '
+                         'option("brokers", "NAME=STORE,NAME=STORE")' + (", not both" if options.get("path") else ""))
     options = {k: _from_launch_dir(v) if k.lower() in PATH_OPTIONS else v for k, v in options.items()}
+    stores = [options["path"]] if options.get("path") else [_broker_from_launch_dir(b.strip()) for b in
+                                                            options["brokers"].split(",") if b.strip()]
+    try:
+        brokers = tuple((b.name, b.uri) for b in brokers_of(stores, None, commitlog_dirs(options.get("commitlog"))))
+    except UsageError as exc:
+        raise UsageError(f"rocketmq: option {'brokers' if options.get('brokers') else 'path'}: {exc}") from None
     settings = load_settings()
     defaults = {"rocketmqVersion": settings["rocketmq_version"], "onCorrupt": settings["on_corrupt"],
                 "onSubscriptionError": "fail", "unitsFrom": "auto", "withBody": settings["with_body"],
@@ -153,12 +164,12 @@ def read_options(options):
             raise UsageError('rocketmq: option subscriptions: expected a subscription file {"groups": [{"group", '
                              f'"topic", "expressionType", "expression"}}]}}: {exc}') from None
     job = job_options(
-        settings, options["path"], subscription_files=(subscriptions,) if subscriptions is not None else (),
+        settings, brokers[0][1], subscription_files=(subscriptions,) if subscriptions is not None else (),
         commitlog=tuple(_from_launch_dir(d) for d in commitlog_dirs(options.get("commitlog"))),
         units_from=value["unitsFrom"],
         dialect=value["rocketmqVersion"], retry=value["retry"], support_retry=value["filterSupportRetry"],
         with_body=value["withBody"], on_corrupt=value["onCorrupt"], verify_crc=value["verifyCrc"], read_all=True)
-    return ReadOptions(job, narrowing, value["onSubscriptionError"])
+    return ReadOptions(job, narrowing, value["onSubscriptionError"], brokers)
 
 
 def _from_launch_dir(path):
@@ -169,6 +180,12 @@ def _from_launch_dir(path):
         return path
     launch = os.environ.get("PWD")
     return os.path.join(launch if launch and os.path.isabs(launch) else os.getcwd(), path)
+
+
+def _broker_from_launch_dir(value):
+    """NAME=STORE with its store taken from the launch directory when relative (see _from_launch_dir)."""
+    name, uri = split_store(value, "option brokers")
+    return uri if name is None else f"{name}={_from_launch_dir(uri)}"
 
 
 def _choice(options, name, default):
@@ -200,7 +217,7 @@ def check_subscriptions(planned, on_error):
 
 @dataclass
 class SplitPartition(InputPartition):
-    """One commit-log split: its index in commitlog_splits(plan), its byte range, and what its read needs."""
+    """One commit-log split of one broker: its partition number, its byte range, and what its read needs."""
 
     index: int
     start: int
@@ -216,33 +233,42 @@ class RocketMQReader(DataSourceReader):
         self.options = read.job
         self.on_subscription_error = read.on_subscription_error
         self.narrowing = read.narrowing
+        self.brokers = read.brokers
         self.arrow = to_arrow_schema(schema, timezone="UTC")  # what Spark checks each batch against
 
     def partitions(self):
+        """Every broker's splits, each broker planned with its own config (as the job plans a cluster)."""
+        parts = []
+        for name, uri in self.brokers:
+            parts += self._broker_partitions(name, replace(self.options, store=uri), len(parts))
+        return parts
+
+    def _broker_partitions(self, broker, options, first):
         narrowing = self.narrowing
         topics = None if narrowing.topics is None else tuple(sorted(narrowing.topics))
-        planned = build_plan(replace(self.options, read_topics=topics))
-        if self.options.subscription_files:
+        planned = build_plan(replace(options, read_topics=topics), broker=broker, several=len(self.brokers) > 1)
+        if options.subscription_files:
             check_subscriptions(planned, self.on_subscription_error)
         plan, segments = planned.plan, planned.segments
         if narrowing.key is not None:
-            narrowing = self._with_key_offsets(plan, narrowing)
+            narrowing = self._with_key_offsets(options.store, plan, narrowing)
         parts = []
         ranges = commitlog_splits(plan)
         if plan.rebuild:  # units rebuilt from the records: splits start at records (a pass here, on the driver)
             ranges = snap_to_records(plan, ranges)
         other_units = plan.rebuild or plan.rocks is not None  # units not in the segments: every split is read
-        for index, (start, end) in enumerate(ranges):
+        for start, end in ranges:
             rows = segments.overlapping(start, end)
             if (len(rows) or other_units) and (narrowing.offsets is None or any(
                     start <= o < end for o in narrowing.offsets)):
-                parts.append(SplitPartition(index, start, end, SplitRead(plan, segments.take(rows), narrowing)))
+                job = SplitRead(plan, segments.take(rows), narrowing)
+                parts.append(SplitPartition(first + len(parts), start, end, job))
         return parts
 
-    def _with_key_offsets(self, plan, narrowing):
+    def _with_key_offsets(self, store, plan, narrowing):
         """The narrowing with the commit-log offsets of the messages that carry its key, found through the
         store's index/ files (a scan of the commit log where there is none: schemas/key_lookup.py)."""
-        fs, root = storefs.resolve(self.options.store)
+        fs, root = storefs.resolve(store)
         window = (narrowing.since, narrowing.until) if narrowing.timed else None
         found = find_key_units(fs, root, plan.log, [narrowing.key], topics=narrowing.topics, window=window)
         return replace(narrowing, offsets=frozenset(found.column("commitlog_offset").to_pylist()))

@@ -56,7 +56,7 @@ def _warn_of_null_bodies(out):
 
 def _rows(plan, topic, units, messages, out, schema):
     """The rows of one topic's batch, with the groups each reaches when the plan has subscriptions."""
-    cols = {"topic": units.column("topic")}
+    cols = {"broker": pa.array([plan.broker] * units.num_rows, pa.string()), "topic": units.column("topic")}
     cols.update((name, column) for name, column in message_columns(messages, units).items() if name in schema.names)
     if "delivered_to" in schema.names:
         decision = decide_topic(plan, topic, units, messages)

@@ -107,6 +107,7 @@ def test_one_dataframe_asked_many_questions_answers_each_as_rocketmq(
     """A user reuses one DataFrame: each answer equals RocketMQ's whatever was asked before it (Spark 4.3 reused
     the read planned for `topic = '订单Topic'` for the next `count()`: 680 rows of 5,000 on a held-back store),
     with Spark's Python filter pushdown on or off."""
+    register(spark)
     spark.conf.set("spark.sql.python.filterPushdown.enabled", pushdown)
     try:
         df = spark.read.format("rocketmq").option("withBody", "false").load(str(store_a / "store"))
@@ -119,6 +120,7 @@ def test_one_dataframe_asked_many_questions_answers_each_as_rocketmq(
 
 def test_one_dataframe_twice_in_one_query_reads_each_side_whole(spark, store_a, store_a_messages):
     """A self-join of two differently filtered sides of one DataFrame: each side keeps its own rows."""
+    register(spark)
     df = spark.read.format("rocketmq").option("withBody", "false").load(str(store_a / "store"))
     plain = df.where("topic = '订单Topic'").select("msg_id", F.col("queue_offset").alias("a"))
     early = df.where("queue_offset < 5").select("msg_id", F.col("queue_offset").alias("b"))
@@ -328,3 +330,19 @@ def test_key_option_reads_the_messages_carrying_the_key_through_the_index(spark,
         want = sorted((m["topic"], m["queueId"], m["queueOffset"]) for m in store_a_messages
                       if key in m["properties"].get("KEYS", "").split(" ") or m["properties"].get("UNIQ_KEY") == key)
         assert got == want and want, key
+
+
+def test_brokers_option_reads_a_cluster_each_row_naming_its_broker(spark, store_cluster):
+    """Both brokers' queues start at 0: only the broker column tells their rows apart; the groups each row reaches
+    are its own broker's read path's (expected_cluster.json)."""
+    register(spark)
+    brokers = ",".join(f"{b}={store_cluster / b / 'store'}" for b in ("broker-a", "broker-b"))
+    df = spark.read.format("rocketmq").option("withBody", "false").option("brokers", brokers) \
+        .option("subscriptions", str(store_cluster / "registrations.json")).load()
+    delivered = {tuple(r) for r in df.select("broker", F.explode("delivered_to"), *KEY).collect()}
+    expected = json.loads((store_cluster / "expected_cluster.json").read_text(encoding="utf-8"))
+    assert delivered == {(r["broker"], g, t, r["queueId"], r["queueOffset"]) for g, topics in expected.items()
+                         for t, rows in topics.items() for r in rows}
+    assert len({d[1:] for d in delivered}) < len(delivered)  # (group, topic, queue, offset) alone collide
+    with pytest.raises(Exception, match="option path: give one store"):
+        spark.read.format("rocketmq").option("brokers", brokers).load(str(store_cluster / "broker-a" / "store"))
