@@ -25,6 +25,7 @@ import glob
 import json
 import os
 import random
+import resource
 import subprocess
 import sys
 import threading
@@ -294,12 +295,15 @@ def run_job(store, subs, sink, out, *extra, env=None):
         warm_page_cache(store)
     rss = PeakRss()
     rss.start()
-    t = time.time()
+    t, cpu = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
     spark_submit("jobs/replay.py", "--store", store, "--out", out, "--subscriptions", subs, "--sink", sink,
                  "--no-retry", *extra, env=env)
-    wall = time.time() - t
+    wall, done = time.time() - t, resource.getrusage(resource.RUSAGE_CHILDREN)
     rss.stop = True
     rss.join()
+    # CPU-seconds of the whole spark-submit (JVM, driver, daemon, workers; start-up included): on a machine
+    # that others load, job_seconds measures the share of the cores the job got, this what it used
+    rss.peak["cpu_seconds"] = done.ru_utime + done.ru_stime - cpu.ru_utime - cpu.ru_stime
     summary = json.load(open(os.path.join(out, "summary.json")))
     return wall, summary.get("job_seconds", wall), rss.peak, summary.get("outputs", {})
 
@@ -376,6 +380,7 @@ def in_process(store, sample_rows=100000):
     unit_topics = units.column("topic").to_numpy(zero_copy_only=False)
     fs = storefs.resolve(store)[0]
     decoded, t_read, t_decode, t_decode_job, t_dispatch = 0, 0.0, 0.0, 0.0, 0.0
+    cpu_decode = 0.0  # this thread's CPU-seconds of the same decode (the anchor reports its thread's too)
     bloom = BloomFilter()
     regs = [c for c in plan.subscriptions if c.sql is not None]
     sample = None
@@ -396,10 +401,11 @@ def in_process(store, sample_rows=100000):
         buf = storefs.read_range(fs, path, first, min(last + (64 << 10), length) - first)
         int(buf[::4096].sum())
         t_read += (time.perf_counter() - t) * timed
-        t = time.perf_counter()  # as Java's figure: every record in commit-log order (in the job's batch size)
+        t, c = time.perf_counter(), time.thread_time()  # as Java's: every record in commit-log order (job batches)
         for i in range(0, len(part), BATCH_ROWS):
             decode_records(buf, in_log_order[i:i + BATCH_ROWS] - first, start + first, path)
         t_decode += (time.perf_counter() - t) * timed
+        cpu_decode += (time.thread_time() - c) * timed
         t = time.perf_counter()  # as the job does: each topic's records (every third or so) in batches
         bounds = np.r_[0, np.flatnonzero(topics[1:] != topics[:-1]) + 1, len(part)]
         batches = [(topics[lo], decode_records(buf, part[i:min(i + BATCH_ROWS, hi)] - first, start + first, path))
@@ -421,7 +427,7 @@ def in_process(store, sample_rows=100000):
     t = time.perf_counter()
     sql_outcomes(expr, sample)
     t_vec = time.perf_counter() - t
-    return decoded, t_read, t_decode, t_decode_job, t_dispatch, len(sample), t_row, t_vec, units.num_rows
+    return decoded, t_read, t_decode, t_decode_job, t_dispatch, len(sample), t_row, t_vec, units.num_rows, cpu_decode
 
 
 def run_s3(args):
@@ -645,6 +651,9 @@ def main(argv=None):
     p.add_argument("--units", action="store_true",
                    help="units from the consume-queue files, rebuilt from the commit log, from a RocksDB (issue 26)")
     p.add_argument("--iceberg", action="store_true", help="the Iceberg sink against the Parquet sink (issue 28)")
+    p.add_argument("--ratios", action="store_true",
+                   help="the side-by-side figures only: the anchor, decode, the noop and Parquet (normalized) jobs; "
+                        "no wide layout, tenth or window runs")
     args = p.parse_args(argv)
     for asked, run, messages in ((args.iceberg, run_iceberg, 3_000_000), (args.units, run_units, 3_000_000),
                                  (args.dledger, run_dledger, 3_000_000), (args.s3, run_s3, 300_000),
@@ -664,9 +673,14 @@ def main(argv=None):
               f"{java['read_path_seconds_median']:.2f} s); decode {java['decode_msgs_per_s']:,} msg/s "
               f"({java['decode_records']:,} records in {java['decode_seconds_median']:.2f} s); wall "
               f"{anchor['bench_wall_seconds']:.0f} s")
+        cpu = sorted(p["thread_cpu_seconds"] for p in anchor["read_passes"] if p["timed"])
+        java_per_cpu = java["group_units"] / cpu[len(cpu) // 2]
+        print(f"    its thread's CPU: {cpu[len(cpu) // 2]:.2f} s a pass (median) = {java_per_cpu:,.0f} group-units per "
+              f"CPU-s; load average before and after the passes: {anchor['read_passes'][1]['loadavg_before']} / "
+              f"{anchor['read_passes'][-1]['loadavg_after']}")
     else:
         print(f"NO RocketMQ ANCHOR: {why}; absolute figures only")
-    n, t_read, t_dec, t_dec_job, t_disp, n_sample, t_row, t_vec, units = in_process(store)
+    n, t_read, t_dec, t_dec_job, t_disp, n_sample, t_row, t_vec, units, cpu_dec = in_process(store)
     group_units = units * len(groups) // len(TOPICS)
     print(f"\nworkload: {n:,} messages, {units:,} consume-queue units, {len(groups) // len(TOPICS)} groups "
           f"on each of {len(TOPICS)} topics = {group_units:,} group-units; {CORES} cores"
@@ -674,6 +688,11 @@ def main(argv=None):
     rate = n / t_dec
     print(f"decode (one core):   {rate:,.0f} msg/s{ratio_text(rate, java.get('decode_msgs_per_s'))}; "
           f"every record in commit-log order, as the anchor's")
+    if anchor:
+        cpu = sorted(p["thread_cpu_seconds"] for p in anchor["decode_passes"] if p["timed"])
+        print(f"    per CPU-second of the thread: {n / cpu_dec:,.0f} msg/s against the anchor's "
+              f"{java['decode_records'] / cpu[len(cpu) // 2]:,.0f} = "
+              f"{n / cpu_dec / (java['decode_records'] / cpu[len(cpu) // 2]):.2f}x")
     rate = n / t_dec_job
     print(f"    in the job's order (a topic's records at a time): {rate:,.0f} msg/s"
           f"{ratio_text(rate, java.get('decode_msgs_per_s'))}")
@@ -682,15 +701,16 @@ def main(argv=None):
     print(f"dispatch (one core): {rate:,.0f} msg/s; 8 SQL92 filters x 3 topics + bloom bits (no anchor figure)")
     print(f"SQL92 vectorized vs row evaluator on {n_sample:,} rows: {t_row / t_vec:.1f}x "
           f"({n_sample / t_vec:,.0f} vs {n_sample / t_row:,.0f} rows/s)")
-    tenth = ensure_store(args.messages // 10, args.seed) if not args.no_tenth else None
+    tenth = ensure_store(args.messages // 10, args.seed) if not (args.no_tenth or args.ratios) else None
     if not glob.glob(os.path.join(ROOT, "build", "jvm", "spark-*.jsa")):
         # the venv's spark-submit writes its class-data archive at the end of its first job run, which
         # adds some 15 s to that run's wall time: make it on an untimed run
         print("(one untimed run first: it writes the JVM's class-data archive)")
         run_job(tenth or ensure_store(100000, args.seed), subs, "noop",
                 os.path.join(ROOT, "build", "bench", "out-archive"))
-    runs = [("parquet", "normalized", store, args.messages), ("noop", "normalized", store, args.messages),
-            ("parquet", "wide", store, args.messages)]
+    runs = [("parquet", "normalized", store, args.messages), ("noop", "normalized", store, args.messages)]
+    if not args.ratios:
+        runs.append(("parquet", "wide", store, args.messages))
     if tenth:
         runs += [("noop", "normalized", tenth, args.messages // 10),
                  ("parquet", "normalized", tenth, args.messages // 10)]
@@ -717,6 +737,12 @@ def main(argv=None):
             if layout == "normalized":
                 line += f" (target {targets[sink]:.0f}x: {'met' if ratio >= targets[sink] else 'not met'})"
         print(line)
+        cpus = sorted(r[2]["cpu_seconds"] for r in results)
+        line = (f"    CPU: {cpus[len(cpus) // 2]:.1f} CPU-s for the whole spark-submit (start-up included; median), "
+                f"{gu / cpus[len(cpus) // 2]:,.0f} group-units per CPU-s")
+        if java and size == args.messages:
+            line += f" = {gu / cpus[len(cpus) // 2] / java_per_cpu:.2f}x RocketMQ's per thread CPU-s"
+        print(line)
         if java and size == args.messages:
             print(f"    broker_delivered per (group, topic) equal to the messages RocketMQ returned: "
                   f"{delivered_agree(anchor, out)}")
@@ -727,7 +753,8 @@ def main(argv=None):
             print(f"    written {total / 1e6:,.0f} MB ({total / job / 1e6:,.1f} MB/s): {parts}")
         print(f"    peak RSS: driver JVM {peak['driver_jvm'] / 2**20:,.0f} MiB, driver Python "
               f"{peak['driver_python'] / 2**20:,.0f} MiB, Python worker {peak['python_worker'] / 2**20:,.0f} MiB")
-    window_figures(store, subs, args.messages, jobs[("noop", "normalized", args.messages)])
+    if not args.ratios:
+        window_figures(store, subs, args.messages, jobs[("noop", "normalized", args.messages)])
     for size in sorted({size for _, _, size in jobs}):
         if ("noop", "normalized", size) in jobs and ("parquet", "normalized", size) in jobs:
             print(f"parquet (normalized) / noop at {size:,} messages: "
