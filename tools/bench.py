@@ -25,7 +25,6 @@ import glob
 import json
 import os
 import random
-import resource
 import subprocess
 import sys
 import threading
@@ -238,18 +237,35 @@ def ensure_store(n, seed):
 
 
 class PeakRss(threading.Thread):
-    """Peak RSS of the JVM driver and of the Python workers, polled from /proc."""
+    """Peak RSS of the JVM driver and of the Python workers, and the CPU-seconds of them all, polled from /proc:
+    only this process's descendants (the spark-submit it runs), not the other Spark jobs of a shared machine.
+    CPU is each process's utime + stime at its last poll (a process's children are counted only once reaped,
+    and PySpark's daemon and workers outlive the JVM's wait), so a run's last 0.2 s may be missed."""
 
     def __init__(self):
         super().__init__(daemon=True)
         self.peak = {"driver_jvm": 0, "driver_python": 0, "python_worker": 0}
+        self.cpu = {}  # pid -> CPU-seconds at its last poll
         self.stop = False
 
     def run(self):
+        tick = os.sysconf("SC_CLK_TCK")
         while not self.stop:
+            parents, stats = {}, {}
             for pid in os.listdir("/proc"):
-                if not pid.isdigit():
+                if pid.isdigit():
+                    try:
+                        stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+                    except OSError:
+                        continue
+                    parents[int(pid)], stats[int(pid)] = int(stat[1]), stat
+            for pid, stat in stats.items():
+                up = pid
+                while up in parents and up != os.getpid():
+                    up = parents[up]
+                if up != os.getpid() or pid == os.getpid():
                     continue
+                self.cpu[pid] = (int(stat[11]) + int(stat[12])) / tick
                 try:
                     cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ")
                     rss = int(next(line.split()[1] for line in open(f"/proc/{pid}/status")
@@ -295,15 +311,15 @@ def run_job(store, subs, sink, out, *extra, env=None):
         warm_page_cache(store)
     rss = PeakRss()
     rss.start()
-    t, cpu = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.time()
     spark_submit("jobs/replay.py", "--store", store, "--out", out, "--subscriptions", subs, "--sink", sink,
                  "--no-retry", *extra, env=env)
-    wall, done = time.time() - t, resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = time.time() - t
     rss.stop = True
     rss.join()
     # CPU-seconds of the whole spark-submit (JVM, driver, daemon, workers; start-up included): on a machine
     # that others load, job_seconds measures the share of the cores the job got, this what it used
-    rss.peak["cpu_seconds"] = done.ru_utime + done.ru_stime - cpu.ru_utime - cpu.ru_stime
+    rss.peak["cpu_seconds"] = sum(rss.cpu.values())
     summary = json.load(open(os.path.join(out, "summary.json")))
     return wall, summary.get("job_seconds", wall), rss.peak, summary.get("outputs", {})
 
