@@ -61,7 +61,7 @@ sample: $(SAMPLE_STORE)/.complete ## generate the sample store (seeded) when it 
 run: $(STAMP) $(SAMPLE_STORE)/.complete ## replay the sample store on local Spark and print the summary
 	@$(JAVA_ENV) && bash tools/run_sample.sh "$(SAMPLE_STORE)" "$(RUN_OUT)"
 
-bench: $(STAMP) ## benchmark against RocketMQ's Java figures (generates a 3M-message store once; BENCH_ARGS=--messages N)
+bench: $(STAMP) ## the job side by side with RocketMQ's read path (generates a 3M-message store once; BENCH_ARGS=--ratios)
 	@$(JAVA_ENV) && $(VPY) tools/bench.py $(BENCH_ARGS)
 
 lint: $(STAMP) ## flake8 and isort checks

@@ -17,7 +17,7 @@ from schemas.arrow_schemas import MESSAGE_SCHEMA
 from schemas.columns import gather_bytes, slices_to_binary, to_utf8
 from schemas.errors import CorruptStoreError, UnsupportedStoreError
 from schemas.hosts import format_hosts
-from schemas.properties import parse_properties
+from schemas.properties import parse_properties, parse_properties_at
 from schemas.tag_codes import tags_code_array
 
 _SIZE_MAGIC = struct.Struct(">ii")
@@ -73,8 +73,11 @@ def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True,
     sys_flag = f["sys_flag"]
     born_v6 = (sys_flag & L.BORNHOST_V6) != 0
     store_v6 = (sys_flag & L.STOREHOST_V6) != 0
-    properties_raw = to_utf8(slices_to_binary(buf, f["properties_at"], f["properties_length"]))
-    properties, named = parse_properties(properties_raw, extract=("TAGS", "KEYS"))
+    if raw:
+        properties_raw = to_utf8(slices_to_binary(buf, f["properties_at"], f["properties_length"]))
+        properties, named = parse_properties(properties_raw, extract=("TAGS", "KEYS"))
+    else:  # split where they lie in buf: no string column of the blobs
+        properties, named = parse_properties_at(buf, f["properties_at"], f["properties_length"], ("TAGS", "KEYS"))
     stored_body = slices_to_binary(buf, f["body_at"], f["body_length"]) if (with_body or raw) else None
     tags = named["TAGS"]
     columns = {

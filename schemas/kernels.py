@@ -212,14 +212,18 @@ def next_piece(data, pos, end):
 
 
 @numba.njit(**_JIT)
-def _split_properties(data, offsets, names, name_lens):
+def _split_properties(data, starts, ends, names, name_lens):
     """RocketMQ 4.9.x string2messageProperties over every blob, copying keys and values into Arrow
     buffers during the scan (the bytes are hot): pieces split on \\x02, a piece kept when a non-empty name
     precedes its first \\x01 and a non-empty value follows. Also the piece index of each name in `names`
     per blob. A repeated name within a blob is copied too and marked in `first_of` (the piece of its
-    first occurrence); `split_properties` then keeps the first position with the last value."""
-    n = len(offsets) - 1
-    total = offsets[n] - offsets[0]
+    first occurrence); `split_properties` then keeps the first position with the last value. Blob `row` is
+    data[starts[row]:ends[row]] (a string column's offsets, or fields of records in a commit-log buffer);
+    `high` ORs every byte copied, so that below 0x80 says the keys and values are ASCII (valid UTF-8)."""
+    n = len(starts)
+    total = 0
+    for row in range(n):
+        total += ends[row] - starts[row]
     cap = total // 3 + 1  # a kept piece holds at least a name byte, \\x01 and a value byte
     k_off = np.empty(cap + 1, np.int32)
     v_off = np.empty(cap + 1, np.int32)
@@ -234,10 +238,11 @@ def _split_properties(data, offsets, names, name_lens):
     ko = 0
     vo = 0
     repeats = False
+    high = 0
     for row in range(n):
         first = m
-        pos = offsets[row]
-        end = offsets[row + 1]
+        pos = starts[row]
+        end = ends[row]
         while pos < end:
             kv, stop = next_piece(data, pos, end)
             if kv > pos and kv < stop - 1:
@@ -254,33 +259,39 @@ def _split_properties(data, offsets, names, name_lens):
                             named[t, row] = m
                 for b in range(klen):
                     k_data[ko + b] = data[pos + b]
+                    high |= data[pos + b]
                 ko += klen
                 for b in range(kv + 1, stop):
                     v_data[vo] = data[b]
+                    high |= data[b]
                     vo += 1
                 m += 1
                 k_off[m] = ko
                 v_off[m] = vo
             pos = stop + 1
         map_offsets[row + 1] = m
-    return k_off[:m + 1], k_data[:ko], v_off[:m + 1], v_data[:vo], map_offsets, named, first_of[:m], repeats
+    return k_off[:m + 1], k_data[:ko], v_off[:m + 1], v_data[:vo], map_offsets, named, first_of[:m], repeats, high
 
 
-def split_properties(data, offsets, names=()):
-    """(keys, values, map_offsets, {name: entry index per blob, -1 if absent}) of the blobs in `data`
-    between `offsets`: keys and values as string arrays (not validated: the caller validated the blobs)."""
+def split_properties(data, offsets, names=(), ends=None):
+    """(keys, values, map_offsets, {name: entry index per blob, -1 if absent}, ascii) of the blobs in `data`
+    between `offsets` (or, with `ends`, at data[offsets[i]:ends[i]]): keys and values as string arrays, not
+    validated (ascii: every byte of them is below 0x80; else the caller validates the blobs or them)."""
+    starts = np.asarray(offsets, np.int64)
+    if ends is None:
+        starts, ends = starts[:-1], starts[1:]
     widths = np.array([len(x.encode()) for x in names], np.int64)
     table = np.zeros((len(names), max([1] + list(widths))), np.uint8)
     for t, name in enumerate(names):
         table[t, :widths[t]] = np.frombuffer(name.encode(), np.uint8)
-    k_off, k_data, v_off, v_data, map_offsets, named, first_of, repeats = _split_properties(
-        data, np.asarray(offsets, np.int64), table, widths)
+    k_off, k_data, v_off, v_data, map_offsets, named, first_of, repeats, high = _split_properties(
+        data, starts, np.asarray(ends, np.int64), table, widths)
     m = len(k_off) - 1
     keys = pa.Array.from_buffers(pa.string(), m, [None, pa.py_buffer(k_off), pa.py_buffer(k_data)])
     values = pa.Array.from_buffers(pa.string(), m, [None, pa.py_buffer(v_off), pa.py_buffer(v_data)])
     if repeats:  # rare (a producer sending a map): keep each name's first position and its last value
         keys, values, map_offsets, named = _last_value_wins(keys, values, map_offsets, named, first_of)
-    return keys, values, map_offsets, dict(zip(names, named))
+    return keys, values, map_offsets, dict(zip(names, named)), high < 0x80
 
 
 def _last_value_wins(keys, values, map_offsets, named, first_of):

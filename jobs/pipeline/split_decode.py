@@ -1,6 +1,8 @@
 """Decoding a split's records under the corruption policy: every unit's record read and checked (magic,
 size, topic, queue and offset agree with the unit; body CRC on request); damaged ones fail the run or are
 audited and left out (--on-corrupt skip), each with its reason."""
+from contextlib import contextmanager
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -78,7 +80,7 @@ def decode_messages(plan, units, out):
     keep = ~bad
     lo = int(rel[keep].min()) - head if keep.any() else 0  # a DLedger entry's header is read with its record
     hi = int((rel + sizes)[keep].max()) if keep.any() else 0
-    buf = storefs.read_range(plan_fs(plan), path, lo, hi - lo) if keep.any() else np.zeros(0, np.uint8)
+    buf = _read(plan, path, lo, hi - lo) if keep.any() else np.zeros(0, np.uint8)
     starts = rel - lo
     if head and keep.any():
         keep = _entry_headers_ok(plan, out, units, found, buf, starts, offsets, sizes, keep)
@@ -108,7 +110,7 @@ def decode_messages(plan, units, out):
         decoded, idx, inverse = _decode_one_by_one(plan, buf, np.unique(starts[idx]), starts, idx, file_start + lo,
                                                    path, units, out)
     messages = decoded if inverse is None else decoded.take(pa.array(inverse.reshape(-1)))
-    sel = units.take(pa.array(idx))
+    sel = units if len(idx) == units.num_rows else units.take(pa.array(idx))  # idx ascends: all rows, in order
     if plan.verify_crc and "stored_body" in messages.column_names:
         crc_ok = _crc_ok(messages)
         _corrupt(plan, out, sel, np.flatnonzero(~crc_ok), CRC_MISMATCH, path)
@@ -241,6 +243,42 @@ class _Held:
 
 
 _FS = {}
+_HELD = {}  # commit-log path -> (start, bytes) of the split a task is decoding (held_split)
+
+
+@contextmanager
+def held_split(plan, units):
+    """The byte range all of a split's units point into, mapped once while the task decodes it (local files).
+
+    A split's batches (a topic's units at a time) each span most of the split, and a fresh mapping of a range
+    faults its pages in again: with one batch mapping after another the task faulted its split's pages in
+    some four times (measured: a decode pass over a range mapped fresh 0.42 s per GiB, over one mapped
+    already 0.25 s). Each batch's range is then a view of this one. Units that point into more than one file
+    or outside it (damaged ones) hold nothing: each batch maps its own range, as without this."""
+    fs = plan_fs(plan)
+    found = plan.log.file_at(int(pc.min(units.column("commitlog_offset")).as_py())) if units.num_rows else None
+    if found is None or not storefs.is_local(fs):
+        yield
+        return
+    rel = units.column("commitlog_offset").to_numpy() - found.start
+    ends = rel + units.column("size").to_numpy().astype(np.int64)
+    if (rel < found.header_size).any() or (ends > found.length).any():
+        yield
+        return
+    lo = int(rel.min()) - found.header_size
+    _HELD[found.path] = (lo, storefs.read_range(fs, found.path, lo, int(ends.max()) - lo))
+    try:
+        yield
+    finally:
+        _HELD.pop(found.path, None)
+
+
+def _read(plan, path, lo, n):
+    """Bytes [lo, lo + n) of a commit-log file: a view of the split held mapped, else read (mapped) now."""
+    held = _HELD.get(path)
+    if held is not None and held[0] <= lo and lo + n <= held[0] + len(held[1]):
+        return held[1][lo - held[0]:lo - held[0] + n]
+    return storefs.read_range(plan_fs(plan), path, lo, n)
 
 
 def plan_fs(plan):

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from filtering.decision import in_scope
 from filtering.topic_replay import counters_table, replay_topic
-from jobs.pipeline.split_decode import check_ext, decode_messages, inflated
+from jobs.pipeline.split_decode import check_ext, decode_messages, held_split, inflated
 from jobs.pipeline.window import Window
 from schemas.columns import batch_bounds, one_array
 
@@ -59,15 +59,16 @@ def decoded_topics(plan, units, out):
     check_ext(plan, units, out)
     runs = np.flatnonzero(codes[1:] != codes[:-1]) + 1
     sizes = units.column("size").to_numpy()
-    for start, end in zip(np.r_[0, runs], np.r_[runs, len(codes)]):
-        for lo, hi in batch_bounds(sizes[start:end], BATCH_ROWS, BATCH_BYTES) + start:
-            messages, batch = decode_messages(plan, units.slice(lo, hi - lo), out)
-            if batch.num_rows:
-                messages, batch = _in_window(plan, messages, batch)
-            if batch.num_rows:
-                for messages, batch in inflated(plan, messages, batch, out, BATCH_BYTES):
-                    if batch.num_rows:
-                        yield names[codes[lo]], batch, messages
+    with held_split(plan, units):  # the split's bytes mapped once, for all its batches
+        for start, end in zip(np.r_[0, runs], np.r_[runs, len(codes)]):
+            for lo, hi in batch_bounds(sizes[start:end], BATCH_ROWS, BATCH_BYTES) + start:
+                messages, batch = decode_messages(plan, units.slice(lo, hi - lo), out)
+                if batch.num_rows:
+                    messages, batch = _in_window(plan, messages, batch)
+                if batch.num_rows:
+                    for messages, batch in inflated(plan, messages, batch, out, BATCH_BYTES):
+                        if batch.num_rows:
+                            yield names[codes[lo]], batch, messages
 
 
 def _in_window(plan, messages, units):

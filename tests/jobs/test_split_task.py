@@ -264,3 +264,27 @@ def test_a_batch_is_decoded_only_when_the_one_before_was_handed_on(store_a, monk
     assert len(calls) == 1
     next(batches)
     assert len(calls) == 2
+
+
+def test_a_split_s_bytes_are_mapped_once_for_all_its_batches_and_let_go_after(store_a, monkeypatch):
+    """Every batch of a split reads a view of one mapping of the split's range (a fresh mapping per batch
+    faulted the split's pages in again for each); the mapping is dropped when the split is done."""
+    import jobs.pipeline.split_decode as decode
+    import jobs.pipeline.split_task as task
+    from jobs.pipeline.split_task import Pieces, decoded_topics
+    from jobs.pipeline.split_units import commitlog_splits, split_units
+
+    monkeypatch.setattr(task, "BATCH_ROWS", 100)
+    reads = []
+    read_range = decode.storefs.read_range
+    monkeypatch.setattr(decode.storefs, "read_range", lambda fs, path, *a: (
+        "/commitlog/" in path and reads.append(tuple(a))) or read_range(fs, path, *a))
+    planned = build_plan(JobOptions(store=str(store_a / "store"),
+                                    subscription_files=(str(store_a / "registrations.json"),)))
+    start, end = commitlog_splits(planned.plan)[0]
+    units = split_units(planned.plan, planned.segments, start, end).units
+    offsets, sizes = units.column("commitlog_offset").to_numpy(), units.column("size").to_numpy()
+    batches = list(decoded_topics(planned.plan, units, Pieces()))
+    assert len(batches) > 10 and sum(b[1].num_rows for b in batches) == units.num_rows
+    assert reads == [(int(offsets.min()), int((offsets + sizes).max() - offsets.min()))]  # one file from 0
+    assert decode._HELD == {}

@@ -1,9 +1,10 @@
 """The vectorized properties parser agrees with the plain reference on any blob."""
+import numpy as np
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas.properties import parse_properties
+from schemas.properties import parse_properties, parse_properties_at
 
 pieces = st.lists(st.sampled_from(["a", "TAGS", "KEYS", "é", "杭州", "\x01", "\x02", "", "x\x01y", "b\x01"]),
                   max_size=12).map("".join)
@@ -65,3 +66,49 @@ def test_reference_and_vectorized_parse_give_rocketmqs_properties_of_store_a(sto
     assert len(blobs) == len(want) == 3000
     assert [properties_reference(b) for b in blobs.to_pylist()] == want
     assert [dict(p) for p in parse_properties(blobs).to_pylist()] == want
+
+
+def _in_a_buffer(blobs):
+    """The blobs (bytes) laid in one buffer with a gap between them, as properties lie in commit-log records:
+    (buffer, starts, lengths)."""
+    buf, starts = b"", []
+    for blob in blobs:
+        buf += b"\xff\x00gap"
+        starts.append(len(buf))
+        buf += blob
+    return np.frombuffer(buf + b"tail", np.uint8), np.array(starts, np.int64), np.array([len(b) for b in blobs])
+
+
+def test_properties_split_where_they_lie_equal_the_string_column_s():
+    blobs = ["a\x011\x02region\x01\x02\x01x\x02TAGS\x01T", "", "KEYS\x01k1 k2\x02TAGS\x01t\x02TAGS\x01u",
+             "名字\x01值\x02TAGS\x01标签", "k\x01v\x01w\x02\x02x"]
+    buf, starts, lengths = _in_a_buffer([b.encode() for b in blobs])
+    props, named = parse_properties_at(buf, starts, lengths, extract=("TAGS", "KEYS"))
+    want, want_named = parse_properties(pa.array(blobs, pa.string()), extract=("TAGS", "KEYS"))
+    assert props.equals(want)
+    assert named["TAGS"].to_pylist() == ["T", None, "u", "标签", None] == want_named["TAGS"].to_pylist()
+    assert named["KEYS"].equals(want_named["KEYS"])
+
+
+def test_invalid_utf8_in_a_kept_value_is_replaced_as_java_s_new_string_does():
+    """A value with bytes that are not UTF-8: the blobs are then decoded as parse_properties decodes them
+    (U+FFFD for each bad sequence, as `new String(bytes, UTF_8)`); a bad byte in a dropped piece changes nothing."""
+    blobs = [b"a\x01ok\x02b\x01bad\xff\xfe", b"c\x01fine\x02\x01dropped\xff", b"TAGS\x01T"]
+    buf, starts, lengths = _in_a_buffer(blobs)
+    props, named = parse_properties_at(buf, starts, lengths, extract=("TAGS",))
+    assert props.to_pylist() == [[("a", "ok"), ("b", "bad\ufffd\ufffd")], [("c", "fine")], [("TAGS", "T")]]
+    assert named["TAGS"].to_pylist() == [None, None, "T"]
+    clean = [b"c\x01fine\x02\x01dropped\xff", b"d\x01\xc3\xa9"]  # the bad byte dropped; a valid 2-byte letter
+    buf, starts, lengths = _in_a_buffer(clean)
+    assert parse_properties_at(buf, starts, lengths).to_pylist() == [[("c", "fine")], [("d", "é")]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(pieces, max_size=20))
+def test_split_where_they_lie_equals_the_string_column_s_on_any_blobs(blobs):
+    buf, starts, lengths = _in_a_buffer([b.encode() for b in blobs])
+    props, named = parse_properties_at(buf, starts, lengths, extract=("TAGS", "KEYS"))
+    want, want_named = parse_properties(pa.array(blobs, pa.string()), extract=("TAGS", "KEYS"))
+    assert props.to_pylist() == want.to_pylist()
+    assert named["TAGS"].to_pylist() == want_named["TAGS"].to_pylist()
+    assert named["KEYS"].to_pylist() == want_named["KEYS"].to_pylist()
