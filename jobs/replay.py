@@ -11,7 +11,6 @@ stopped; 2 usage (bad arguments, names that match nothing, an existing OUT, an O
 --on-corrupt skip (see OUT/audit/corrupt); 5 the job failed for another reason (a crashed worker, out of
 memory, spark-submit's JVM killed); 128 + N stopped by signal N (143: SIGTERM), nothing published.
 """
-import argparse
 import json
 import logging
 import os
@@ -20,18 +19,26 @@ import sys
 
 if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __name__ == "__main__" and "--version" in sys.argv[1:]:  # answered before the job's modules (numba) load
+    from jobs.version import package_version
+
+    print(f"mqreplay {package_version()}")
+    sys.exit(0)
 
 from jobs.cli import (  # noqa: E402
     add_commitlog_argument,
     add_subscription_arguments,
+    add_version_argument,
+    check_arguments,
     commitlog_dirs,
+    OneLineParser,
     print_quietly,
     subscription_options,
 )
 from jobs.errors import UsageError, carried, outcome  # noqa: E402
 from jobs.pipeline.plan import build_plan  # noqa: E402
 from jobs.pipeline.window import add_window_arguments, window_of  # noqa: E402
-from jobs.run import lifecycle, outputs  # noqa: E402
+from jobs.run import console, lifecycle, outputs  # noqa: E402
 from jobs.run.iceberg_sink import (  # noqa: E402
     committed_offsets,
     overlaps,
@@ -40,15 +47,16 @@ from jobs.run.iceberg_sink import (  # noqa: E402
     target_of,
 )
 from jobs.run.progress import MODES, open_progress  # noqa: E402
-from jobs.run.summary import exit_code, summary_table  # noqa: E402
+from jobs.run.summary import exit_code, summary_notes, summary_table  # noqa: E402
 from jobs.settings import CHOICES, job_options, load_settings  # noqa: E402
-from schemas.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ReplayError  # noqa: E402
+from schemas.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ConfigError, ReplayError  # noqa: E402
 
 log = logging.getLogger("mqreplay")
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="replay.py", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="replay.py", description=__doc__.splitlines()[0])
+    add_version_argument(p)
     p.add_argument("--store", required=True, help="the broker's storePathRootDir (path or URI)")
     p.add_argument("--out", required=True, help="output directory (path or URI); must not exist")
     add_commitlog_argument(p)
@@ -145,11 +153,11 @@ def spark_cause(exc):
 def _prepare(args, progress):
     """Settings, options, OUT's claim and checks, and the plan: everything that can fail before Spark
     starts. The claim comes before the plan: a second run on the same OUT refuses at once."""
-    settings = load_settings(args.conf)
+    settings = settings_of(args)
     iceberg = iceberg_target(args)
     options = options_from(args, settings)
     progress.set_phase("claiming OUT")
-    run = outputs.OutputRun(args.out, args.overwrite, args.clean_stale)
+    run = outputs.OutputRun(args.out, args.overwrite, args.clean_stale, run=args.run)
     if run.stale and args.clean_stale:
         print(f"removed {len(run.stale)} leftover temporary output(s): {', '.join(run.stale)}", file=sys.stderr)
     elif run.stale:
@@ -164,6 +172,15 @@ def _prepare(args, progress):
     except BaseException:
         run.abandon()
         raise
+
+
+def settings_of(args):
+    """The job settings of --conf (or conf/replay.json): the caller's file, so a typo or malformed JSON in it
+    is a usage error (exit 2)."""
+    try:
+        return load_settings(args.conf)
+    except ConfigError as exc:
+        raise UsageError(f"--conf {exc}") from None
 
 
 def iceberg_target(args):
@@ -194,25 +211,47 @@ def check_tables(target, store, ranges, clean_stale):
 
 
 def main(argv=None):
+    console.use_diagnostics_stream()  # before the handlers below take sys.stderr
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger().handlers[0].setLevel(logging.INFO)  # the console; the run's log file takes DEBUG
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines would follow the summary
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)  # a line per column it has no statistics of (add_files)
     try:
         args = parse_args(argv)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else EXIT_OK
+    try:  # the caller's mistakes, before a log file or anything else is made (one line, exit 2)
+        check_arguments(args)
+        window_of(args)
+        settings_of(args)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    args.run, log_file = console.run_identity()
+    handler = console.open_log(args.run, log_file)
+    print(f"log: {log_file} (run {args.run})", file=sys.stderr, flush=True)
+    log.debug("replay.py %s", " ".join(sys.argv[1:] if argv is None else map(str, argv)))
+    try:
+        return _logged(args)
+    finally:
+        console.close_log(handler)
+
+
+def _logged(args):
     lifecycle.stop_on_signals()
     progress = open_progress(args.progress).start()
     try:
-        return _main(args, progress)
+        code = _main(args, progress)
     except Exception as exc:  # noqa: BLE001 - every error ends the run with its exit code (jobs/errors.py)
         code, message = outcome(exc)
-        if not isinstance(exc, ReplayError):
-            log.debug("the run failed", exc_info=True)
+        log.debug("the run failed", exc_info=True)
+        log.debug("exit %d: %s", code, message)
         print(f"error: {message}", file=sys.stderr)
         return code
     finally:
         progress.stop()
+    log.debug("exit %d", code)
+    return code
 
 
 def _main(args, progress):
@@ -241,6 +280,9 @@ def _main(args, progress):
         progress.stop()
         _stop_spark(spark)
     print_quietly(summary_table(summary))  # OUT is published: a stdout closed by its reader changes nothing
+    for line in summary_notes(summary):
+        print(line, file=sys.stderr)
+        log.debug("%s", line)
     if summary["corrupt_items"]:
         print(f"damaged data skipped: {summary['skipped_units']} unit(s) of the subscriptions, "
               f"{summary['corrupt_items']} item(s) audited in {args.out}/audit/corrupt/", file=sys.stderr)

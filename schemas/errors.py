@@ -23,7 +23,10 @@ class InputError(ReplayError):
 
 
 class StoreNotFound(InputError):
-    """No store where --store points, or not a broker's storePathRootDir."""
+    """No store where --store points, or not a broker's storePathRootDir: the caller's path is wrong, nothing
+    is damaged (exit 2)."""
+
+    exit_code = EXIT_USAGE
 
 
 class CorruptStoreError(InputError):

@@ -45,10 +45,10 @@ class OutputRun:
     temporary removed, the claim released). Both endings take one lock, so a kill's cleanup (jobs/run/lifecycle.py)
     never interleaves with a publish."""
 
-    def __init__(self, out, overwrite=False, clean_stale=False):
+    def __init__(self, out, overwrite=False, clean_stale=False, run=None):
         self.out, self.overwrite = str(out), overwrite
         self.fs, self.final = storefs.resolve(out)
-        self.claim = claims.acquire(out, clean_stale)
+        self.claim = claims.acquire(out, clean_stale, run)
         self.tmp_path = f"{self.final}{TMP_MARK}{self.claim.run}"
         self.tmp_uri = storefs.sibling_uri(out, TMP_MARK + self.claim.run)  # for tasks: scheme, host, query kept
         self._lock = threading.Lock()
@@ -196,6 +196,7 @@ def run_and_publish(spark, planned, run, options, sink="parquet", progress=None,
             summary["iceberg"] = {"catalog": iceberg.describe(), "namespace": iceberg.namespace,
                                   "tables": added, "commit_seconds": round(time.time() - t, 3)}
         summary["job_seconds"] = round(time.time() - started, 3)
+        summary["run"] = run.claim.run  # as _SUCCESS, the console and every line of the run's log file say
         with run.fs.open_output_stream(f"{run.tmp_path}/summary.json") as f:
             f.write(json.dumps(summary, indent=2, ensure_ascii=False, sort_keys=True).encode("utf-8"))
         with run.fs.open_output_stream(f"{run.tmp_path}/{REPORT}") as f:
