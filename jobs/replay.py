@@ -26,12 +26,12 @@ if __name__ == "__main__" and "--version" in sys.argv[1:]:  # answered before th
     sys.exit(0)
 
 from jobs.cli import (  # noqa: E402
+    OneLineParser,
     add_commitlog_argument,
     add_subscription_arguments,
     add_version_argument,
     check_arguments,
     commitlog_dirs,
-    OneLineParser,
     print_quietly,
     subscription_options,
 )

@@ -83,7 +83,7 @@ def test_a_callers_mistake_exits_2_with_one_line_naming_the_argument(store_a, tm
         "until_not_a_time": ["--store", store, *base, "--until", "yesterday"],
         "empty_out": ["--store", store, "--out", "", "--subscriptions", regs],
         "malformed_starting_offsets": ["--store", store, *base, "--starting-offsets", '{"TopicTest": {"0": 1'],
-        "oversized_offset": ["--store", store, *base, "--starting-offsets", '{"TopicTest": {"0": 9223372036854775808}}'],
+        "oversized_offset": ["--store", store, *base, "--starting-offsets", '{"TopicTest": {"0": %d}}' % (1 << 63)],
         "missing_commitlog_dir": ["--store", store, *base, "--commitlog", tmp_path / "no-commitlog"],
     }[case]
     code, stdout, stderr = run(*args)
