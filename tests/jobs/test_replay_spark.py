@@ -1,6 +1,7 @@
 """The spark-submit entry point end to end on store_a: outputs against RocketMQ's rows, summary, reruns."""
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -93,10 +94,34 @@ def test_bad_arguments_exit_2():
     assert main(["--store", "x"]) == 2
 
 
-def test_missing_store_exits_1(tmp_path):
+def test_missing_store_exits_2(tmp_path):
     from jobs.replay import main
 
-    assert main(["--store", str(tmp_path / "nope"), "--out", str(tmp_path / "out")]) == 1
+    assert main(["--store", str(tmp_path / "nope"), "--out", str(tmp_path / "out")]) == 2  # the caller's path
+
+
+def test_results_on_stdout_diagnostics_on_stderr_under_spark_submit(job_out):
+    out, proc = job_out
+    assert proc.stdout.startswith("group ")  # the table first: what a pipe takes
+    assert not [line for line in proc.stdout.splitlines() if line.startswith(("log:", "mqreplay:", "WARN"))
+                or " WARN " in line]
+    assert "log: " in proc.stderr and "group " not in proc.stderr
+
+
+def test_a_log_file_per_run_holds_its_run_id_on_its_lines_and_sparks_warnings(job_out, store_a, tmp_path):
+    out, proc = job_out
+    line = next(line for line in proc.stderr.splitlines() if line.startswith("log: "))
+    path, run = re.match(r"log: (\S+) \(run (\w+)\)", line).groups()
+    assert json.loads((out / "_SUCCESS").read_text(encoding="utf-8"))["run"] == run
+    assert json.loads((out / "summary.json").read_text(encoding="utf-8"))["run"] == run
+    lines = [x for x in open(path, encoding="utf-8").read().splitlines() if re.match(r"\d\d/\d\d/\d\d ", x)]
+    assert lines and all(f" run={run} " in x for x in lines)
+    assert any(" WARN " in x for x in lines)  # Spark's own lines, at WARN (NativeCodeLoader, Utils...)
+    second = _submit("--store", store_a / "store", "--out", tmp_path / "o2", "--groups", "G_TAG_A",
+                     "--subscriptions", store_a / "registrations.json", "--sink", "noop")
+    assert second.returncode == 0, second.stderr[-2000:]
+    other = re.search(r"^log: (\S+) \(run (\w+)\)", second.stderr, re.M).groups()
+    assert other[0] != path and other[1] != run and run not in open(other[0], encoding="utf-8").read()
 
 
 def _parts(out):
