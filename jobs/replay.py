@@ -46,6 +46,7 @@ from jobs.run.iceberg_sink import (  # noqa: E402
     stale_runs,
     target_of,
 )
+from jobs.run.lineage import Lineage  # noqa: E402
 from jobs.run.progress import MODES, open_progress  # noqa: E402
 from jobs.run.summary import exit_code, summary_notes, summary_table  # noqa: E402
 from jobs.settings import CHOICES, job_options, load_settings  # noqa: E402
@@ -231,13 +232,23 @@ def main(argv=None):
     handler = console.open_log(args.run, log_file)
     print(f"log: {log_file} (run {args.run})", file=sys.stderr, flush=True)
     log.debug("replay.py %s", " ".join(sys.argv[1:] if argv is None else map(str, argv)))
+    events = Lineage.of(args.run, lineage_stores(args.store), args.out)
+    if events is not None:
+        events.start()
     try:
-        return _logged(args)
+        return _logged(args, events)
     finally:
         console.close_log(handler)
 
 
-def _logged(args):
+def lineage_stores(store):
+    """The stores a run reads, as paths or URIs (a `NAME=URI` broker's URI)."""
+    given = store if isinstance(store, (list, tuple)) else [store]
+    return [s.split("=", 1)[1] if "=" in s and not os.path.exists(s) and "://" not in s.split("=", 1)[0] else s
+            for s in given]
+
+
+def _logged(args, events=None):
     lifecycle.stop_on_signals()
     progress = open_progress(args.progress).start()
     try:
@@ -247,10 +258,17 @@ def _logged(args):
         log.debug("the run failed", exc_info=True)
         log.debug("exit %d: %s", code, message)
         print(f"error: {message}", file=sys.stderr)
+        if events is not None:
+            events.fail(code, message)
         return code
     finally:
         progress.stop()
     log.debug("exit %d", code)
+    if events is not None:
+        if getattr(args, "summary", None) is not None:
+            events.complete(args.summary)
+        else:  # a failed Spark job (exit 5)
+            events.fail(code, getattr(args, "failure", "the job failed"))
     return code
 
 
@@ -274,11 +292,13 @@ def _main(args, progress):
         task_error = carried(exc)
         if task_error is not None:
             raise task_error from None
-        print(f"error: the job failed: {spark_cause(exc)}", file=sys.stderr)
+        args.failure = f"the job failed: {spark_cause(exc)}"
+        print(f"error: {args.failure}", file=sys.stderr)
         return EXIT_FAILED
     finally:
         progress.stop()
         _stop_spark(spark)
+    args.summary = summary  # OUT is published: the lineage's COMPLETE event counts its rows
     print_quietly(summary_table(summary))  # OUT is published: a stdout closed by its reader changes nothing
     for line in summary_notes(summary):
         print(line, file=sys.stderr)

@@ -15,12 +15,12 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.spark
 
 
-def _submit(*args):
+def _submit(*args, env=None):
     """Run `.venv/bin/spark-submit jobs/replay.py ...` as a user would (the venv-bound wrapper)."""
     submit = Path(sys.executable).parent / "spark-submit"
     cmd = [str(submit), "--master", "local[2]", str(ROOT / "jobs" / "replay.py"), *map(str, args)]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+                          env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})})
 
 
 def _parquet_rows(path):
@@ -30,9 +30,25 @@ def _parquet_rows(path):
 @pytest.fixture(scope="module")
 def job_out(store_a, tmp_path_factory):
     out = tmp_path_factory.mktemp("replay") / "out"
-    proc = _submit("--store", store_a / "store", "--out", out, "--subscriptions", store_a / "registrations.json")
+    lineage = tmp_path_factory.mktemp("lineage")
+    (lineage / "openlineage.yml").write_text(f"transport:\n  type: file\n  log_file_path: {lineage}/events.jsonl\n"
+                                             "  append: true\n", encoding="utf-8")
+    proc = _submit("--store", store_a / "store", "--out", out, "--subscriptions", store_a / "registrations.json",
+                   env={"OPENLINEAGE_CONFIG": str(lineage / "openlineage.yml")})
     assert proc.returncode == 0, proc.stderr[-3000:]
+    proc.lineage = lineage / "events.jsonl"
     return out, proc
+
+
+def test_openlineage_start_and_complete_of_the_run_name_the_store_and_its_outputs(job_out, store_a):
+    out, proc = job_out
+    start, complete = [json.loads(line) for line in proc.lineage.read_text(encoding="utf-8").splitlines()]
+    assert (start["eventType"], complete["eventType"]) == ("START", "COMPLETE")
+    assert start["run"]["runId"] == complete["run"]["runId"]
+    assert [i["name"] for i in complete["inputs"]] == [str(store_a / "store")]
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    rows = {o["name"]: o["outputFacets"]["outputStatistics"]["rowCount"] for o in complete["outputs"]}
+    assert rows[f"{out}/matched"] == summary["totals"]["client_delivered"]
 
 
 def test_matched_output_equals_expected_json(job_out, store_a_expected):
