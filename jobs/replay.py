@@ -214,7 +214,9 @@ def check_tables(target, store, ranges, clean_stale):
 def main(argv=None):
     console.use_diagnostics_stream()  # before the handlers below take sys.stderr
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger().handlers[0].setLevel(logging.INFO)  # the console; the run's log file takes DEBUG
+    for handler in logging.getLogger().handlers:  # the console: INFO; the run's log file takes the job's DEBUG
+        if type(handler) is logging.StreamHandler:
+            handler.setLevel(logging.INFO)
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines would follow the summary
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)  # a line per column it has no statistics of (add_files)
     try:

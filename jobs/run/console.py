@@ -73,19 +73,19 @@ def log_dir(env):
 
 
 def open_log(run, path, logger="mqreplay"):
-    """This run's log file for the job's own logger (DEBUG: the stacks the console leaves out), each line
-    with the run id; the Spark lines come from the JVM's appender into the same file (both append)."""
+    """This run's log file for every Python logger (the root's level, INFO) and the job's own at DEBUG (the
+    stacks the console leaves out), each line with the run id; the Spark lines come from the JVM's appender
+    into the same file (both append)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     handler = logging.FileHandler(path, mode="a", encoding="utf-8")
     handler.setFormatter(logging.Formatter(f"%(asctime)s run={run} %(levelname)s %(name)s: %(message)s",
                                            "%y/%m/%d %H:%M:%S"))
     handler.setLevel(logging.DEBUG)
-    target = logging.getLogger(logger)
-    target.addHandler(handler)
-    target.setLevel(logging.DEBUG)
+    logging.getLogger().addHandler(handler)
+    logging.getLogger(logger).setLevel(logging.DEBUG)
     return handler
 
 
-def close_log(handler, logger="mqreplay"):
-    logging.getLogger(logger).removeHandler(handler)
+def close_log(handler):
+    logging.getLogger().removeHandler(handler)
     handler.close()
