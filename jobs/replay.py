@@ -5,8 +5,9 @@
         [--from {earliest,committed}] [--since T] [--until T] [--starting-offsets JSON|FILE]
         [--ending-offsets JSON|FILE] [--groups G,...] [--topics T,...] [--conf FILE] [--no-body]
 
-Exit codes (for schedulers), one meaning each: 0 clean; 1 input damaged (store or config), the run
-stopped; 2 usage (bad arguments, names that match nothing, an existing OUT, an OUT another run holds);
+Exit codes (for schedulers), one meaning each: 0 clean; 1 input damaged (the store's files or config/),
+the run stopped; 2 usage, the caller's mistake (bad arguments, a missing or wrong kind of path, a malformed
+--conf or --subscriptions, names that match nothing, an existing OUT, an OUT another run holds);
 3 finished, but some subscriptions did not parse; 4 finished, but damaged data was skipped under
 --on-corrupt skip (see OUT/audit/corrupt); 5 the job failed for another reason (a crashed worker, out of
 memory, spark-submit's JVM killed); 128 + N stopped by signal N (143: SIGTERM), nothing published.
