@@ -139,3 +139,12 @@ def test_settings_file_shape_refused_is_named_by_its_key(store_a, tmp_path, run)
     conf.write_text(json.dumps({"on_corrupt": "ignore"}), encoding="utf-8")
     code, _, stderr = run("--store", store_a / "store", "--out", tmp_path / "out", "--conf", conf)
     assert code == 2 and "on_corrupt" in _one_error_line(stderr, "--conf")
+
+
+@pytest.mark.parametrize("flag", ["--version", "--help"])
+def test_the_venvs_spark_submit_answers_version_and_help_without_a_jvm(flag):
+    submit = Path(sys.executable).parent / "spark-submit"
+    proc = subprocess.run([str(submit), str(ROOT / "jobs" / "replay.py"), flag], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert proc.returncode == 0 and ("mqreplay " if flag == "--version" else "--store") in proc.stdout
+    assert proc.stderr == ""  # a JVM would have said something (its module warning, Spark's first lines)
