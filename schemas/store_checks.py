@@ -3,6 +3,8 @@
 Mapped files are preallocated to full size and named by their start offset, so a shorter file is a
 truncated one and a hole between names is a missing one (a hole before the first commit-log file is
 normal: retention deletes the oldest files)."""
+from dataclasses import replace
+
 from schemas import layout as L
 
 
@@ -67,3 +69,14 @@ def _odd_lengths(queue, size):
         out.append(dict(file=seg.path, offset=seg.start + min(whole, size or whole), topic=queue.topic,
                         queue_id=queue.queue_id, reason=reason))
     return out
+
+
+def without_foreign_units(layout):
+    """The layout with each consume-queue file longer than the store's read as the store's length: the whole
+    units appended past it are not the broker's (they would repeat the next file's queue offsets), and
+    layout_problems names the file."""
+    size = consume_queue_file_size(layout.queues)
+    if not size or all(s.length <= size for q in layout.queues for s in q.cq):
+        return layout
+    queues = tuple(replace(q, cq=tuple(replace(s, length=min(s.length, size)) for s in q.cq)) for q in layout.queues)
+    return replace(layout, queues=queues)

@@ -29,7 +29,7 @@ from schemas.config import (
 )
 from schemas.errors import ConfigError, CorruptStoreError
 from schemas.store import open_store
-from schemas.store_checks import consume_queue_file_size, layout_problems
+from schemas.store_checks import consume_queue_file_size, layout_problems, without_foreign_units
 
 log = logging.getLogger("mqreplay")
 
@@ -67,6 +67,7 @@ def build_plan(options):
     store does not have, --groups / --topics that match no subscription (warnings with allow_missing)."""
     layout = open_store(options.store, options.commitlog)
     problems = layout_problems(layout)
+    layout = without_foreign_units(layout)  # after the problems: they name the file as it is on disk
     config = load_store_config_uri(options.store, config_files(options), options.on_corrupt, problems)
     stored = _stored_sql92(config, problems)
     regs = _user_registrations(options)

@@ -249,10 +249,15 @@ def test_bytes_appended_to_one_consume_queue_file_are_blamed_on_that_file_only(d
     assert _matched(result) == set(store_a_expected[0])  # its 300 whole units are the broker's: nothing lost
 
 
-def test_a_consume_queue_file_longer_by_whole_units_is_blamed_on_itself(damaged, store_a):
+def test_a_consume_queue_file_longer_by_whole_units_is_blamed_on_itself_and_its_extra_units_unread(
+        damaged, store_a, store_a_expected):
     path = damaged / "consumequeue" / "订单Topic" / "1" / CLOG
+    first_unit = path.read_bytes()[:20]
     with open(path, "ab") as f:
-        f.write(bytes(40))
+        f.write(first_unit * 2)  # two real-looking units past the file's end: queue offsets 300 and 301 again
     with pytest.raises(CorruptStoreError, match="longer than the store's 6000") as err:
         _plan(damaged, store_a, "fail")
     assert (err.value.path, err.value.offset) == (str(path), 6000)
+    planned, result = _replay(damaged, store_a)
+    assert [p["file"] for p in planned.problems] == [str(path)]
+    assert _matched(result) == set(store_a_expected[0])  # no unit past the file's length delivered again
