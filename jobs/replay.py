@@ -226,7 +226,8 @@ def main(argv=None):
         return EXIT_USAGE if exc.code else EXIT_OK
     try:  # the caller's mistakes, before a log file or anything else is made (one line, exit 2)
         check_arguments(args)
-        window_of(args)
+        if args.starting_offsets != "iceberg":  # else the tables' offsets, read once the run has begun
+            window_of(args)
         settings_of(args)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
