@@ -43,8 +43,9 @@ $(STAMP35): $(VENV_INPUTS)
 	bash tools/configure_spark_env.sh $(VPY35)
 	@touch $(STAMP35)
 
-browser: ## Debian's chromium, which the report's tests render OUT/report.html with (installed when missing)
-	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || bash tools/install_chromium.sh
+browser: ## Debian's chromium and CJK fonts, which the report's tests render OUT/report.html with (installed when missing)
+	@{ command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; } \
+		&& { ! command -v fc-list >/dev/null 2>&1 || fc-list :lang=zh family | grep -q .; } || bash tools/install_chromium.sh
 
 test: $(STAMP) browser ## run the test suite (its temporary folders removed when it ends)
 	@$(JAVA_ENV) && T=$$(mktemp -d -t mqreplay-tests-XXXXXX) && export TMPDIR=$$T \

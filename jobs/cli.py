@@ -1,10 +1,32 @@
 """Command-line options that say which subscriptions a replay applies: shared by the job (jobs/replay.py)
 and by the tool that explains one of its decisions (jobs/explain/__init__.py), so that both read them alike."""
+import argparse
 import os
 import sys
 
+from jobs.errors import UsageError
 from jobs.pipeline.units_source import UNITS_FROM
 from jobs.settings import CHOICES, DEFAULTS
+from jobs.version import package_version
+from schemas.errors import EXIT_USAGE
+
+# RocketMQ's own limits (TopicValidator.TOPIC_MAX_LENGTH, Validators.CHARACTER_MAX_LENGTH): a longer name is
+# one no broker holds, so it is a typo or a pasted value, refused before anything runs
+TOPIC_MAX_LENGTH, GROUP_MAX_LENGTH = 127, 255
+REMOTE = ("://",)  # a URI: its existence is the filesystem's to say, once the store is opened
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad arguments are one line on stderr naming the argument (not the whole usage), exit 2, as every
+    other caller's mistake the job and explain refuse."""
+
+    def error(self, message):
+        self.exit(EXIT_USAGE, f"error: {message} ({self.prog} --help)\n")
+
+
+def add_version_argument(p):
+    """--version: the package's version, answered by argparse before anything else is read."""
+    p.add_argument("--version", action="version", version=f"mqreplay {package_version()}")
 
 
 def add_subscription_arguments(p):
@@ -62,3 +84,58 @@ def print_quietly(text):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return False
     return True
+
+
+def check_arguments(args):
+    """The caller's mistakes that need no store read, each a UsageError (exit 2) naming its argument: local
+    paths that are missing, unreadable or of the wrong kind, an empty --out, group and topic names no broker
+    could hold. Remote URIs are checked when opened."""
+    if getattr(args, "out", "x").strip() == "":
+        raise UsageError("--out is empty: give the output directory")
+    for store in args.store if isinstance(args.store, (list, tuple)) else [args.store]:
+        _check_path("--store", store, directory=True)
+    if args.conf is not None:
+        _check_path("--conf", args.conf, directory=False)
+    for path in args.subscriptions:
+        _check_path("--subscriptions", path, directory=False)
+    for directory in commitlog_dirs(args.commitlog):
+        _check_path("--commitlog", directory, directory=True)
+    for group, topic, _, _ in args.subscription:
+        check_name("--subscription GROUP", group, GROUP_MAX_LENGTH)
+        check_name("--subscription TOPIC", topic, TOPIC_MAX_LENGTH)
+    for flag, limit in (("groups", GROUP_MAX_LENGTH), ("topics", TOPIC_MAX_LENGTH)):
+        text = getattr(args, flag, None)
+        if text is not None:
+            for name in text.split(","):
+                check_name(f"--{flag}", name.strip(), limit, listed=True)
+
+
+def check_name(flag, name, limit, listed=False):
+    """A group or topic name a broker could hold: not empty, no comma (the lists' separator), at most
+    RocketMQ's length."""
+    if not name:
+        raise UsageError(f"{flag}: an empty name" + (" (a doubled or trailing comma?)" if listed else ""))
+    if "," in name:
+        raise UsageError(f"{flag} {name!r}: a comma in a name (--groups and --topics separate names with commas)")
+    if len(name) > limit:
+        raise UsageError(f"{flag} {name[:40]!r}...: {len(name)} characters, RocketMQ's limit is {limit}")
+
+
+def _check_path(flag, path, directory):
+    if not path or not path.strip():
+        raise UsageError(f"{flag} is empty")
+    if any(marker in path for marker in REMOTE) and not path.startswith("file://"):
+        return
+    if directory and "=" in path and not os.path.exists(path):  # --store NAME=URI: a broker's name and store
+        path = path.split("=", 1)[1]
+        return _check_path(flag, path, directory)
+    local = path[len("file://"):] if path.startswith("file://") else path
+    kind = "directory" if directory else "file"
+    if not os.path.exists(local):
+        raise UsageError(f"{flag} {path}: no such {kind}")
+    if directory and not os.path.isdir(local):
+        raise UsageError(f"{flag} {path} is a file: give a directory")
+    if not directory and os.path.isdir(local):
+        raise UsageError(f"{flag} {path} is a directory: give a file")
+    if not os.access(local, os.R_OK | (os.X_OK if directory else 0)):
+        raise UsageError(f"{flag} {path}: not readable (permission denied)")

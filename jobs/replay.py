@@ -6,13 +6,13 @@
         [--from {earliest,committed}] [--since T] [--until T] [--starting-offsets JSON|FILE]
         [--ending-offsets JSON|FILE] [--groups G,...] [--topics T,...] [--conf FILE] [--no-body]
 
-Exit codes (for schedulers), one meaning each: 0 clean; 1 input damaged (store or config), the run
-stopped; 2 usage (bad arguments, names that match nothing, an existing OUT, an OUT another run holds);
+Exit codes (for schedulers), one meaning each: 0 clean; 1 input damaged (the store's files or config/),
+the run stopped; 2 usage, the caller's mistake (bad arguments, a missing or wrong kind of path, a malformed
+--conf or --subscriptions, names that match nothing, an existing OUT, an OUT another run holds);
 3 finished, but some subscriptions did not parse; 4 finished, but damaged data was skipped under
 --on-corrupt skip (see OUT/audit/corrupt); 5 the job failed for another reason (a crashed worker, out of
 memory, spark-submit's JVM killed); 128 + N stopped by signal N (143: SIGTERM), nothing published.
 """
-import argparse
 import json
 import logging
 import os
@@ -22,19 +22,27 @@ from dataclasses import replace
 
 if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __name__ == "__main__" and "--version" in sys.argv[1:]:  # answered before the job's modules (numba) load
+    from jobs.version import package_version
+
+    print(f"mqreplay {package_version()}")
+    sys.exit(0)
 
 from jobs.cli import (  # noqa: E402
+    OneLineParser,
     add_commitlog_argument,
     add_subscription_arguments,
+    add_version_argument,
+    check_arguments,
     commitlog_dirs,
     print_quietly,
     subscription_options,
 )
 from jobs.errors import UsageError, carried, outcome  # noqa: E402
-from jobs.pipeline.brokers import bare, brokers_of  # noqa: E402
+from jobs.pipeline.brokers import bare, brokers_of, split_store  # noqa: E402
 from jobs.pipeline.cluster import plan_cluster  # noqa: E402
 from jobs.pipeline.window import add_window_arguments, window_of  # noqa: E402
-from jobs.run import lifecycle, outputs  # noqa: E402
+from jobs.run import console, lifecycle, outputs  # noqa: E402
 from jobs.run.iceberg_sink import (  # noqa: E402
     committed_offsets,
     overlaps,
@@ -42,18 +50,20 @@ from jobs.run.iceberg_sink import (  # noqa: E402
     stale_runs,
     target_of,
 )
+from jobs.run.lineage import Lineage  # noqa: E402
 from jobs.run.progress import MODES, open_progress  # noqa: E402
 from jobs.run.session import spark_session  # noqa: E402
 from jobs.run.stage import unseen_paths  # noqa: E402
-from jobs.run.summary import exit_code, summary_table  # noqa: E402
+from jobs.run.summary import exit_code, summary_notes, summary_table  # noqa: E402
 from jobs.settings import CHOICES, job_options, load_settings  # noqa: E402
-from schemas.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ReplayError  # noqa: E402
+from schemas.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ConfigError, ReplayError  # noqa: E402
 
 log = logging.getLogger("mqreplay")
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="replay.py", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="replay.py", description=__doc__.splitlines()[0])
+    add_version_argument(p)
     p.add_argument("--store", action="append", default=[],
                    help="the broker's storePathRootDir (path or URI); NAME=STORE, repeatable: the brokers of a "
                         "cluster, every output row naming its broker")
@@ -130,12 +140,12 @@ def spark_cause(exc):
 def _prepare(args, progress):
     """Settings, options, OUT's claim and checks, and the plan: everything that can fail before Spark
     starts. The claim comes before the plan: a second run on the same OUT refuses at once."""
-    settings = load_settings(args.conf)
+    settings = settings_of(args)
     brokers = brokers_of(args.store, args.brokers, args.commitlog)
     iceberg = iceberg_target(args, brokers)
     options = replace(options_from(args, settings), store=brokers[0].uri)
     progress.set_phase("claiming OUT")
-    run = outputs.OutputRun(args.out, args.overwrite, args.clean_stale)
+    run = outputs.OutputRun(args.out, args.overwrite, args.clean_stale, run=args.run)
     if run.stale and args.clean_stale:
         print(f"removed {len(run.stale)} leftover temporary output(s): {', '.join(run.stale)}", file=sys.stderr)
     elif run.stale:
@@ -150,6 +160,15 @@ def _prepare(args, progress):
     except BaseException:
         run.abandon()
         raise
+
+
+def settings_of(args):
+    """The job settings of --conf (or conf/replay.json): the caller's file, so a typo or malformed JSON in it
+    is a usage error (exit 2)."""
+    try:
+        return load_settings(args.conf)
+    except ConfigError as exc:
+        raise UsageError(f"--conf {exc}") from None
 
 
 def iceberg_target(args, brokers):
@@ -186,25 +205,66 @@ def check_tables(target, planned, clean_stale):
 
 
 def main(argv=None):
+    console.use_diagnostics_stream()  # before the handlers below take sys.stderr
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # the console: INFO; the run's log file takes the job's DEBUG
+        if type(handler) is logging.StreamHandler:
+            handler.setLevel(logging.INFO)
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines would follow the summary
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)  # a line per column it has no statistics of (add_files)
     try:
         args = parse_args(argv)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else EXIT_OK
+    try:  # the caller's mistakes, before a log file or anything else is made (one line, exit 2)
+        check_arguments(args)
+        if args.starting_offsets != "iceberg":  # else the tables' offsets, read once the run has begun
+            window_of(args)
+        settings_of(args)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    args.run, log_file = console.run_identity()
+    handler = console.open_log(args.run, log_file)
+    print(f"log: {log_file} (run {args.run})", file=sys.stderr, flush=True)
+    log.debug("replay.py %s", " ".join(sys.argv[1:] if argv is None else map(str, argv)))
+    events = Lineage.of(args.run, lineage_stores(args.store), args.out)
+    if events is not None:
+        events.start()
+    try:
+        return _logged(args, events)
+    finally:
+        console.close_log(handler)
+
+
+def lineage_stores(store):
+    """The stores a run reads, as paths or URIs (a `NAME=URI` broker's URI)."""
+    given = store if isinstance(store, (list, tuple)) else [store]
+    return [split_store(value)[1] for value in given]
+
+
+def _logged(args, events=None):
     lifecycle.stop_on_signals()
     progress = open_progress(args.progress).start()
     try:
-        return _main(args, progress)
+        code = _main(args, progress)
     except Exception as exc:  # noqa: BLE001 - every error ends the run with its exit code (jobs/errors.py)
         code, message = outcome(exc)
-        if not isinstance(exc, ReplayError):
-            log.debug("the run failed", exc_info=True)
+        log.debug("the run failed", exc_info=True)
+        log.debug("exit %d: %s", code, message)
         print(f"error: {message}", file=sys.stderr)
+        if events is not None:
+            events.fail(code, message)
         return code
     finally:
         progress.stop()
+    log.debug("exit %d", code)
+    if events is not None:
+        if getattr(args, "summary", None) is not None:
+            events.complete(args.summary)
+        else:  # a failed Spark job (exit 5)
+            events.fail(code, getattr(args, "failure", "the job failed"))
+    return code
 
 
 def _main(args, progress):
@@ -220,7 +280,7 @@ def _main(args, progress):
         run.abandon()
         raise
     if args.remote:
-        check_server_sees(spark, run, options)
+        check_server_sees(spark, run, planned, options)
     try:
         summary = outputs.run_and_publish(spark, planned, run, options, sink=args.sink, progress=progress,
                                           iceberg=iceberg)
@@ -231,12 +291,17 @@ def _main(args, progress):
         task_error = carried(exc)
         if task_error is not None:
             raise task_error from None
-        print(f"error: the job failed: {spark_cause(exc)}", file=sys.stderr)
+        args.failure = f"the job failed: {spark_cause(exc)}"
+        print(f"error: {args.failure}", file=sys.stderr)
         return EXIT_FAILED
     finally:
         progress.stop()
         _stop_spark(spark)
+    args.summary = summary  # OUT is published: the lineage's COMPLETE event counts its rows
     print_quietly(summary_table(summary))  # OUT is published: a stdout closed by its reader changes nothing
+    for line in summary_notes(summary):
+        print(line, file=sys.stderr)
+        log.debug("%s", line)
     if summary["corrupt_items"]:
         print(f"damaged data skipped: {summary['skipped_units']} unit(s) of the subscriptions, "
               f"{summary['corrupt_items']} item(s) audited in {args.out}/audit/corrupt/", file=sys.stderr)
@@ -252,15 +317,18 @@ def _main(args, progress):
 def client_paths_absolute(args):
     """Over Spark Connect, local paths are made absolute here: the server runs in a directory of its own."""
     local = lambda p: p if "://" in p else os.path.abspath(p)  # noqa: E731
-    args.store, args.out = local(args.store), local(args.out)
+    named = [split_store(value) for value in args.store]
+    args.store = [local(uri) if name is None else f"{name}={local(uri)}" for name, uri in named]
+    args.out = local(args.out)
     if args.commitlog:
         args.commitlog = ",".join(local(d) for d in commitlog_dirs(args.commitlog))
 
 
-def check_server_sees(spark, run, options):
+def check_server_sees(spark, run, planned, options):
     """Exit 2, nothing written, when the Connect server's executors cannot see the store or OUT's directory at
     the paths this client planned with (docs/connect.md)."""
-    paths = [("--store", options.store)] + [("--commitlog", d) for d in options.commitlog] + \
+    paths = [("--store", broker.uri) for broker, _ in planned.parts] + \
+        [("--commitlog", d) for d in options.commitlog] + \
         [("--out", os.path.dirname(run.tmp_uri.rstrip("/")))]
     unseen = unseen_paths(spark, paths)
     if unseen:

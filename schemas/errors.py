@@ -1,5 +1,5 @@
 """The project's one error hierarchy, in its bottom layer. Every failure a run reports is a ReplayError, and
-each kind carries the exit code a scheduler sees; jobs/errors.py turns any error into that code and a
+each kind carries the exit code a scheduler sees; jobs/errors.py (`outcome`) turns any error into that code and a
 one-line message, for the job and explain alike.
 
 Exit codes, one meaning each: 0 clean; 1 input damaged (the store or a file the run reads); 2 usage (bad
@@ -23,7 +23,10 @@ class InputError(ReplayError):
 
 
 class StoreNotFound(InputError):
-    """No store where --store points, or not a broker's storePathRootDir."""
+    """No store where --store points, or not a broker's storePathRootDir: the caller's path is wrong, nothing
+    is damaged (exit 2)."""
+
+    exit_code = EXIT_USAGE
 
 
 class CorruptStoreError(InputError):

@@ -21,6 +21,19 @@ def read_jsonl(relpath):
         return [json.loads(line) for line in f if line.strip()]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def run_logs(tmp_path_factory):
+    """The job's per-run log files (jobs/run/console.py) of every test, in the session's temporary folder."""
+    logs = tmp_path_factory.mktemp("logs")
+    before = os.environ.get("MQREPLAY_LOG")
+    os.environ["MQREPLAY_LOG"] = str(logs)
+    yield logs
+    if before is None:
+        del os.environ["MQREPLAY_LOG"]
+    else:
+        os.environ["MQREPLAY_LOG"] = before
+
+
 @pytest.fixture(scope="session")
 def store_a(tmp_path_factory):
     """Fixture store_a (a real RocketMQ 4.9.8 store and its dumps), unpacked once per session."""

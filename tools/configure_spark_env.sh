@@ -60,6 +60,27 @@ real_java=\$(readlink -f "\$(command -v "\$java_bin")")
 base_archive="\$(dirname "\$(dirname "\$real_java")")/lib/server/classes.jsa"
 # Progress: under spark-submit the Python driver's output is a pipe, so tell it the terminal this was run on.
 if [ -t 2 ] && [ -z "\${MQREPLAY_TTY:-}" ]; then export MQREPLAY_TTY="\$(tty 0<&2)"; fi
+replay=""  # a run of the job: the one to make the archive with, to run without C2, to give a log of its own
+for a in "\$@"; do
+  case "\$a" in
+    *replay.py) replay=1 ;;
+    -h|--help|--version) if [ -n "\$replay" ]; then shift_to_py=1; fi ;;
+  esac
+done
+if [ -n "\${shift_to_py:-}" ]; then  # the job's --help and --version: answered by Python alone, no JVM
+  while [ "\$#" -gt 0 ]; do case "\$1" in *replay.py) break ;; esac; shift; done
+  exec "\$PYSPARK_DRIVER_PYTHON" "\$@"
+fi
+if [ -n "\$replay" ]; then
+  # jobs/run/console.py: a run id and a log file per run, chosen before the JVM whose log4j2 appender writes there
+  export MQREPLAY_RUN="\$(od -An -N4 -tx1 /dev/urandom | tr -d ' \\n')"
+  log_dir="\${MQREPLAY_LOG:-\${TMPDIR:-/tmp}/mqreplay-\$(id -un)}"
+  mkdir -p "\$log_dir"
+  export MQREPLAY_LOG_FILE="\$log_dir/replay-\$(date -u +%Y%m%dT%H%M%SZ)-\$MQREPLAY_RUN.log"
+  # the driver writes its diagnostics to the JVM's stderr (jobs/run/console.py): a regular file of its own
+  # (2>err.log) becomes a pipe into it, so that the JVM's lines and the driver's never overwrite each other
+  if [ -f /dev/stderr ] && ! [ /dev/stdout -ef /dev/stderr ]; then exec 2> >(exec cat >&2); fi
+fi
 if [ -n "\${SPARK_CONF_DIR:-}" ] || [ "\${MQREPLAY_CDS:-1}" = 0 ] || [ ! -s "\$base_archive" ]; then
   exec "\$SPARK_HOME/bin/spark-submit" "\$@"
 fi
@@ -87,8 +108,6 @@ for made in "\$jvm_dir"/spark-*.jsa.*; do
     rm -f "\$made"
   fi
 done
-replay=""  # a run of the job: the one to make the archive with, and to run without C2
-for a in "\$@"; do case "\$a" in *replay.py) replay=1 ;; esac; done
 cds=""
 if [ -s "\$archive" ]; then cds="-XX:SharedArchiveFile=\$archive"
 elif [ -n "\$replay" ] && ! ls "\$archive".* >/dev/null 2>&1; then

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make browser`: Debian's chromium package, for the report's browser tests (tests/jobs/test_report.py). A fresh
+# `make browser`: Debian's chromium package, for the report's browser tests (tests/jobs/test_report.py), and
+# Debian's fonts-noto-cjk, so that CJK topic and tag names (订单Topic) show as glyphs, not boxes. A fresh
 # machine has Python and Java only; apt-get needs root, so sudo is used when this is not root.
 set -euo pipefail
 as_root=()
@@ -9,5 +10,5 @@ if [ "$(id -u)" != 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 "${as_root[@]}" apt-get update -qq
-"${as_root[@]}" apt-get install -y -qq chromium
+"${as_root[@]}" apt-get install -y -qq chromium fonts-noto-cjk
 command -v chromium

@@ -14,10 +14,10 @@ of the commit log where the index cannot answer (said on stderr), with every sub
 
 No Spark: the unit and its record are read where they are and the job's own filter code decides
 (jobs/explain/question.py); jobs/explain/report.py says why, stage by stage.
-Exit codes: 0 answered; 1 failed input (store or config unreadable or damaged); 2 bad arguments, no such
-unit or message id, no subscription of the group to the topic, an expression that does not parse, or a
-commit log it cannot find or read (see --commitlog); 4 (--key) answered, but a damaged index file was named on
-stderr and its span scanned instead;
+Exit codes: 0 answered; 1 failed input (store or config unreadable or damaged); 2 bad arguments (a --store
+that is missing or a file among them), no such unit or message id, no subscription of the group to the topic,
+an expression that does not parse, or a commit log it cannot find or read (see --commitlog); 4 (--key)
+answered, but a damaged index file was named on stderr and its span scanned instead;
 141 (128 + SIGPIPE, as a shell reports a tool that signal ended) the reader closed stdout before the whole
 answer was written (`| head`): nothing more is printed, no traceback.
 """

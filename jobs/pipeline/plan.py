@@ -29,7 +29,7 @@ from schemas.config import (
 )
 from schemas.errors import ConfigError, CorruptStoreError
 from schemas.store import open_store
-from schemas.store_checks import layout_problems
+from schemas.store_checks import consume_queue_file_size, layout_problems, without_foreign_units
 
 log = logging.getLogger("mqreplay")
 
@@ -73,6 +73,7 @@ def build_plan(options, broker=None, several=False, layout=None):
     store does not have, --groups / --topics that match no subscription (warnings with allow_missing)."""
     layout = layout or open_store(options.store, options.commitlog)
     problems = layout_problems(layout)
+    layout = without_foreign_units(layout)  # after the problems: they name the file as it is on disk
     config = load_store_config_uri(options.store, config_files(options), options.on_corrupt, problems)
     stored = _stored_sql92(config, problems)
     regs = _user_registrations(options)
@@ -252,7 +253,7 @@ def _lost_units(layout, ranges):
     units up to the next file's start; the last file of a queue lost at least its partial unit. Within the
     run's ranges of queue offsets where it has one for the queue."""
     window = {(t, q): (a, b) for t, q, a, b in ranges}
-    cq_size = max([q.cq_file_size for q in layout.queues] + [s.length for q in layout.queues for s in q.cq] + [0])
+    cq_size = consume_queue_file_size(layout.queues)
     lost = []
     for q in layout.queues:
         for k, seg in enumerate(q.cq):

@@ -42,6 +42,9 @@ def resolve_offset(offset, earliest, latest):
 # 2001-01-01T00:00:00Z in epoch ms: no broker stored a message before it (RocketMQ began in 2012), while an epoch
 # number in seconds of any year until 2286 is smaller, so a number below it can only be seconds (or a typo)
 FIRST_STORE_TIME = 978307200000
+# 10000-01-01T00:00:00Z: a later bound is no store time (a pasted nanosecond or microsecond number, a typo)
+# and would overflow the int64 store-time columns it is compared with
+END_OF_TIME = 253402300800000
 
 
 def parse_store_time(text):
@@ -53,6 +56,9 @@ def parse_store_time(text):
         value = int(text)
         if value < FIRST_STORE_TIME:
             raise ValueError(_before_any_store(text, value))
+        if value >= END_OF_TIME:
+            raise ValueError(f"{text} is after the year 9999 in epoch milliseconds (microseconds or nanoseconds?): "
+                             "give epoch milliseconds or ISO-8601 with an offset")
         return value
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
@@ -201,7 +207,8 @@ def _flat_offsets(data, flag):
         if not isinstance(queues, dict):
             raise UsageError(f"{flag}: topic {topic!r} maps to {queues!r}, expected an object like {shape}")
         for qid, offset in queues.items():
-            if not str(qid).isdigit() or isinstance(offset, bool) or not isinstance(offset, int) or offset < -2:
+            if not str(qid).isdigit() or isinstance(offset, bool) or not isinstance(offset, int) or offset < -2 \
+                    or offset >= 1 << 63 or int(qid) >= 1 << 31:
                 raise UsageError(f"{flag}: {topic!r} queue {qid!r} offset {offset!r}: expected a queue id "
                                  "and an offset >= 0, -2 (earliest) or -1 (latest)")
             out.setdefault(topic, {})[int(qid)] = offset

@@ -42,17 +42,18 @@ def claim_path(out):
     return fs, path.rstrip("/") + SUFFIX
 
 
-def acquire(out, clean_stale=False):
-    """Claim OUT for this run (a LocalClaim or a LeaseClaim); ClaimRefused when a live run holds it."""
+def acquire(out, clean_stale=False, run=None):
+    """Claim OUT for this run (a LocalClaim or a LeaseClaim); ClaimRefused when a live run holds it. `run`: the
+    run id the console and the log file already name (a new one when not given)."""
     fs, path = claim_path(out)
-    holder = _holder(out)
+    holder = _holder(out, run)
     if isinstance(fs, pafs.LocalFileSystem):
         return LocalClaim.take(out, path, holder)
     return LeaseClaim.take(out, fs, path, holder, clean_stale)
 
 
-def _holder(out):
-    return {"run": uuid.uuid4().hex[:8], "out": str(out), "host": socket.gethostname(), "pid": os.getpid(),
+def _holder(out, run=None):
+    return {"run": run or uuid.uuid4().hex[:8], "out": str(out), "host": socket.gethostname(), "pid": os.getpid(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "renewed": time.time()}
 
 

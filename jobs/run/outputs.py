@@ -13,6 +13,7 @@ How OUT is published depends on the filesystem (`_renames`):
   leaves OUT without `_SUCCESS` and the complete output at OUT.tmp-<run>, and says so; the next run
   refuses that OUT unless --overwrite."""
 import json
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +36,10 @@ from schemas import storefs
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 
 TMP_MARK = ".tmp-"
+# In a run's temporary OUT from its claim until it publishes (then removed): what tells --clean-stale that an
+# OUT.tmp-<run> is a dead run of this job's, never another program's file that happens to be named alike
+RUN_MARK = "_MQREPLAY_RUN"
+TMP_NAME = re.compile(r"\.tmp-[0-9a-f]{8}")
 SUCCESS = "_SUCCESS"
 REPORT = "report.html"  # the run drawn (jobs/run/report.py)
 OUTPUT_MARKS = (SUCCESS, "summary.json")
@@ -46,10 +51,10 @@ class OutputRun:
     temporary removed, the claim released). Both endings take one lock, so a kill's cleanup (jobs/run/lifecycle.py)
     never interleaves with a publish."""
 
-    def __init__(self, out, overwrite=False, clean_stale=False):
+    def __init__(self, out, overwrite=False, clean_stale=False, run=None):
         self.out, self.overwrite = str(out), overwrite
         self.fs, self.final = storefs.resolve(out)
-        self.claim = claims.acquire(out, clean_stale)
+        self.claim = claims.acquire(out, clean_stale, run)
         self.tmp_path = f"{self.final}{TMP_MARK}{self.claim.run}"
         self.tmp_uri = storefs.sibling_uri(out, TMP_MARK + self.claim.run)  # for tasks: scheme, host, query kept
         self._lock = threading.Lock()
@@ -59,6 +64,9 @@ class OutputRun:
             self.stale = stale_temporaries(out, exclude=self.tmp_path)
             if self.stale and clean_stale:
                 remove_temporaries(out, self.stale)
+            self.fs.create_dir(self.tmp_path, recursive=True)
+            with self.fs.open_output_stream(f"{self.tmp_path}/{RUN_MARK}") as f:
+                f.write(json.dumps(self.claim.holder).encode("utf-8"))
         except BaseException:
             self.claim.release()
             raise
@@ -71,6 +79,7 @@ class OutputRun:
             if not self.claim.holds():
                 raise UsageError(f"--out {self.out}: this run lost its claim (another run took it over); its "
                                  f"output is left at {self.tmp_path}")
+            self.fs.delete_file(f"{self.tmp_path}/{RUN_MARK}")  # a complete output: not a dead run's any more
             _write_success(self.fs, self.tmp_path, self.claim.run)
             found = self.fs.get_file_info(self.final).type
             if found != pafs.FileType.NotFound and not self.overwrite:
@@ -149,12 +158,15 @@ def refuse_existing(out, overwrite):
 
 
 def stale_temporaries(out, exclude=None):
-    """Temporary siblings of OUT (OUT.tmp-*) other than `exclude`: left by runs that died (a run holding the
-    claim is the only one writing one)."""
+    """Temporary siblings of OUT other than `exclude`, left by runs of this job that died (a run holding the
+    claim is the only one writing one): directories named OUT.tmp-<run id> that hold a run's RUN_MARK. Nothing
+    else in OUT's parent is ever listed, so nothing else is removed."""
     fs, path = storefs.resolve(out)
     parent, _, name = path.rstrip("/").rpartition("/")
     infos = fs.get_file_info(pafs.FileSelector(parent or ".", allow_not_found=True))
-    return sorted(i.path for i in infos if i.base_name.startswith(name + TMP_MARK) and i.path != exclude)
+    named = [i.path for i in infos if i.type == pafs.FileType.Directory and i.path != exclude
+             and i.base_name.startswith(name) and TMP_NAME.fullmatch(i.base_name[len(name):])]
+    return sorted(p for p in named if fs.get_file_info(f"{p}/{RUN_MARK}").type == pafs.FileType.File)
 
 
 def remove_temporaries(out, paths):
@@ -199,6 +211,7 @@ def run_and_publish(spark, planned, run, options, sink="parquet", progress=None,
             summary["iceberg"] = {"catalog": iceberg.describe(), "namespace": iceberg.namespace,
                                   "tables": added, "commit_seconds": round(time.time() - t, 3)}
         summary["job_seconds"] = round(time.time() - started, 3)
+        summary["run"] = run.claim.run  # as _SUCCESS, the console and every line of the run's log file say
         with run.fs.open_output_stream(f"{run.tmp_path}/summary.json") as f:
             f.write(json.dumps(summary, indent=2, ensure_ascii=False, sort_keys=True).encode("utf-8"))
         with run.fs.open_output_stream(f"{run.tmp_path}/{REPORT}") as f:

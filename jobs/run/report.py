@@ -35,12 +35,36 @@ def report_data(summary, timelines, status):
                      "timeline": [[b, c[0]] for b, c in zip(axis, counts)],
                      "collided_timeline": [[b, c[1]] for b, c in zip(axis, counts) if c[1]],
                      "filtered_timeline": [[b, c[2]] for b, c in zip(axis, counts) if c[2]]})
-    return {"status": status, "status_text": STATUS.get(status, ""), "bucket_ms": width,
+    attention = needs_attention(subs)
+    text = STATUS.get(status, "")
+    if attention and status == 0:  # never "clean" while a group's expression throws or delivers nothing
+        text = f"finished, {len(attention)} subscription(s) need attention"
+    return {"status": status, "status_text": text, "attention": attention, "bucket_ms": width,
             "run": {k: summary.get(k) for k in ("store", "from", "rocketmq_version", "window", "job_seconds",
                                                 "sink", "corrupt_items", "skipped_units", "uninflated_bodies")},
             "warnings": summary.get("warnings", []), "store_problems": summary.get("store_problems", []),
             "bitmap_audit": summary.get("bitmap_audit", {}).get("topics", []), "subscriptions": subs,
             "brokers": summary.get("brokers") or {}}
+
+
+def needs_attention(subs):
+    """[{group, topic, why}] of the subscriptions a reader must look at first: an expression that failed to
+    parse, one that threw on messages or parsed with a warning, and one that delivered nothing (a retry
+    topic only when it held units)."""
+    out = []
+    for s in subs:
+        why = []
+        if s["status"] != "OK":
+            why.append(f"expression failed: {s.get('error') or s['status']}")
+        if s.get("evaluation_errors"):
+            why.append(f"expression threw on {s['evaluation_errors']:,} of {s.get('evaluated', 0):,} messages")
+        if s.get("warning"):
+            why.append(f"parsed with a warning: {s['warning']}")
+        if s["status"] == "OK" and not s["client_delivered"] and (s["units"] or not s["topic"].startswith("%RETRY%")):
+            why.append(f"delivered nothing of {s['units'] - s['skipped']:,} unit(s) in scope")
+        if why:
+            out.append({"group": s["group"], "topic": s["topic"], "why": "; ".join(why)})
+    return out
 
 
 def _axis(timelines):
@@ -63,10 +87,12 @@ def _on_axis(timeline, axis, width):
 
 
 def render(summary, timelines, status):
-    """The whole page."""
+    """The whole page: trouble first (the headline, what needs attention, every subscription in one table),
+    then the run and the charts."""
     data = report_data(summary, timelines, status)
-    parts = [_head(), _run(data), _timelines(data), _funnels(data), _errors(data, summary), _bloom(data),
-             _audit(data), _damage(data), _embedded(data), "</body></html>\n"]
+    parts = [_head(), _headline(data), _attention(data), _overview(data), _run(data), _timelines(data),
+             _funnels(data), _errors(data, summary), _bloom(data), _audit(data), _damage(data), _embedded(data),
+             "</body></html>\n"]
     return "".join(parts)
 
 
@@ -88,16 +114,43 @@ def _head():
             "figure{margin:10px 0}figcaption{font-weight:600}svg{display:block}</style></head><body>\n")
 
 
+def _headline(data):
+    cls = "ok" if data["status"] == 0 and not data["attention"] else "bad"
+    return f"<h1>mqreplay report: <span class=\"{cls}\">{_e(data['status_text'])}</span></h1>\n"
+
+
+def _attention(data):
+    """First on the page: every subscription that needs a look, and why."""
+    if not data["attention"]:
+        return ""
+    return ("<h2 class=\"bad\">Needs attention</h2><ul>" + "".join(
+        f"<li><strong>{_e(a['group'])} / {_e(a['topic'])}</strong>: {_e(a['why'])}</li>" for a in data["attention"])
+        + "</ul>\n")
+
+
+def _overview(data):
+    """One row per subscription, above every chart: what it received, what was filtered, its errors."""
+    flagged = {(a["group"], a["topic"]) for a in data["attention"]}
+    out = ["<h2>Subscriptions</h2><table><tr><th>group</th><th>topic</th><th>type</th><th>in scope</th>"
+           "<th>delivered</th><th>filtered out</th><th>collided</th><th>errors</th><th>status</th></tr>"]
+    for s in data["subscriptions"]:
+        cls = " class=\"bad\"" if (s["group"], s["topic"]) in flagged else ""
+        out.append(f"<tr{cls}><td>{_e(s['group'])}</td><td class=\"t\">{_e(s['topic'])}</td>"
+                   f"<td class=\"t\">{_e(s['expression_type'])}</td><td>{s['units'] - s['skipped']}</td>"
+                   f"<td>{s['client_delivered']}</td><td>{s.get('filtered_out', 0)}</td><td>{s['collisions']}</td>"
+                   f"<td>{s['evaluation_errors']}</td><td class=\"t\">{_e(s['status'])}</td></tr>")
+    return "".join(out) + "</table>\n"
+
+
 def _run(data):
     run, status = data["run"], data["status"]
-    cls = "ok" if status == 0 else "bad"
     rows = [("store", run["store"]), ("exit status", f"{status} ({data['status_text']})"),
             ("job time", f"{run['job_seconds']} s" if run.get("job_seconds") is not None else None),
             ("from", run["from"]), ("SQL92 dialect", run["rocketmq_version"]), ("sink", run.get("sink") or "parquet")]
     window = run.get("window") or {}
     if window:
         rows.append(("window", json.dumps(window, ensure_ascii=False)[:2000]))
-    out = [f"<h1>mqreplay report: <span class=\"{cls}\">{_e(data['status_text'])}</span></h1><table>"]
+    out = ["<h2>The run</h2><table>"]
     out += [f"<tr><th>{_e(k)}</th><td class=\"t\">{_e(v)}</td></tr>" for k, v in rows if v is not None]
     out.append("</table>")
     out += _brokers(data["brokers"])

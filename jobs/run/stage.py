@@ -24,9 +24,11 @@ from schemas.errors import ReplayError
 
 
 def split_bytes(plan, start, end):
-    """Bytes of the commit log a split covers up to the end of the data (the catch-all split: none)."""
+    """Bytes of the commit log's files a split covers, up to the end of the data: what its task reads. The
+    ranges no file holds (below the first file, holes, the catch-all split past the last: 2**62 bytes wide
+    when units are rebuilt and no data end is known) count none, so the progress line's sizes are true."""
     end = min(end, plan.data_end) if plan.data_end is not None else end
-    return max(0, end - start)
+    return sum(max(0, min(end, f.start + f.length) - max(start, f.start)) for f in plan.log.files)
 
 
 def attempt_name():

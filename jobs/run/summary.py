@@ -165,7 +165,8 @@ def exit_code(summary):
 
 
 def summary_table(summary):
-    """The summary as a fixed-width text table for the console, then what a user must read."""
+    """The summary as a fixed-width text table (stdout: what a pipe takes), then what a user must read
+    (summary_notes: stderr)."""
     heads = ["group", "topic", "units", "skipped", "stage1", "broker", "client", "collisions", "bloom_fp",
              "errors", "status"]
     keys = ["group", "topic", "units", "skipped", "stage1_passed", "broker_delivered", "client_delivered",
@@ -187,12 +188,13 @@ def summary_table(summary):
             out += [f"{line} (broker {name})" if line.startswith("window:") else line for line in _window_lines(window)]
     else:
         out += _window_lines(summary.get("window"))
-    for r in summary["subscriptions"]:
-        if r.get("error"):
-            out.append(f"{r['broker'] + ': ' if several else ''}{r['group']}/{r['topic']}: {r['error']}")
-    for w in summary.get("warnings", []):
-        out.append(f"warning: {w}")
     return "\n".join(out)
+
+
+def summary_notes(summary):
+    """What a user must read, a line each, for stderr: the errors of subscriptions, then the warnings."""
+    out = [f"error: {r['group']}/{r['topic']}: {r['error']}" for r in summary["subscriptions"] if r.get("error")]
+    return out + [f"warning: {w}" for w in summary.get("warnings", [])]
 
 
 def _window_lines(window):

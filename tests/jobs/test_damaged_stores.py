@@ -231,3 +231,33 @@ def test_a_batch_consume_queue_is_refused_naming_its_topic(damaged, store_a):
     (damaged / "batchconsumequeue" / "BatchTopic" / "0").mkdir(parents=True)
     with pytest.raises(UnsupportedStoreError, match="topic.s. BatchTopic have batch consume queues"):
         _plan(damaged, store_a, "fail")
+
+
+@pytest.mark.parametrize("queue", [("TopicTest", "0", CLOG), ("TopicTest", "3", "00000000000000006000"),
+                                   ("%RETRY%G_TAG_A", "0", CLOG)])
+def test_bytes_appended_to_one_consume_queue_file_are_blamed_on_that_file_only(damaged, store_a, store_a_expected,
+                                                                               queue):
+    path = damaged / "consumequeue" / queue[0] / queue[1] / queue[2]
+    with open(path, "ab") as f:
+        f.write(b"\x07" * 7)  # 6000 + 7 bytes: not whole units, and longer than every other file of the store
+    with pytest.raises(CorruptStoreError) as err:
+        _plan(damaged, store_a, "fail")
+    assert (err.value.path, err.value.offset) == (str(path), int(queue[2]) + 6000)
+    assert "partial unit" in err.value.reason
+    planned, result = _replay(damaged, store_a)
+    assert [(p["file"], p["topic"]) for p in planned.problems] == [(str(path), queue[0])]
+    assert _matched(result) == set(store_a_expected[0])  # its 300 whole units are the broker's: nothing lost
+
+
+def test_a_consume_queue_file_longer_by_whole_units_is_blamed_on_itself_and_its_extra_units_unread(
+        damaged, store_a, store_a_expected):
+    path = damaged / "consumequeue" / "订单Topic" / "1" / CLOG
+    first_unit = path.read_bytes()[:20]
+    with open(path, "ab") as f:
+        f.write(first_unit * 2)  # two real-looking units past the file's end: queue offsets 300 and 301 again
+    with pytest.raises(CorruptStoreError, match="longer than the store's 6000") as err:
+        _plan(damaged, store_a, "fail")
+    assert (err.value.path, err.value.offset) == (str(path), 6000)
+    planned, result = _replay(damaged, store_a)
+    assert [p["file"] for p in planned.problems] == [str(path)]
+    assert _matched(result) == set(store_a_expected[0])  # no unit past the file's length delivered again

@@ -322,7 +322,7 @@ def _index_without_data(root):
 @pytest.mark.parametrize("make, words, exit_code", [
     (lambda root: (root / "dledger").mkdir(), "no commit log found (it holds dledger/)", 2),
     (_index_without_data, "dledger-n0/index/ holds DLedger index files but", 2),
-    (lambda root: root.rmdir() or root.write_text("x"), "is a file", 1)])
+    (lambda root: root.rmdir() or root.write_text("x"), "is a file", 2)])  # the caller's path: usage
 def test_explain_refuses_a_store_the_job_refuses_with_the_same_words(capsys, tmp_path, make, words, exit_code):
     root = tmp_path / "store"
     root.mkdir()

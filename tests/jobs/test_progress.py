@@ -71,3 +71,19 @@ def test_auto_is_tty_on_a_terminal_or_when_the_wrapper_names_one_and_log_otherwi
     (tmp_path / "not-a-tty").write_text("")
     assert open_progress("auto", stream=io.StringIO(), env={"MQREPLAY_TTY": str(tmp_path / "not-a-tty")}).mode == "log"
     assert open_progress("off", stream=_Terminal(), env={}).mode == "off"
+
+
+@pytest.mark.parametrize("units_from", ["consumequeue", "commitlog"])
+def test_the_planned_bytes_are_the_commit_logs_own_for_every_units_source(store_a, units_from):
+    from jobs.pipeline.plan import build_plan
+    from jobs.pipeline.split_units import commitlog_splits
+    from jobs.run.stage import split_bytes
+    from jobs.settings import JobOptions
+
+    planned = build_plan(JobOptions(store=str(store_a / "store"), units_from=units_from,
+                                    subscription_files=(str(store_a / "registrations.json"),)))
+    total = sum(split_bytes(planned.plan, a, b) for a, b in commitlog_splits(planned.plan))
+    on_disk = sum(f.stat().st_size for f in (store_a / "store" / "commitlog").iterdir())
+    # rebuilt units walk every byte of the log's files (no "0 of 4,398,046,511,104 MiB"); consume-queue units
+    # end at the last record a unit points at, within the files
+    assert total == on_disk if units_from == "commitlog" else 0 < total <= on_disk

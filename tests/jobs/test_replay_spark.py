@@ -1,6 +1,7 @@
 """The spark-submit entry point end to end on store_a: outputs against RocketMQ's rows, summary, reruns."""
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,12 +15,12 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.spark
 
 
-def _submit(*args):
+def _submit(*args, env=None):
     """Run `.venv/bin/spark-submit jobs/replay.py ...` as a user would (the venv-bound wrapper)."""
     submit = Path(sys.executable).parent / "spark-submit"
     cmd = [str(submit), "--master", "local[2]", str(ROOT / "jobs" / "replay.py"), *map(str, args)]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+                          env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})})
 
 
 def _parquet_rows(path):
@@ -29,9 +30,25 @@ def _parquet_rows(path):
 @pytest.fixture(scope="module")
 def job_out(store_a, tmp_path_factory):
     out = tmp_path_factory.mktemp("replay") / "out"
-    proc = _submit("--store", store_a / "store", "--out", out, "--subscriptions", store_a / "registrations.json")
+    lineage = tmp_path_factory.mktemp("lineage")
+    (lineage / "openlineage.yml").write_text(f"transport:\n  type: file\n  log_file_path: {lineage}/events.jsonl\n"
+                                             "  append: true\n", encoding="utf-8")
+    proc = _submit("--store", store_a / "store", "--out", out, "--subscriptions", store_a / "registrations.json",
+                   env={"OPENLINEAGE_CONFIG": str(lineage / "openlineage.yml")})
     assert proc.returncode == 0, proc.stderr[-3000:]
+    proc.lineage = lineage / "events.jsonl"
     return out, proc
+
+
+def test_openlineage_start_and_complete_of_the_run_name_the_store_and_its_outputs(job_out, store_a):
+    out, proc = job_out
+    start, complete = [json.loads(line) for line in proc.lineage.read_text(encoding="utf-8").splitlines()]
+    assert (start["eventType"], complete["eventType"]) == ("START", "COMPLETE")
+    assert start["run"]["runId"] == complete["run"]["runId"]
+    assert [i["name"] for i in complete["inputs"]] == [str(store_a / "store")]
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    rows = {o["name"]: o["outputFacets"]["outputStatistics"]["rowCount"] for o in complete["outputs"]}
+    assert rows[f"{out}/matched"] == summary["totals"]["client_delivered"]
 
 
 def test_matched_output_equals_expected_json(job_out, store_a_expected):
@@ -93,10 +110,34 @@ def test_bad_arguments_exit_2():
     assert main(["--store", "x"]) == 2
 
 
-def test_missing_store_exits_1(tmp_path):
+def test_missing_store_exits_2(tmp_path):
     from jobs.replay import main
 
-    assert main(["--store", str(tmp_path / "nope"), "--out", str(tmp_path / "out")]) == 1
+    assert main(["--store", str(tmp_path / "nope"), "--out", str(tmp_path / "out")]) == 2  # the caller's path
+
+
+def test_results_on_stdout_diagnostics_on_stderr_under_spark_submit(job_out):
+    out, proc = job_out
+    assert proc.stdout.startswith("group ")  # the table first: what a pipe takes
+    assert not [line for line in proc.stdout.splitlines() if line.startswith(("log:", "mqreplay:", "WARN"))
+                or " WARN " in line]
+    assert "log: " in proc.stderr and "group " not in proc.stderr
+
+
+def test_a_log_file_per_run_holds_its_run_id_on_its_lines_and_sparks_warnings(job_out, store_a, tmp_path):
+    out, proc = job_out
+    line = next(line for line in proc.stderr.splitlines() if line.startswith("log: "))
+    path, run = re.match(r"log: (\S+) \(run (\w+)\)", line).groups()
+    assert json.loads((out / "_SUCCESS").read_text(encoding="utf-8"))["run"] == run
+    assert json.loads((out / "summary.json").read_text(encoding="utf-8"))["run"] == run
+    lines = [x for x in open(path, encoding="utf-8").read().splitlines() if re.match(r"\d\d/\d\d/\d\d ", x)]
+    assert lines and all(f" run={run} " in x for x in lines)
+    assert any(" WARN " in x for x in lines)  # Spark's own lines, at WARN (NativeCodeLoader, Utils...)
+    second = _submit("--store", store_a / "store", "--out", tmp_path / "o2", "--groups", "G_TAG_A",
+                     "--subscriptions", store_a / "registrations.json", "--sink", "noop")
+    assert second.returncode == 0, second.stderr[-2000:]
+    other = re.search(r"^log: (\S+) \(run (\w+)\)", second.stderr, re.M).groups()
+    assert other[0] != path and other[1] != run and run not in open(other[0], encoding="utf-8").read()
 
 
 def _parts(out):
@@ -116,6 +157,7 @@ def test_rerun_writes_the_same_files_with_the_same_rows_in_the_same_order(job_ou
     first, second = (json.loads((d / "summary.json").read_text()) for d in (out, again))
     for s in (first, second):
         s.pop("job_seconds")
+        s.pop("run")  # each run's own id (as _SUCCESS's)
     assert first == second
 
 

@@ -137,3 +137,45 @@ def test_per_bucket_counts_are_the_same_in_any_message_order(order):
     count = _slot_counter(slot, 2)
     assert count(matrix).tolist() == [[1, 1, 1], [2, 1, 1]]  # counted by hand per slot 0, 1, 2
     assert count(np.zeros((2, 5), dtype=bool)).tolist() == [[0, 0, 0], [0, 0, 0]]
+
+
+def _row(group, topic, **counts):
+    row = {"group": group, "topic": topic, "expression_type": "SQL92", "expression": "a > 1", "status": "OK",
+           "units": 10, "skipped": 0, "stage1_passed": 10, "broker_delivered": 10, "client_delivered": 10,
+           "collisions": 0, "bloom_false_positives": 0, "evaluated": 10, "evaluation_errors": 0, "filtered_out": 0}
+    return {**row, **counts}
+
+
+def _trouble_page(status=0):
+    rows = [_row("G_FINE", "T"),
+            _row("G_THROWS", "T", evaluation_errors=2765, evaluated=3252, client_delivered=487),
+            _row("G_BAD", "T", status="FAILED", error="the SQL92 expression does not compile: a >>> 1"),
+            _row("G_NOTHING", "T", client_delivered=0, broker_delivered=0, filtered_out=10),
+            _row("G_QUIET", "%RETRY%G_QUIET", units=0, client_delivered=0, stage1_passed=0, broker_delivered=0)]
+    summary = {"store": "s", "from": "earliest", "rocketmq_version": "5", "subscriptions": rows, "warnings": [],
+               "store_problems": [], "bitmap_audit": {"topics": []}, "job_seconds": 1.0}
+    return report.render(summary, {}, status)
+
+
+def test_the_headline_never_says_clean_when_a_group_has_errors():
+    page = _trouble_page(status=0)
+    headline = re.search(r"<h1>(.*?)</h1>", page).group(1)
+    assert "clean" not in headline and "3 subscription(s) need attention" in headline
+    assert _data(page)["status_text"] == "finished, 3 subscription(s) need attention"
+    summary = {"store": "s", "from": "earliest", "rocketmq_version": "5", "subscriptions": [_row("G_FINE", "T")],
+               "warnings": [], "store_problems": [], "bitmap_audit": {"topics": []}, "job_seconds": 1.0}
+    assert "clean" in re.search(r"<h1>(.*?)</h1>", report.render(summary, {}, 0)).group(1)  # no trouble: clean
+
+
+def test_every_troubled_group_is_named_before_any_chart_and_the_overview_table_comes_first():
+    page = _trouble_page(status=3)
+    first_chart = page.index("<svg")
+    attention = page[:first_chart]
+    for group, why in (("G_THROWS", "threw on 2,765 of 3,252 messages"), ("G_BAD", "does not compile"),
+                       ("G_NOTHING", "delivered nothing of 10 unit(s)")):
+        assert re.search(rf"<li><strong>{group} / T</strong>: [^<]*{re.escape(why)}", attention), group
+    assert "G_FINE / T</strong>" not in attention and "G_QUIET" not in page[:page.index("<h2>Subscriptions")]
+    overview = page[page.index("<h2>Subscriptions"):first_chart]
+    assert all(f"<td>{g}</td>" in overview for g in ("G_FINE", "G_THROWS", "G_BAD", "G_NOTHING", "G_QUIET"))
+    assert "<th>delivered</th><th>filtered out</th><th>collided</th><th>errors</th>" in overview
+    assert page.index("Needs attention") < page.index("<h2>Subscriptions") < page.index("<h2>The run")

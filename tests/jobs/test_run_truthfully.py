@@ -14,7 +14,7 @@ import pytest
 
 from jobs.errors import UsageError
 from jobs.pipeline.plan import build_plan
-from jobs.run.summary import Counters, build_summary, exit_code, summary_table
+from jobs.run.summary import Counters, build_summary, exit_code, summary_notes, summary_table
 from jobs.settings import JobOptions
 from schemas.errors import CorruptStoreError, StoreNotFound
 from tests.jobs.conftest import writable_copy
@@ -102,7 +102,7 @@ def test_a_damaged_consumer_filter_json_leaves_the_bitmap_audit_undone_not_all_m
            "SQL92 registrations, which its stored bitmaps are compared with, are unknown")
     assert why in summary["warnings"]
     table = summary_table(summary)
-    assert f"warning: {why}" in table.splitlines() and "bitmap audit (" not in table
+    assert f"warning: {why}" in summary_notes(summary) and "bitmap audit (" not in table
     assert exit_code(summary) == 4
 
 
@@ -319,11 +319,25 @@ def test_stale_temporary_outputs_are_found_and_removed(tmp_path):
     from jobs.run.outputs import remove_temporaries, stale_temporaries
 
     (tmp_path / "out.tmp-dead0001").mkdir()
+    (tmp_path / "out.tmp-dead0001" / "_MQREPLAY_RUN").write_text('{"run": "dead0001"}')  # a run's own marker
     (tmp_path / "other.tmp-x").mkdir()
     found = stale_temporaries(str(tmp_path / "out"))
     assert found == [str(tmp_path / "out.tmp-dead0001")]
     remove_temporaries(str(tmp_path / "out"), found)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.tmp-x"]
+
+
+def test_clean_stale_never_lists_what_no_run_of_the_job_left(tmp_path):
+    from jobs.run.outputs import stale_temporaries
+
+    (tmp_path / "out.tmp-dead0002").mkdir()  # named alike, but no run's marker in it
+    (tmp_path / "out.tmp-dead0002" / "data.csv").write_text("someone's")
+    (tmp_path / "out.tmp-backup").mkdir()  # not a run id
+    (tmp_path / "out.tmp-backup" / "_MQREPLAY_RUN").write_text("{}")
+    (tmp_path / "out.tmp-dead0003").write_text("a file, not a run's directory")
+    (tmp_path / "outer.tmp-dead0004").mkdir()  # another OUT's name
+    (tmp_path / "outer.tmp-dead0004" / "_MQREPLAY_RUN").write_text("{}")
+    assert stale_temporaries(str(tmp_path / "out")) == []
 
 
 def test_damage_in_a_queue_the_run_does_not_read_does_not_stop_it(copy, store_a):
@@ -334,3 +348,22 @@ def test_damage_in_a_queue_the_run_does_not_read_does_not_stop_it(copy, store_a)
     planned = build_plan(JobOptions(store=str(copy), subscription_files=(str(store_a / "registrations.json"),),
                                     groups=("G_TAG_A",)))
     assert not planned.problems and not planned.lost_units
+
+
+def test_a_dead_runs_temporary_is_marked_and_clean_stale_removes_only_it(tmp_path):
+    from jobs.run.outputs import RUN_MARK, OutputRun
+
+    dead = OutputRun(str(tmp_path / "out"))
+    (tmp_path / f"out.tmp-{dead.claim.run}" / "matched").mkdir()  # parts it wrote before it died
+    dead.claim.release()  # died: its claim gone with it (a flock), its temporary OUT left
+    assert (tmp_path / f"out.tmp-{dead.claim.run}" / RUN_MARK).is_file()
+    (tmp_path / "out.tmp-notes").mkdir()
+    (tmp_path / "report.txt").write_text("the operator's")
+    run = OutputRun(str(tmp_path / "out"), clean_stale=True)
+    try:
+        assert run.stale == [str(tmp_path / f"out.tmp-{dead.claim.run}")]
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+            ["out.claim", f"out.tmp-{run.claim.run}", "out.tmp-notes", "report.txt"])
+    finally:
+        run.abandon()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.tmp-notes", "report.txt"]

@@ -75,6 +75,7 @@ def test_a_worker_killed_mid_task_leaves_the_output_of_a_clean_run(store_a, filt
 
 def test_leftover_of_a_dead_run_is_named_and_the_next_run_succeeds(store_a, filters, clean, tmp_path):
     (tmp_path / "out.tmp-dead0001" / "_attempts").mkdir(parents=True)
+    (tmp_path / "out.tmp-dead0001" / "_MQREPLAY_RUN").write_text('{"run": "dead0001"}')  # the marker a run leaves
     proc = _run(store_a, tmp_path / "out", filters, "keep_all")
     assert "out.tmp-dead0001" in proc.console and "--clean-stale" in proc.console
     _assert_same_output(tmp_path / "out", clean)

@@ -216,8 +216,10 @@ def test_malformed_store_config_stops_the_job_with_exit_1_naming_the_file(tmp_pa
         (tmp_path / "store" / folder).mkdir(parents=True)
     bad = write(tmp_path / "store" / "config", '{"filterDataByTopic":{"T":{0:', "consumerFilter.json")
     assert main(["--store", str(tmp_path / "store"), "--out", str(tmp_path / "out")]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and str(bad) in err and "malformed JSON" in err
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("log: ")  # the run's log file, named as it starts (docs/logging.md)
+    errors = [line for line in err if line.startswith("error: ")]
+    assert len(errors) == 1 and str(bad) in errors[0] and "malformed JSON" in errors[0]
     assert not (tmp_path / "out").exists()
 
 
