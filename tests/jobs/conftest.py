@@ -1,6 +1,10 @@
 """Expected results of fixture store_a, from RocketMQ's own read path."""
 import json
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -40,3 +44,15 @@ def writable_copy(store_a, tmp_path):
     for p in dst.rglob("*"):
         p.chmod(0o755 if p.is_dir() else 0o644)
     return dst
+
+
+def submit_job(*args):
+    """`spark-submit jobs/replay.py ...` with the running venv's bound wrapper, as a user runs it; the process
+    with `console`, its stdout and stderr together."""
+    root = Path(__file__).resolve().parents[2]
+    submit = Path(sys.executable).parent / "spark-submit"
+    cmd = [str(submit), "--master", "local[2]", str(root / "jobs" / "replay.py"), *map(str, args)]
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    proc.console = proc.stdout + proc.stderr
+    return proc

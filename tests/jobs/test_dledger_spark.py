@@ -1,29 +1,17 @@
 """The job under spark-submit on a DLedger store with a damaged entry header: exit 1 and one line naming the data
 file and the entry's offset; under --on-corrupt skip, exit 4, the entry audited and every other row of
 RocketMQ's answer delivered."""
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
 
 from tests.conftest import read_store_jsonl
-from tests.jobs.conftest import expected_rows, writable_copy
+from tests.jobs.conftest import expected_rows, submit_job, writable_copy
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path("dledger-n0") / "data" / "00000000000000000000"
 pytestmark = pytest.mark.spark
-
-
-def _submit(*args):
-    submit = Path(sys.executable).parent / "spark-submit"
-    cmd = [str(submit), "--master", "local[2]", str(ROOT / "jobs" / "replay.py"), *map(str, args)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYSPARK_PYTHON": sys.executable})
-    proc.console = proc.stdout + proc.stderr
-    return proc
 
 
 def test_a_damaged_entry_header_exits_1_or_is_audited_with_exit_4(store_dledger, tmp_path):
@@ -34,12 +22,12 @@ def test_a_damaged_entry_header_exits_1_or_is_audited_with_exit_4(store_dledger,
         f.seek(victim["dledger_pos"])
         f.write(b"\0\0\0\7")  # the entry's magic
     regs = ("--subscriptions", store_dledger / "registrations.json")
-    failed = _submit("--store", store, "--out", tmp_path / "failed", *regs)
+    failed = submit_job("--store", store, "--out", tmp_path / "failed", *regs)
     assert failed.returncode == 1, failed.console[-2000:]
     errors = [line for line in failed.console.splitlines() if line.startswith("error:")]
     assert errors == [f"error: {store / DATA} at offset {victim['dledger_pos']}: DLedger entry header damaged: "
                       "magic code is not DLedger's (1)"]
-    skipped = _submit("--store", store, "--out", tmp_path / "skipped", *regs, "--on-corrupt", "skip")
+    skipped = submit_job("--store", store, "--out", tmp_path / "skipped", *regs, "--on-corrupt", "skip")
     assert skipped.returncode == 4, skipped.console[-2000:]
     audit = ds.dataset(tmp_path / "skipped" / "audit" / "corrupt").to_table().to_pylist()
     assert [(r["commitlog_offset"], r["offset"]) for r in audit] == [(victim["commitLogOffset"], victim["dledger_pos"])]

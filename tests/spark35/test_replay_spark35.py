@@ -4,7 +4,6 @@ Iceberg tables over two nights), and the data source, whose API 3.5 lacks, refus
 
 Run by `make test-spark35` with .venv-spark35 (PySpark 3.5.x); skipped by the main suite's 4.x venv, where the
 same replays are tests/jobs/test_replay_spark.py, test_dledger_spark.py and test_iceberg.py."""
-import os
 import subprocess
 import sys
 from collections import Counter
@@ -14,23 +13,13 @@ import pyarrow.dataset as ds
 import pyspark
 import pytest
 
-from tests.jobs.conftest import assert_rows_equal, expected_rows
+from tests.jobs.conftest import assert_rows_equal, expected_rows, submit_job
 
 ROOT = Path(__file__).resolve().parents[2]
 UNTIL = 1795237035452  # store_a's messages were stored from ...034787 to ...035765: two nights of it
 pytestmark = [pytest.mark.spark, pytest.mark.skipif(
     not pyspark.__version__.startswith("3.5."),
     reason=f"Spark 3.5's replays (make test-spark35); this is PySpark {pyspark.__version__}")]
-
-
-def _submit(*args):
-    """`.venv-spark35/bin/spark-submit jobs/replay.py ...`, the venv-bound wrapper, as a user runs it."""
-    submit = Path(sys.executable).parent / "spark-submit"
-    cmd = [str(submit), "--master", "local[2]", str(ROOT / "jobs" / "replay.py"), *map(str, args)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYSPARK_PYTHON": sys.executable})
-    proc.console = proc.stdout + proc.stderr
-    return proc
 
 
 def _rows(path):
@@ -55,7 +44,7 @@ def test_the_wrapper_runs_spark_3_5():
 def test_a_replay_on_3_5_equals_rocketmqs_answer(name, request, tmp_path):
     fixture = request.getfixturevalue(name)
     out = tmp_path / "out"
-    proc = _submit("--store", fixture / "store", "--subscriptions", fixture / "registrations.json", "--out", out)
+    proc = submit_job("--store", fixture / "store", "--subscriptions", fixture / "registrations.json", "--out", out)
     assert proc.returncode == 0, proc.console[-3000:]
     delivered, collisions = _answers(fixture)
     assert_rows_equal(_rows(out / "matched"), delivered)
@@ -70,9 +59,9 @@ def test_two_nights_into_iceberg_on_3_5_hold_rocketmqs_rows_once_and_a_rerun_exi
     target = IcebergTarget("nightly", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh"))
     common = ["--store", store_a / "store", "--subscriptions", store_a / "registrations.json", "--sink", "iceberg",
               "--catalog-uri", target.uri, "--warehouse", target.warehouse, "--namespace", "nightly"]
-    first = _submit(*common, "--out", tmp_path / "n1", "--until", UNTIL)
-    second = _submit(*common, "--out", tmp_path / "n2", "--starting-offsets", tmp_path / "n1" / "offsets.json")
-    again = _submit(*common, "--out", tmp_path / "n3", "--starting-offsets", tmp_path / "n1" / "offsets.json")
+    first = submit_job(*common, "--out", tmp_path / "n1", "--until", UNTIL)
+    second = submit_job(*common, "--out", tmp_path / "n2", "--starting-offsets", tmp_path / "n1" / "offsets.json")
+    again = submit_job(*common, "--out", tmp_path / "n3", "--starting-offsets", tmp_path / "n1" / "offsets.json")
     assert (first.returncode, second.returncode) == (0, 0), first.console[-2000:] + second.console[-2000:]
     assert again.returncode == 2 and "nightly.matched already holds these offsets" in again.console
     catalog = target.catalog()
