@@ -53,7 +53,6 @@ CHOICES = {"rocketmqVersion": SETTING_CHOICES["rocketmq_version"], "onCorrupt": 
 NARROWING = ("topics", "key", "since", "until", "startingOffsets", "endingOffsets")
 OPTIONS = ("path", "brokers", "subscriptions") + FLAGS + tuple(CHOICES) + NARROWING + ("commitlog",)
 GROUP_COLUMNS = ("delivered_to", "collided_for")
-PATH_OPTIONS = ("path", "subscriptions")
 
 
 def register(spark):
@@ -135,12 +134,13 @@ def read_options(options):
     unknown = sorted(k for k in options if k.lower() not in known)
     if unknown:
         raise UsageError(f"rocketmq: unknown option(s) {', '.join(unknown)} (known: {', '.join(OPTIONS)})")
-    if bool(options.get("path")) == bool(options.get("brokers")):
-        raise UsageError('rocketmq: option path: give one store, load(STORE) or option("path", STORE), or a cluster, '
-                         'option("brokers", "NAME=STORE,NAME=STORE")' + (", not both" if options.get("path") else ""))
-    options = {k: _from_launch_dir(v) if k.lower() in PATH_OPTIONS else v for k, v in options.items()}
-    stores = [options["path"]] if options.get("path") else [_broker_from_launch_dir(b.strip()) for b in
-                                                            options["brokers"].split(",") if b.strip()]
+    if not options.get("path") and not options.get("brokers"):
+        raise UsageError('rocketmq: option path: no store given: load(STORE) or option("path", STORE), or a cluster: '
+                         'option("brokers", "NAME=STORE,NAME=STORE")')
+    if options.get("path") and options.get("brokers"):
+        raise UsageError("rocketmq: option path: give one store (path) or a cluster (brokers), not both")
+    stores = [_from_launch_dir(options["path"])] if options.get("path") else [
+        _broker_from_launch_dir(b.strip()) for b in options["brokers"].split(",") if b.strip()]
     try:
         brokers = tuple((b.name, b.uri) for b in brokers_of(stores, None, commitlog_dirs(options.get("commitlog"))))
     except UsageError as exc:
@@ -158,6 +158,7 @@ def read_options(options):
         raise UsageError(f"rocketmq: option {exc}") from None
     subscriptions = options.get("subscriptions")
     if subscriptions is not None:
+        subscriptions = _from_launch_dir(subscriptions)
         try:
             load_registrations(subscriptions)
         except (ConfigError, OSError) as exc:

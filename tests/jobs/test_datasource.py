@@ -194,7 +194,7 @@ BAD_OPTIONS = [
     ("subscriptions", "/no/such/subscriptions.json", "option subscriptions: expected a subscription file .*"
                                                      "No such file"),
     ("topics", "TopicTest,,订单Topic", "option topics: expected topic names separated by commas"),
-    ("withbodies", "false", r"unknown option\(s\) withbodies \(known: path, subscriptions, withBody"),
+    ("withbodies", "false", r"unknown option\(s\) withbodies \(known: path, brokers, subscriptions, withBody"),
 ]
 
 
@@ -344,5 +344,5 @@ def test_brokers_option_reads_a_cluster_each_row_naming_its_broker(spark, store_
     assert delivered == {(r["broker"], g, t, r["queueId"], r["queueOffset"]) for g, topics in expected.items()
                          for t, rows in topics.items() for r in rows}
     assert len({d[1:] for d in delivered}) < len(delivered)  # (group, topic, queue, offset) alone collide
-    with pytest.raises(Exception, match="option path: give one store"):
+    with pytest.raises(Exception, match="option path: give one store \\(path\\) or a cluster \\(brokers\\), not both"):
         spark.read.format("rocketmq").option("brokers", brokers).load(str(store_cluster / "broker-a" / "store"))
