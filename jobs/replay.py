@@ -221,6 +221,7 @@ def main(argv=None):
         if args.starting_offsets != "iceberg":  # else the tables' offsets, read once the run has begun
             window_of(args)
         settings_of(args)
+        inputs = lineage_stores(args.store)  # a broker name that cannot be is the caller's mistake too
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -228,7 +229,7 @@ def main(argv=None):
     handler = console.open_log(args.run, log_file)
     print(f"log: {log_file} (run {args.run})", file=sys.stderr, flush=True)
     log.debug("replay.py %s", " ".join(sys.argv[1:] if argv is None else map(str, argv)))
-    events = Lineage.of(args.run, lineage_stores(args.store), args.out)
+    events = Lineage.of(args.run, inputs, args.out)
     if events is not None:
         events.start()
     try:

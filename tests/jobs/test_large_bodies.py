@@ -186,14 +186,14 @@ def test_wide_rows_of_large_bodies_are_written_a_budget_of_bytes_at_a_time(tmp_p
 
 def test_the_data_source_read_gives_a_null_body_and_says_why_in_the_log(zlib_store, caplog):
     from jobs.datasource import arrow_schema
-    from jobs.datasource.filters import window_narrowing
+    from jobs.datasource.filters import option_narrowing
     from jobs.datasource.read import SplitRead, read_split
     from jobs.pipeline.split_units import commitlog_splits
 
     store, _, _ = zlib_store
     planned = build_plan(JobOptions(store=str(store), read_all=True, max_body=MIB))
     start, end = commitlog_splits(planned.plan)[0]
-    job = SplitRead(planned.plan, planned.segments, window_narrowing())
+    job = SplitRead(planned.plan, planned.segments, option_narrowing())
     with caplog.at_level(logging.WARNING, logger="mqreplay"):
         rows = pa.Table.from_batches(list(read_split(job, start, end, arrow_schema()))).to_pylist()
     assert {r["queue_offset"]: r["body"] for r in rows} == {0: b"small-0", 1: None, 2: b"small-2", 3: SMALL}
