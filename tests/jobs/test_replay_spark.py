@@ -221,6 +221,6 @@ def test_a_failed_job_is_cleaned_up_only_after_its_other_tasks_ended(spark, tmp_
         spark.sparkContext.parallelize([0, 1], 2).mapPartitions(task).collect()
     assert started.exists() and not late.exists()  # task 1 was running when the job failed, and had not written
     release.write_text("the job has failed")
-    _settle(spark.sparkContext)
+    _settle(spark)
     assert late.exists() or not _running(int(started.read_text())), \
         "_settle returned while a task of the failed job was still running"
