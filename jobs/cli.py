@@ -1,11 +1,14 @@
-"""Command-line options that say which subscriptions a replay applies: shared by the job (jobs/replay.py)
-and by the tool that explains one of its decisions (jobs/explain/__init__.py), so that both read them alike."""
+"""The command lines of the job (jobs/replay.py) and of explain (jobs/explain/__init__.py): every option is
+defined and read back here, and no module below jobs/ sees an argparse namespace. The options both share
+(subscriptions, commit log, units source) are defined once, so that both read them alike."""
 import argparse
 import os
 import sys
 
 from jobs.errors import UsageError
 from jobs.pipeline.units_source import UNITS_FROM
+from jobs.pipeline.window import parse_window
+from jobs.run.progress import MODES
 from jobs.settings import CHOICES, DEFAULTS
 from jobs.version import package_version
 from schemas.errors import EXIT_USAGE
@@ -14,6 +17,9 @@ from schemas.errors import EXIT_USAGE
 # one no broker holds, so it is a typo or a pasted value, refused before anything runs
 TOPIC_MAX_LENGTH, GROUP_MAX_LENGTH = 127, 255
 REMOTE = ("://",)  # a URI: its existence is the filesystem's to say, once the store is opened
+# the first line of each tool's --help
+REPLAY = "spark-submit entry point: replay a RocketMQ broker store and re-apply its server-side filtering."
+EXPLAIN = "Explain one decision of the replay: why group G did (or did not) receive one message of topic T."
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -54,6 +60,103 @@ def add_commitlog_argument(p):
     p.add_argument("--units-from", choices=UNITS_FROM, default="auto",
                    help="consume-queue units from the consume queue (files or RocksDB), rebuilt from the commit "
                         "log, or auto (default): the consume queue, rebuilding the queues it lacks")
+
+
+def add_window_arguments(p):
+    """--since, --until, --starting-offsets, --ending-offsets (read back by window_of)."""
+    p.add_argument("--since", metavar="T", help="first store time (epoch ms, from 2001 on, or ISO-8601 with an offset)")
+    p.add_argument("--until", metavar="T", help="store time the window ends before (exclusive)")
+    p.add_argument("--starting-offsets", metavar="JSON|FILE",
+                   help='first queue offsets {"Topic": {"0": 23}} (-2 earliest, -1 latest), e.g. a last '
+                        "run's OUT/offsets.json")
+    p.add_argument("--ending-offsets", metavar="JSON|FILE", help="exclusive end queue offsets, same shape")
+
+
+def window_of(args):
+    """parse_window of the arguments add_window_arguments added (offsets per topic, or per broker)."""
+    return parse_window(args.since, args.until, args.starting_offsets, args.ending_offsets, brokers=True)
+
+
+def parse_replay_args(argv):
+    """The job's command line (jobs/replay.py), parsed; its checks that need no store are check_arguments."""
+    p = OneLineParser(prog="replay.py", description=REPLAY)
+    add_version_argument(p)
+    p.add_argument("--store", action="append", default=[],
+                   help="the broker's storePathRootDir (path or URI); NAME=STORE, repeatable: the brokers of a "
+                        "cluster, every output row naming its broker")
+    p.add_argument("--brokers", metavar="FILE", help="a file of the brokers, one NAME=STORE a line")
+    p.add_argument("--out", required=True, help="output directory (path or URI); must not exist")
+    add_commitlog_argument(p)
+    add_subscription_arguments(p)
+    add_window_arguments(p)
+    p.add_argument("--groups", help="comma-separated groups to replay (default all)")
+    p.add_argument("--topics", help="comma-separated topics to replay (default all)")
+    p.add_argument("--no-body", action="store_true", help="leave message bodies out of the output")
+    p.add_argument("--on-corrupt", choices=CHOICES["on_corrupt"], help="stop on damaged data, or audit and skip it")
+    p.add_argument("--verify-crc", action="store_true", help="check every body's CRC32")
+    p.add_argument("--audit-consume-queue", action="store_true",
+                   help="check every unit of the run's queues against the commit log, and find the units it "
+                        "lacks: rows of OUT/audit/consume_queue/")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT (once the new one is complete)")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="topics and groups that match nothing are warnings, not errors (nightly runs)")
+    p.add_argument("--clean-stale", action="store_true",
+                   help="remove the OUT.tmp-* directories that dead runs left beside OUT")
+    p.add_argument("--master", help="Spark master when not run by spark-submit (default local[*])")
+    p.add_argument("--remote", help="run as a Spark Connect client of this server (sc://HOST:PORT): it must see "
+                                    "--store and --out at the same paths as this machine (docs/connect.md)")
+    p.add_argument("--layout", choices=["normalized", "wide"], default="normalized",
+                   help="normalized: messages/ once, narrow matched/ rows; wide: every column in matched/ rows")
+    p.add_argument("--sink", choices=["parquet", "iceberg", "noop"], default="parquet",
+                   help="parquet: the outputs under OUT; iceberg: the answer committed to Iceberg tables (OUT keeps "
+                        "the summary, offsets.json and the report); noop: run everything, write nothing (benchmarks)")
+    p.add_argument("--namespace", default="mqreplay", help="--sink iceberg: the tables' namespace (default mqreplay)")
+    p.add_argument("--catalog", help="--sink iceberg: a catalog by name from pyiceberg's configuration (REST, Hive, "
+                                     "Glue, SQL)")
+    p.add_argument("--catalog-uri", help="--sink iceberg: the embedded SQL catalog, sqlite:///PATH")
+    p.add_argument("--warehouse", help="--sink iceberg with --catalog-uri: where the tables' files go (path or URI)")
+    p.add_argument("--progress", choices=MODES, default="auto",
+                   help="tty: a line redrawn every second; log: a line every 30 s; auto: tty on a terminal")
+    return p.parse_args(argv)
+
+
+def parse_explain_args(argv):
+    """explain's command line (jobs/explain/__init__.py), parsed and checked: one question, by position,
+    message id or key."""
+    p = OneLineParser(prog="python -m jobs.explain", description=EXPLAIN)
+    p.add_argument("--store", action="append", required=True,
+                   help="the broker's storePathRootDir (path or URI); NAME=STORE, repeatable: a cluster's brokers")
+    p.add_argument("--broker", help="with several brokers: the one whose --queue-id and --queue-offset are meant "
+                                    "(a --msg-id names its broker by its store host: each is tried)")
+    add_commitlog_argument(p)
+    add_subscription_arguments(p)
+    p.add_argument("--group", help="the consumer group (with --key: only its verdicts)")
+    p.add_argument("--topic", help="the topic (a group's retry topic is %%RETRY%%<group>; with --key: only its "
+                                   "messages)")
+    p.add_argument("--key", help="find the messages carrying this key (a KEYS token or the UNIQ_KEY), in every "
+                                 "topic unless --topic, with every subscribed group's verdict")
+    p.add_argument("--queue-id", type=int, help="the unit's queue id (with --queue-offset)")
+    p.add_argument("--queue-offset", type=int, help="the unit's index in its consume queue")
+    p.add_argument("--msg-id", help="the message's offsetMsgId (store host and commit-log offset, 32 or 56 hex)")
+    p.add_argument("--since", help="window start, epoch ms (from 2001 on) or ISO-8601 with an offset (inclusive)")
+    p.add_argument("--until", help="window end, epoch ms (from 2001 on) or ISO-8601 with an offset (exclusive)")
+    p.add_argument("--json", action="store_true", help="print the answer as one JSON object")
+    args = p.parse_args(argv)
+    try:
+        args.window = parse_window(args.since, args.until)
+    except UsageError as exc:
+        p.error(str(exc))
+    if args.key is not None:
+        if args.queue_id is not None or args.queue_offset is not None or args.msg_id is not None:
+            p.error("--key finds messages itself: give no --queue-id, --queue-offset or --msg-id with it")
+        return args
+    missing = [f for f, v in (("--group", args.group), ("--topic", args.topic)) if v is None]
+    if missing:
+        p.error(f"the following arguments are required: {', '.join(missing)} (or --key)")
+    by_position = args.queue_id is not None or args.queue_offset is not None
+    if by_position == (args.msg_id is not None) or (by_position and None in (args.queue_id, args.queue_offset)):
+        p.error("give either --queue-id and --queue-offset, or --msg-id")
+    return args
 
 
 def commitlog_dirs(text):

@@ -29,19 +29,16 @@ if __name__ == "__main__" and "--version" in sys.argv[1:]:  # answered before th
     sys.exit(0)
 
 from jobs.cli import (  # noqa: E402
-    OneLineParser,
-    add_commitlog_argument,
-    add_subscription_arguments,
-    add_version_argument,
     check_arguments,
     commitlog_dirs,
+    parse_replay_args,
     print_quietly,
     subscription_options,
+    window_of,
 )
 from jobs.errors import UsageError, carried, outcome  # noqa: E402
 from jobs.pipeline.brokers import bare, brokers_of, split_store  # noqa: E402
 from jobs.pipeline.cluster import plan_cluster  # noqa: E402
-from jobs.pipeline.window import add_window_arguments, window_of  # noqa: E402
 from jobs.run import console, lifecycle, outputs  # noqa: E402
 from jobs.run.iceberg_sink import (  # noqa: E402
     committed_offsets,
@@ -51,56 +48,14 @@ from jobs.run.iceberg_sink import (  # noqa: E402
     target_of,
 )
 from jobs.run.lineage import Lineage  # noqa: E402
-from jobs.run.progress import MODES, open_progress  # noqa: E402
+from jobs.run.progress import open_progress  # noqa: E402
 from jobs.run.session import spark_session  # noqa: E402
 from jobs.run.stage import unseen_paths  # noqa: E402
 from jobs.run.summary import exit_code, summary_notes, summary_table  # noqa: E402
-from jobs.settings import CHOICES, job_options, load_settings  # noqa: E402
+from jobs.settings import job_options, load_settings  # noqa: E402
 from schemas.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ConfigError, ReplayError  # noqa: E402
 
 log = logging.getLogger("mqreplay")
-
-
-def parse_args(argv):
-    p = OneLineParser(prog="replay.py", description=__doc__.splitlines()[0])
-    add_version_argument(p)
-    p.add_argument("--store", action="append", default=[],
-                   help="the broker's storePathRootDir (path or URI); NAME=STORE, repeatable: the brokers of a "
-                        "cluster, every output row naming its broker")
-    p.add_argument("--brokers", metavar="FILE", help="a file of the brokers, one NAME=STORE a line")
-    p.add_argument("--out", required=True, help="output directory (path or URI); must not exist")
-    add_commitlog_argument(p)
-    add_subscription_arguments(p)
-    add_window_arguments(p)
-    p.add_argument("--groups", help="comma-separated groups to replay (default all)")
-    p.add_argument("--topics", help="comma-separated topics to replay (default all)")
-    p.add_argument("--no-body", action="store_true", help="leave message bodies out of the output")
-    p.add_argument("--on-corrupt", choices=CHOICES["on_corrupt"], help="stop on damaged data, or audit and skip it")
-    p.add_argument("--verify-crc", action="store_true", help="check every body's CRC32")
-    p.add_argument("--audit-consume-queue", action="store_true",
-                   help="check every unit of the run's queues against the commit log, and find the units it "
-                        "lacks: rows of OUT/audit/consume_queue/")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT (once the new one is complete)")
-    p.add_argument("--allow-missing", action="store_true",
-                   help="topics and groups that match nothing are warnings, not errors (nightly runs)")
-    p.add_argument("--clean-stale", action="store_true",
-                   help="remove the OUT.tmp-* directories that dead runs left beside OUT")
-    p.add_argument("--master", help="Spark master when not run by spark-submit (default local[*])")
-    p.add_argument("--remote", help="run as a Spark Connect client of this server (sc://HOST:PORT): it must see "
-                                    "--store and --out at the same paths as this machine (docs/connect.md)")
-    p.add_argument("--layout", choices=["normalized", "wide"], default="normalized",
-                   help="normalized: messages/ once, narrow matched/ rows; wide: every column in matched/ rows")
-    p.add_argument("--sink", choices=["parquet", "iceberg", "noop"], default="parquet",
-                   help="parquet: the outputs under OUT; iceberg: the answer committed to Iceberg tables (OUT keeps "
-                        "the summary, offsets.json and the report); noop: run everything, write nothing (benchmarks)")
-    p.add_argument("--namespace", default="mqreplay", help="--sink iceberg: the tables' namespace (default mqreplay)")
-    p.add_argument("--catalog", help="--sink iceberg: a catalog by name from pyiceberg's configuration (REST, Hive, "
-                                     "Glue, SQL)")
-    p.add_argument("--catalog-uri", help="--sink iceberg: the embedded SQL catalog, sqlite:///PATH")
-    p.add_argument("--warehouse", help="--sink iceberg with --catalog-uri: where the tables' files go (path or URI)")
-    p.add_argument("--progress", choices=MODES, default="auto",
-                   help="tty: a line redrawn every second; log: a line every 30 s; auto: tty on a terminal")
-    return p.parse_args(argv)
 
 
 def options_from(args, settings):
@@ -213,7 +168,7 @@ def main(argv=None):
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines would follow the summary
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)  # a line per column it has no statistics of (add_files)
     try:
-        args = parse_args(argv)
+        args = parse_replay_args(argv)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else EXIT_OK
     try:  # the caller's mistakes, before a log file or anything else is made (one line, exit 2)

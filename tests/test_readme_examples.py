@@ -14,7 +14,7 @@ into pieces, and each piece is one of these kinds:
 - a job: a line starts with `.venv/bin/spark-submit jobs/replay.py`: it runs on store_a (its `--out` a new
   folder) and must exit 0.
 - job options: any other line that runs `replay.py` (a cluster's spark-submit, the crontab line): its
-  arguments must parse (jobs.replay.parse_args), so a renamed or removed option fails; it is not run.
+  arguments must parse (jobs.cli.parse_replay_args), so a renamed or removed option fails; it is not run.
 - not run: other commands (make targets, cluster set-ups) and text (program output, explanations).
 
 Comment lines do not decide a kind. The pieces of a block run in order, in the tests' Spark session (not a
@@ -207,10 +207,10 @@ def run_job(line, store_a, tmp_path):
 
 def parse_job_options(line):
     """A line of the README or docs/ that runs replay.py elsewhere (a cluster, cron): its options must still exist."""
-    from jobs.replay import parse_args
+    from jobs.cli import parse_replay_args
 
     try:
-        parse_args(job_arguments(line))
+        parse_replay_args(job_arguments(line))
     except SystemExit as exc:
         pytest.fail(f"replay.py refuses the options of this example ({exc.code}): {line}")
 

@@ -21,73 +21,21 @@ answered, but a damaged index file was named on stderr and its span scanned inst
 141 (128 + SIGPIPE, as a shell reports a tool that signal ended) the reader closed stdout before the whole
 answer was written (`| head`): nothing more is printed, no traceback.
 """
-import argparse
 import json
 import sys
 
 from filtering import sql92
-from jobs.cli import (
-    add_commitlog_argument,
-    add_subscription_arguments,
-    commitlog_dirs,
-    print_quietly,
-    subscription_options,
-)
+from jobs.cli import commitlog_dirs, parse_explain_args, print_quietly, subscription_options
 from jobs.errors import ExplainError, UsageError, outcome
 from jobs.explain import find
 from jobs.explain.question import decide, load_context, locate_msg_id, read_queue_units, subscription_of
 from jobs.explain.report import report
 from jobs.explain.text import render
 from jobs.pipeline.brokers import brokers_of
-from jobs.pipeline.window import parse_window
 from jobs.settings import job_options, load_settings
 from schemas.errors import EXIT_OK, EXIT_SKIPPED, EXIT_USAGE
 
 EXIT_PIPE = 141
-
-
-class _Parser(argparse.ArgumentParser):
-    """Bad arguments are one line on stderr, like every other question explain cannot answer."""
-
-    def error(self, message):
-        self.exit(EXIT_USAGE, f"error: {message} (python -m jobs.explain --help)\n")
-
-
-def parse_args(argv):
-    p = _Parser(prog="python -m jobs.explain", description=__doc__.splitlines()[0])
-    p.add_argument("--store", action="append", required=True,
-                   help="the broker's storePathRootDir (path or URI); NAME=STORE, repeatable: a cluster's brokers")
-    p.add_argument("--broker", help="with several brokers: the one whose --queue-id and --queue-offset are meant "
-                                    "(a --msg-id names its broker by its store host: each is tried)")
-    add_commitlog_argument(p)
-    add_subscription_arguments(p)
-    p.add_argument("--group", help="the consumer group (with --key: only its verdicts)")
-    p.add_argument("--topic", help="the topic (a group's retry topic is %%RETRY%%<group>; with --key: only its "
-                                   "messages)")
-    p.add_argument("--key", help="find the messages carrying this key (a KEYS token or the UNIQ_KEY), in every "
-                                 "topic unless --topic, with every subscribed group's verdict")
-    p.add_argument("--queue-id", type=int, help="the unit's queue id (with --queue-offset)")
-    p.add_argument("--queue-offset", type=int, help="the unit's index in its consume queue")
-    p.add_argument("--msg-id", help="the message's offsetMsgId (store host and commit-log offset, 32 or 56 hex)")
-    p.add_argument("--since", help="window start, epoch ms (from 2001 on) or ISO-8601 with an offset (inclusive)")
-    p.add_argument("--until", help="window end, epoch ms (from 2001 on) or ISO-8601 with an offset (exclusive)")
-    p.add_argument("--json", action="store_true", help="print the answer as one JSON object")
-    args = p.parse_args(argv)
-    try:
-        args.window = parse_window(args.since, args.until)
-    except UsageError as exc:
-        p.error(str(exc))
-    if args.key is not None:
-        if args.queue_id is not None or args.queue_offset is not None or args.msg_id is not None:
-            p.error("--key finds messages itself: give no --queue-id, --queue-offset or --msg-id with it")
-        return args
-    missing = [f for f, v in (("--group", args.group), ("--topic", args.topic)) if v is None]
-    if missing:
-        p.error(f"the following arguments are required: {', '.join(missing)} (or --key)")
-    by_position = args.queue_id is not None or args.queue_offset is not None
-    if by_position == (args.msg_id is not None) or (by_position and None in (args.queue_id, args.queue_offset)):
-        p.error("give either --queue-id and --queue-offset, or --msg-id")
-    return args
 
 
 def broker_context(settings, broker, args):
@@ -166,7 +114,7 @@ def subscription_of_or_error(ctx, group, topic):
 
 def main(argv=None):
     try:
-        args = parse_args(argv)
+        args = parse_explain_args(argv)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else EXIT_OK
     try:

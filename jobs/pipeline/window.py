@@ -215,21 +215,6 @@ def _flat_offsets(data, flag):
     return out
 
 
-def add_window_arguments(p):
-    """--since, --until, --starting-offsets, --ending-offsets (read back by window_of)."""
-    p.add_argument("--since", metavar="T", help="first store time (epoch ms, from 2001 on, or ISO-8601 with an offset)")
-    p.add_argument("--until", metavar="T", help="store time the window ends before (exclusive)")
-    p.add_argument("--starting-offsets", metavar="JSON|FILE",
-                   help='first queue offsets {"Topic": {"0": 23}} (-2 earliest, -1 latest), e.g. a last '
-                        "run's OUT/offsets.json")
-    p.add_argument("--ending-offsets", metavar="JSON|FILE", help="exclusive end queue offsets, same shape")
-
-
-def window_of(args):
-    """parse_window of the arguments add_window_arguments added (offsets per topic, or per broker)."""
-    return parse_window(args.since, args.until, args.starting_offsets, args.ending_offsets, brokers=True)
-
-
 @dataclass(frozen=True)
 class Resolved:
     """The window per queue: ((topic, queue_id, first, end), ...) in SegmentIndex order, the narrowed

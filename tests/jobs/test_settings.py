@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from jobs import replay
+from jobs.cli import parse_replay_args
 from jobs.settings import DEFAULTS, JobOptions, job_options, load_settings
 from schemas.errors import ConfigError
 
@@ -41,9 +42,9 @@ def test_the_settings_reach_the_jobs_options_and_the_command_line_wins(tmp_path)
     path.write_text('{"split_size_mb": 64, "bloom_f": 10, "bloom_n": 16, "on_corrupt": "skip", "with_body": false, '
                     '"rocketmq_version": 4}', encoding="utf-8")
     settings = load_settings(str(path))
-    args = replay.parse_args(["--store", "S", "--out", "O", "--rocketmq-version", "5"])
+    args = parse_replay_args(["--store", "S", "--out", "O", "--rocketmq-version", "5"])
     options = replay.options_from(args, settings)
     assert (options.split_size, options.bloom_f, options.bloom_n, options.on_corrupt, options.with_body,
             options.dialect) == (64 << 20, 10, 16, "skip", False, "5")
-    args = replay.parse_args(["--store", "S", "--out", "O", "--on-corrupt", "fail"])
+    args = parse_replay_args(["--store", "S", "--out", "O", "--on-corrupt", "fail"])
     assert replay.options_from(args, settings).on_corrupt == "fail"
