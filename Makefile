@@ -20,7 +20,7 @@ JAVA_ENV_OF = export JAVA_HOME="$$(bash tools/java_home.sh $(1))" && export PATH
 	&& export PYSPARK_PYTHON="$(CURDIR)/$(1)" PYSPARK_DRIVER_PYTHON="$(CURDIR)/$(1)"
 JAVA_ENV = $(call JAVA_ENV_OF,$(VPY))
 
-.PHONY: help venv venv-spark35 browser test test-spark35 run lint bench sample clean package cluster-test
+.PHONY: help venv venv-spark35 browser test test-system test-spark35 run lint bench sample clean package cluster-test
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -47,9 +47,15 @@ browser: ## Debian's chromium and CJK fonts, which the report's tests render OUT
 	@{ command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; } \
 		&& { ! command -v fc-list >/dev/null 2>&1 || fc-list :lang=zh family | grep -q .; } || bash tools/install_chromium.sh
 
-test: $(STAMP) browser ## run the test suite (its temporary folders removed when it ends)
-	@$(JAVA_ENV) && T=$$(mktemp -d -t mqreplay-tests-XXXXXX) && export TMPDIR=$$T \
-		&& { $(VPY) -m pytest --basetemp=$$T/pytest $(PYTEST_ARGS); rc=$$?; rm -rf $$T; exit $$rc; }
+# Each suite runs with a temporary folder of its own, removed when it ends (pytest's and every process's TMPDIR).
+PYTEST = $(JAVA_ENV) && T=$$(mktemp -d -t mqreplay-tests-XXXXXX) && export TMPDIR=$$T \
+	&& { $(VPY) -m pytest --basetemp=$$T/pytest
+
+test: $(STAMP) browser ## the test suite: formats, filters, the pipeline, the data source, in-process Spark (a few minutes)
+	@$(PYTEST) -m "not system" $(PYTEST_ARGS); rc=$$?; rm -rf $$T; exit $$rc; }
+
+test-system: $(STAMP) browser ## the job run as users run it: spark-submit, kills, S3 and Spark Connect servers, Iceberg nights
+	@$(PYTEST) -m system $(PYTEST_ARGS); rc=$$?; rm -rf $$T; exit $$rc; }
 
 test-spark35: $(STAMP35) ## the fixture stores replayed on PySpark 3.5 (plain, DLedger, Iceberg), against RocketMQ's
 	@$(call JAVA_ENV_OF,$(VPY35)) && $(VPY35) -m pytest tests/spark35 $(PYTEST_ARGS)

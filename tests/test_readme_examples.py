@@ -224,6 +224,7 @@ def session(spark):
         spark.catalog.dropTempView(view)
 
 
+@pytest.mark.system
 @pytest.mark.spark
 @pytest.mark.parametrize("block", examples())
 def test_readme_example_runs_on_the_fixture(block, session, store_a, out, request, tmp_path):

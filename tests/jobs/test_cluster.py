@@ -238,6 +238,7 @@ def test_the_console_table_and_the_report_show_each_brokers_rows(store_cluster, 
     assert "<h2>Brokers</h2>" in page and "broker-b: GC_TAG_ALL / TopicOnlyB" in page
 
 
+@pytest.mark.system
 @pytest.mark.spark
 def test_spark_runs_both_brokers_in_one_stage_and_publishes_per_broker_outputs(store_cluster, tmp_path):
     from tests.jobs.test_exit_codes import _submit

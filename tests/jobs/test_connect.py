@@ -14,7 +14,7 @@ from tests.jobs.conftest import assert_rows_equal
 from tools.local_connect import LocalConnect
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.system]
 
 # A Connect client in its own process (a classic session already runs in the tests' one): one DataFrame asked
 # several questions, then a read with subscriptions; prints the answers as JSON.

@@ -265,6 +265,7 @@ print(df.select(F.explode("delivered_to")).count())
 """
 
 
+@pytest.mark.system
 def test_register_lets_a_plain_python_script_read_without_pyspark_python(store_a, tmp_path):
     """The README's use: `.venv/bin/python script.py`, no PYSPARK_PYTHON. PySpark would start the workers with
     `python3` from PATH (here one that only fails, as a python3 without pyarrow fails)."""

@@ -11,7 +11,7 @@ from tests.jobs.conftest import expected_rows, submit_job, writable_copy
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path("dledger-n0") / "data" / "00000000000000000000"
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.system]
 
 
 def test_a_damaged_entry_header_exits_1_or_is_audited_with_exit_4(store_dledger, tmp_path):

@@ -12,7 +12,7 @@ import pytest
 from tests.jobs.conftest import writable_copy
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.system]
 
 
 def _submit(*args, py_files=None):

@@ -19,7 +19,7 @@ from tests.jobs.conftest import expected_rows
 from tests.jobs.test_exit_codes import ROOT, _submit
 from tests.jobs.test_scheduler_runs import SUBMIT, _session_processes, _slow_filters, _wait_for
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.system]
 UNTIL = 1795237035452  # store_a's messages were stored from ...034787 to ...035765: two nights of it
 
 

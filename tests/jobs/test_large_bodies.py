@@ -225,6 +225,7 @@ def test_explain_says_the_body_is_not_inflated_and_why(zlib_store, tmp_path, cap
     assert answer["message"]["body"] == {"compression": "zlib", "inflated": True, "size": 5000, "reason": None}
 
 
+@pytest.mark.system
 @pytest.mark.spark
 def test_the_job_exits_0_with_the_body_null_audited_and_warned(zlib_store, tmp_path):
     """A real spark-submit run, under --on-corrupt skip too: a large body is not damage (exit 0, not 4)."""

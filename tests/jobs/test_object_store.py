@@ -17,7 +17,7 @@ from tests.jobs.test_exit_codes import ROOT
 from tests.jobs.test_scheduler_runs import SUBMIT, _session_processes, _slow_filters, _wait_for
 from tools.local_s3 import KEYS, LocalS3
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.system]
 
 
 @pytest.fixture(scope="module")

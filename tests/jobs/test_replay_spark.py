@@ -98,6 +98,7 @@ def test_clean_run_writes_no_empty_corrupt_audit_and_no_log_lines_after_the_tabl
     assert "INFO" not in after and "py4j" not in after
 
 
+@pytest.mark.system
 def test_existing_out_is_refused_without_overwrite(job_out, store_a):
     out, _ = job_out
     proc = _submit("--store", store_a / "store", "--out", out)
@@ -116,6 +117,7 @@ def test_missing_store_exits_2(tmp_path):
     assert main(["--store", str(tmp_path / "nope"), "--out", str(tmp_path / "out")]) == 2  # the caller's path
 
 
+@pytest.mark.system
 def test_results_on_stdout_diagnostics_on_stderr_under_spark_submit(job_out):
     out, proc = job_out
     assert proc.stdout.startswith("group ")  # the table first: what a pipe takes
@@ -124,6 +126,7 @@ def test_results_on_stdout_diagnostics_on_stderr_under_spark_submit(job_out):
     assert "log: " in proc.stderr and "group " not in proc.stderr
 
 
+@pytest.mark.system
 def test_a_log_file_per_run_holds_its_run_id_on_its_lines_and_sparks_warnings(job_out, store_a, tmp_path):
     out, proc = job_out
     line = next(line for line in proc.stderr.splitlines() if line.startswith("log: "))
@@ -144,6 +147,7 @@ def _parts(out):
     return sorted(str(p.relative_to(out)) for p in out.rglob("*.parquet"))
 
 
+@pytest.mark.system
 def test_rerun_writes_the_same_files_with_the_same_rows_in_the_same_order(job_out, store_a, tmp_path):
     import pyarrow.parquet as pq
 
@@ -161,6 +165,7 @@ def test_rerun_writes_the_same_files_with_the_same_rows_in_the_same_order(job_ou
     assert first == second
 
 
+@pytest.mark.system
 def test_failed_run_leaves_no_output(store_a, tmp_path):
     import shutil
 

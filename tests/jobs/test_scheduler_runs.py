@@ -20,7 +20,7 @@ from jobs.run import claim
 from jobs.run.outputs import OutputRun
 from tests.jobs.test_exit_codes import ROOT, _submit
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.system]
 SUBMIT = Path(sys.executable).parent / "spark-submit"
 
 

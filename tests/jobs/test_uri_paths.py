@@ -7,7 +7,7 @@ import pytest
 from tests.jobs.conftest import assert_rows_equal
 from tests.jobs.test_replay_spark import _parquet_rows, _submit
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.system]
 
 
 @pytest.fixture(scope="module")
