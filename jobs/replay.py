@@ -43,12 +43,14 @@ from jobs.pipeline.brokers import bare, brokers_of, split_store  # noqa: E402
 from jobs.pipeline.cluster import plan_cluster  # noqa: E402
 from jobs.pipeline.window import add_window_arguments, window_of  # noqa: E402
 from jobs.run import console, lifecycle, outputs  # noqa: E402
+from jobs.run.catalog_wait import DEFAULT_WAIT  # noqa: E402
 from jobs.run.iceberg_sink import (  # noqa: E402
-    committed_offsets,
-    overlaps,
+    check_lake,
     remove_stale,
     stale_runs,
+    starting_offsets,
     target_of,
+    with_stores,
 )
 from jobs.run.lineage import Lineage  # noqa: E402
 from jobs.run.progress import MODES, open_progress  # noqa: E402
@@ -98,6 +100,8 @@ def parse_args(argv):
                                      "Glue, SQL)")
     p.add_argument("--catalog-uri", help="--sink iceberg: the embedded SQL catalog, sqlite:///PATH")
     p.add_argument("--warehouse", help="--sink iceberg with --catalog-uri: where the tables' files go (path or URI)")
+    p.add_argument("--catalog-wait", metavar="DURATION", default=DEFAULT_WAIT,
+                   help=f"--sink iceberg: how long a busy catalog is waited for, s/m/h/d (default {DEFAULT_WAIT})")
     p.add_argument("--progress", choices=MODES, default="auto",
                    help="tty: a line redrawn every second; log: a line every 30 s; auto: tty on a terminal")
     return p.parse_args(argv)
@@ -154,6 +158,12 @@ def _prepare(args, progress):
     try:
         progress.set_phase("planning: listing the store, probing its consume queues")
         planned = plan_cluster(options, brokers)
+        if iceberg is not None and iceberg.continuing:  # each queue from the ends of the run's own groups
+            starts = _starts_json(brokers, starting_offsets(iceberg, planned.parts))
+            if starts != args.starting_offsets:
+                args.starting_offsets = starts
+                options = replace(options, window=window_of(args))
+                planned = plan_cluster(options, brokers)
         if iceberg is not None:  # before Spark: a rerun of committed offsets commits nothing
             check_tables(iceberg, planned, args.clean_stale)
         return settings, options, run, planned, iceberg
@@ -172,27 +182,35 @@ def settings_of(args):
 
 
 def iceberg_target(args, brokers):
-    """The Iceberg tables of --sink iceberg (None for the other sinks); `--starting-offsets iceberg` becomes
-    the offsets where the tables' snapshots of each broker end (none yet: from the earliest): of its store
-    for a bare --store, of its name for named brokers."""
+    """The Iceberg tables of --sink iceberg (None for the other sinks), knowing the run's stores by what they are;
+    `--starting-offsets iceberg` becomes the offsets where the lake's ranges of each store end (none yet: from the
+    earliest), refined per group once the plan names the run's groups (_prepare)."""
     target = target_of(args)
     if target is not None and args.layout != "normalized":
         raise UsageError("--sink iceberg writes the normalized layout's tables (messages once, narrow matched rows)")
-    if args.starting_offsets == "iceberg":
-        if target is None:
-            raise UsageError("--starting-offsets iceberg reads the Iceberg tables' offsets: give --sink iceberg")
-        if bare(brokers):
-            args.starting_offsets = json.dumps(committed_offsets(target, brokers[0].uri))
-        else:
-            args.starting_offsets = json.dumps({"brokers": {b.name: committed_offsets(target, b.uri, b.name)
-                                                            for b in brokers}})
+    continuing = args.starting_offsets == "iceberg"
+    if continuing and target is None:
+        raise UsageError("--starting-offsets iceberg reads the Iceberg tables' offsets: give --sink iceberg")
+    if target is None:
+        return None
+    target = with_stores(target, brokers, continuing)
+    if continuing:
+        args.starting_offsets = _starts_json(brokers, starting_offsets(target))
     return target
 
 
+def _starts_json(brokers, starts):
+    """--starting-offsets of lake.starts' {broker: {topic: {queue: offset}}}: per topic for a bare --store."""
+    if bare(brokers):
+        return json.dumps(starts.get(brokers[0].name, {}), sort_keys=True)
+    return json.dumps({"brokers": {b.name: starts.get(b.name, {}) for b in brokers}}, sort_keys=True)
+
+
 def check_tables(target, planned, clean_stale):
-    """Refuse offsets the tables hold (exit 2); list, or with --clean-stale remove, parts of dead runs."""
-    for b, part in planned.parts:
-        overlaps(target, b.uri, part.ranges, None if planned.bare else b.name)
+    """Refuse offsets a group of the run holds and lost catalogs (exit 2); list, or with --clean-stale remove,
+    parts of dead runs."""
+    for line in check_lake(target, planned.parts):
+        print(f"warning: {line}", file=sys.stderr)
     stale = stale_runs(target)
     if stale and clean_stale:
         remove_stale(stale)
