@@ -89,4 +89,3 @@ def main(argv=None):
 
 if __name__ == "__main__":
     sys.exit(main())
-

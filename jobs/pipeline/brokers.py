@@ -206,9 +206,8 @@ def _first_record(head):
     stored = struct.unpack_from(">q", head, at)[0]
     at += 8
     if sys_flag & L.STOREHOST_V6:
-        ip, port = ":".join(head[at:at + 16].hex()[i:i + 4] for i in range(0, 32, 4)), struct.unpack_from(">i", head,
-                                                                                                        at + 16)[0]
-        return f"[{ip}]:{port}", offset, stored
+        ip = ":".join(head[at:at + 16].hex()[i:i + 4] for i in range(0, 32, 4))
+        return f"[{ip}]:{struct.unpack_from('>i', head, at + 16)[0]}", offset, stored
     return f"{'.'.join(str(b) for b in head[at:at + 4])}:{struct.unpack_from('>i', head, at + 4)[0]}", offset, stored
 
 

@@ -99,7 +99,7 @@ def run_ranges(parts):
 
 
 def overlapping(held, refs, ranges):
-    """[(broker, group, topic, queue, first, end, held first, held end, run)] of the run's ranges a group already holds."""
+    """[(broker, group, topic, queue, first, end, held first, held end, run)]: the run's ranges a group holds."""
     intervals = held.intervals(refs)
     return [(b, g, t, q, first, end, hf, he, run) for b, g, t, q, first, end in ranges
             for hf, he, run in intervals.get((b, g, t, q), ()) if first < he and hf < end]
@@ -111,9 +111,9 @@ def refuse_overlaps(namespace, held, refs, ranges):
     if not found:
         return
     found.sort(key=lambda f: (f[2].startswith("%RETRY%"), f[1], f[2], f[3]))
-    shown = "; ".join(f"{g} {t}/{q} [{first}, {end}) held [{hf}, {he}) by run {run}" + (f" of broker {b}"
-                                                                                          if len(refs) > 1 else "")
-                      for b, g, t, q, first, end, hf, he, run in found[:6])
+    several = len(refs) > 1
+    shown = "; ".join(f"{g} {t}/{q} [{first}, {end}) held [{hf}, {he}) by run {run}"
+                      + (f" of broker {b}" if several else "") for b, g, t, q, first, end, hf, he, run in found[:6])
     more = f"; and {len(found) - 6} more" if len(found) > 6 else ""
     raise UsageError(f"--sink iceberg: {namespace} already holds these offsets of {_stores(refs)}: {shown}{more} "
                      "(nothing committed; --starting-offsets iceberg continues every group after them)")
@@ -216,8 +216,8 @@ def trim_messages(out_uri, present):
             continue
         drop = np.zeros(table.num_rows, dtype=bool)
         for (broker, topic), offsets in present.items():
-            mine = pc.fill_null(pc.and_(pc.equal(table.column("broker"), broker), pc.equal(table.column("topic"), topic)),
-                                False).to_numpy(zero_copy_only=False)
+            same = pc.and_(pc.equal(table.column("broker"), broker), pc.equal(table.column("topic"), topic))
+            mine = pc.fill_null(same, False).to_numpy(zero_copy_only=False)
             if mine.any():
                 drop |= mine & pc.is_in(table.column("commitlog_offset"), pa.array(offsets)).to_numpy(
                     zero_copy_only=False)
@@ -239,9 +239,8 @@ def messages_present(table, held, refs, ranges):
             spans[(b, t)] = (min(lo, first), max(hi, end))
     out = {}
     for (b, t), (lo, hi) in spans.items():
-        found = table.scan(row_filter=And(EqualTo("topic", t), And(GreaterThanOrEqual("queue_offset", lo),
-                                                                     LessThan("queue_offset", hi))),
-                           selected_fields=("broker", "commitlog_offset")).to_arrow()
+        within = And(EqualTo("topic", t), And(GreaterThanOrEqual("queue_offset", lo), LessThan("queue_offset", hi)))
+        found = table.scan(row_filter=within, selected_fields=("broker", "commitlog_offset")).to_arrow()
         mine = found.filter(pc.fill_null(pc.equal(found.column("broker"), b), False)) if found.num_rows else found
         if mine.num_rows:
             out[(b, t)] = mine.column("commitlog_offset").to_numpy()
