@@ -1,5 +1,6 @@
 """A busy catalog is waited for, not failed on: another writer holding the SQLite file (`database is locked`),
-a REST catalog answering 409 (a commit that lost a race: CommitFailedException) or 503 (ServiceUnavailable).
+a REST catalog answering 409 (a commit that lost a race: CommitFailedException, or ValidationException when
+pyiceberg's own retry finds the race changed what it rewrites) or 503 (ServiceUnavailable).
 Each operation on the catalog is retried with a growing pause until `--catalog-wait` has passed; then the run
 stops with exit 2 (UsageError: the lake is as it was, the night can be run again), saying who held it.
 
@@ -29,8 +30,8 @@ def busy(exc):
     name, text = type(exc).__name__, str(exc)
     if name == "OperationalError" and re.search(r"locked|busy", text, re.I):
         return "the SQLite file is locked by another writer"
-    if name in ("CommitFailedException", "CommitStateUnknownException"):
-        return f"a concurrent commit ({text[:160]})"
+    if name in ("CommitFailedException", "CommitStateUnknownException", "ValidationException"):
+        return f"a concurrent commit ({text[:160]})"  # 409, or a conflict pyiceberg's own retry found
     if name == "ServiceUnavailableError" or re.search(r"\b503\b", text) and "Service" in text:
         return f"the catalog is unavailable (503: {text[:160]})"
     return None

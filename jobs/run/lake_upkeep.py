@@ -70,7 +70,10 @@ def _compact(catalog, namespace, name):
         return before, before
     rows = table.scan().to_arrow()
     with table.transaction() as tx:
-        tx.overwrite(rows, overwrite_filter=AlwaysTrue(), snapshot_properties={COMPACTED: str(before)})
+        if rows.num_rows:
+            tx.overwrite(rows, overwrite_filter=AlwaysTrue(), snapshot_properties={COMPACTED: str(before)})
+        else:  # files of no row (quiet nights): dropped
+            tx.delete(AlwaysTrue(), snapshot_properties={COMPACTED: str(before)})
     table = catalog.load_table(f"{namespace}.{name}")
     return before, len(table.inspect.files())
 
