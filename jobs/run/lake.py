@@ -115,8 +115,8 @@ def refuse_overlaps(namespace, held, refs, ranges):
     shown = "; ".join(f"{g} {t}/{q} [{first}, {end}) held [{hf}, {he}) by run {run}"
                       + (f" of broker {b}" if several else "") for b, g, t, q, first, end, hf, he, run in found[:6])
     more = f"; and {len(found) - 6} more" if len(found) > 6 else ""
-    raise UsageError(f"--sink iceberg: {namespace} already holds these offsets of {_stores(refs)}: {shown}{more} "
-                     "(nothing committed; --starting-offsets iceberg continues every group after them)")
+    raise UsageError(f"--sink iceberg: {namespace}.matched already holds these offsets of {_stores(refs)}: "
+                     f"{shown}{more} (nothing committed; --starting-offsets iceberg continues every group after them)")
 
 
 def _stores(refs):
