@@ -55,3 +55,19 @@ def test_a_store_whose_retention_removed_its_first_record_is_the_same_store():
     assert lake.StoreRef(BROKER, STORE_A[0], "1073741824:1795300000000").holds(row)  # its first file deleted
     assert not lake.StoreRef(BROKER, STORE_A[0], "0:1795999999999").holds(row)  # a store begun again from 0
     assert not lake.StoreRef(BROKER, "broker@10.0.0.9:10911", STORE_A[1]).holds(row)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("spelling", ["{store}/", "file://{store}"])
+def test_the_job_refuses_a_committed_window_under_another_spelling_before_spark_starts(store_a, tmp_path, spelling):
+    from tests.jobs.test_exit_codes import _submit
+    tgt = target(tmp_path)  # lake_parts.REF: store_a's identity, as the job computes it from any spelling
+    night(tgt, tmp_path / "n1", "n1", [("G_TAG_A", "TopicTest")], [("TopicTest", 0, 0, 3)],
+          [("G_TAG_A", "TopicTest", 0, 0)])
+    proc = _submit("--store", spelling.format(store=store_a / "store"), "--subscriptions",
+                   store_a / "registrations.json", "--groups", "G_TAG_A", "--out", tmp_path / "again",
+                   "--sink", "iceberg", "--catalog-uri", tgt.uri, "--warehouse", tgt.warehouse, "--namespace", "lake")
+    assert proc.returncode == 2, proc.console[-2000:]
+    assert "lake.matched already holds these offsets of broker@127.0.0.1:10911" in proc.console
+    assert "G_TAG_A TopicTest/0 [0, " in proc.console and "held [0, 3) by run n1" in proc.console
+    assert not (tmp_path / "again").exists()
