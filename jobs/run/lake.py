@@ -227,14 +227,17 @@ def trim_messages(out_uri, present):
 
 def messages_present(table, held, refs, ranges):
     """{(broker, topic): commit-log offsets} of the messages NS.messages holds in the queue ranges of the run that
-    earlier runs (any group) covered: what trim_messages drops. Empty (nothing read) when no range overlaps."""
+    earlier runs (any group) covered: what trim_messages drops. Empty (nothing read) when no range overlaps: a
+    night after the last reads nothing here."""
     from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThan
     if table is None:
         return {}
-    covered = {(b, t, q) for b, _, t, q in held.intervals(refs)}
+    covered = {}
+    for (b, _, t, q), spans in held.intervals(refs).items():
+        covered.setdefault((b, t, q), []).extend(spans)
     spans = {}
     for b, _, t, q, first, end in ranges:
-        if (b, t, q) in covered:
+        if any(first < he and hf < end for hf, he, _ in covered.get((b, t, q), ())):  # offsets earlier runs read
             lo, hi = spans.get((b, t), (first, end))
             spans[(b, t)] = (min(lo, first), max(hi, end))
     out = {}
