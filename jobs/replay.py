@@ -218,7 +218,8 @@ def check_tables(target, planned, clean_stale):
               file=sys.stderr)
     elif stale:
         print(f"warning: {len(stale)} folder(s) of parts in the tables' locations that no snapshot references "
-              f"(runs that died before their commit): {', '.join(p for _, p in stale)}; --clean-stale removes them",
+              f"(runs that died before their commit, or parts compacted away whose snapshots expired): "
+              f"{', '.join(p for _, p in stale)}; --clean-stale (or jobs.maintain, once they are old) removes them",
               file=sys.stderr)
 
 
