@@ -117,3 +117,13 @@ def test_durations_take_a_number_and_a_unit(text, want):
 def test_a_duration_without_its_unit_is_a_usage_error(text):
     with pytest.raises(UsageError, match="s, m, h or d"):
         catalog_wait.seconds(text)
+
+
+def test_the_jobs_catalog_wait_defaults_to_5m_and_takes_a_duration(tmp_path):
+    from jobs.replay import parse_args
+    common = ["--store", "S", "--out", "O", "--sink", "iceberg", "--catalog-uri", f"sqlite:///{tmp_path}/c.db",
+              "--warehouse", str(tmp_path / "wh")]
+    assert iceberg_sink.target_of(parse_args(common)).wait_s == 300
+    assert iceberg_sink.target_of(parse_args(common + ["--catalog-wait", "90s"])).wait_s == 90
+    with pytest.raises(UsageError, match="--catalog-wait '5'"):
+        iceberg_sink.target_of(parse_args(common + ["--catalog-wait", "5"]))
