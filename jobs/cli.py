@@ -8,6 +8,7 @@ import sys
 from jobs.errors import UsageError
 from jobs.pipeline.units_source import UNITS_FROM
 from jobs.pipeline.window import parse_window
+from jobs.run.catalog_wait import DEFAULT_WAIT
 from jobs.run.progress import MODES
 from jobs.settings import CHOICES, DEFAULTS
 from jobs.version import package_version
@@ -115,6 +116,8 @@ def parse_replay_args(argv):
                                      "Glue, SQL)")
     p.add_argument("--catalog-uri", help="--sink iceberg: the embedded SQL catalog, sqlite:///PATH")
     p.add_argument("--warehouse", help="--sink iceberg with --catalog-uri: where the tables' files go (path or URI)")
+    p.add_argument("--catalog-wait", metavar="DURATION", default=DEFAULT_WAIT,
+                   help=f"--sink iceberg: how long a busy catalog is waited for, s/m/h/d (default {DEFAULT_WAIT})")
     p.add_argument("--progress", choices=MODES, default="auto",
                    help="tty: a line redrawn every second; log: a line every 30 s; auto: tty on a terminal")
     return p.parse_args(argv)

@@ -41,11 +41,12 @@ from jobs.pipeline.brokers import bare, brokers_of, split_store  # noqa: E402
 from jobs.pipeline.cluster import plan_cluster  # noqa: E402
 from jobs.run import console, lifecycle, outputs  # noqa: E402
 from jobs.run.iceberg_sink import (  # noqa: E402
-    committed_offsets,
-    overlaps,
+    check_lake,
     remove_stale,
     stale_runs,
+    starting_offsets,
     target_of,
+    with_stores,
 )
 from jobs.run.lineage import Lineage  # noqa: E402
 from jobs.run.progress import open_progress  # noqa: E402
@@ -109,6 +110,12 @@ def _prepare(args, progress):
     try:
         progress.set_phase("planning: listing the store, probing its consume queues")
         planned = plan_cluster(options, brokers)
+        if iceberg is not None and iceberg.continuing:  # each queue from the ends of the run's own groups
+            starts = _starts_json(brokers, starting_offsets(iceberg, planned.parts))
+            if starts != args.starting_offsets:
+                args.starting_offsets = starts
+                options = replace(options, window=window_of(args))
+                planned = plan_cluster(options, brokers)
         if iceberg is not None:  # before Spark: a rerun of committed offsets commits nothing
             check_tables(iceberg, planned, args.clean_stale)
         return settings, options, run, planned, iceberg
@@ -127,27 +134,35 @@ def settings_of(args):
 
 
 def iceberg_target(args, brokers):
-    """The Iceberg tables of --sink iceberg (None for the other sinks); `--starting-offsets iceberg` becomes
-    the offsets where the tables' snapshots of each broker end (none yet: from the earliest): of its store
-    for a bare --store, of its name for named brokers."""
+    """The Iceberg tables of --sink iceberg (None for the other sinks), knowing the run's stores by what they are;
+    `--starting-offsets iceberg` becomes the offsets where the lake's ranges of each store end (none yet: from the
+    earliest), refined per group once the plan names the run's groups (_prepare)."""
     target = target_of(args)
     if target is not None and args.layout != "normalized":
         raise UsageError("--sink iceberg writes the normalized layout's tables (messages once, narrow matched rows)")
-    if args.starting_offsets == "iceberg":
-        if target is None:
-            raise UsageError("--starting-offsets iceberg reads the Iceberg tables' offsets: give --sink iceberg")
-        if bare(brokers):
-            args.starting_offsets = json.dumps(committed_offsets(target, brokers[0].uri))
-        else:
-            args.starting_offsets = json.dumps({"brokers": {b.name: committed_offsets(target, b.uri, b.name)
-                                                            for b in brokers}})
+    continuing = args.starting_offsets == "iceberg"
+    if continuing and target is None:
+        raise UsageError("--starting-offsets iceberg reads the Iceberg tables' offsets: give --sink iceberg")
+    if target is None:
+        return None
+    target = with_stores(target, brokers, continuing)
+    if continuing:
+        args.starting_offsets = _starts_json(brokers, starting_offsets(target))
     return target
 
 
+def _starts_json(brokers, starts):
+    """--starting-offsets of lake.starts' {broker: {topic: {queue: offset}}}: per topic for a bare --store."""
+    if bare(brokers):
+        return json.dumps(starts.get(brokers[0].name, {}), sort_keys=True)
+    return json.dumps({"brokers": {b.name: starts.get(b.name, {}) for b in brokers}}, sort_keys=True)
+
+
 def check_tables(target, planned, clean_stale):
-    """Refuse offsets the tables hold (exit 2); list, or with --clean-stale remove, parts of dead runs."""
-    for b, part in planned.parts:
-        overlaps(target, b.uri, part.ranges, None if planned.bare else b.name)
+    """Refuse offsets a group of the run holds and lost catalogs (exit 2); list, or with --clean-stale remove,
+    parts of dead runs."""
+    for line in check_lake(target, planned.parts):
+        print(f"warning: {line}", file=sys.stderr)
     stale = stale_runs(target)
     if stale and clean_stale:
         remove_stale(stale)
@@ -155,7 +170,8 @@ def check_tables(target, planned, clean_stale):
               file=sys.stderr)
     elif stale:
         print(f"warning: {len(stale)} folder(s) of parts in the tables' locations that no snapshot references "
-              f"(runs that died before their commit): {', '.join(p for _, p in stale)}; --clean-stale removes them",
+              f"(runs that died before their commit, or parts compacted away whose snapshots expired): "
+              f"{', '.join(p for _, p in stale)}; --clean-stale (or jobs.maintain, once they are old) removes them",
               file=sys.stderr)
 
 

@@ -30,6 +30,8 @@ def resolve(uri):
     uri = str(uri)
     if "://" not in uri:
         return pafs.LocalFileSystem(), uri.rstrip("/") or "/"
+    if uri.startswith(("file://.", "file://~")):  # a relative path written as a URI (file://../store): as typed
+        return pafs.LocalFileSystem(), os.path.expanduser(uri[len("file://"):]).rstrip("/") or "/"
     if uri.startswith(("s3a://", "s3n://")):  # Hadoop's names for S3; pyarrow knows it as s3://
         uri = "s3://" + uri.split("://", 1)[1]
     fs, path = pafs.FileSystem.from_uri(uri)

@@ -9,12 +9,14 @@ stores, `broker-a=/data/a/store` is named, and `a/b=/x` is a name holding `/`, `
 (both refused; write `./a/b=/x` for the relative path)."""
 import os
 import re
+import struct
 import tempfile
 from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
 
 from jobs.errors import UsageError
+from schemas import layout as L
 from schemas import storefs
 from schemas.config import TOPICS_FILE, load_topics
 from schemas.errors import ConfigError
@@ -179,6 +181,34 @@ def _log_head(fs, root):
     if not head.strip(b"\0"):  # a preallocated file of no record yet: says nothing
         return None
     return first.base_name, head
+
+
+def store_identity(broker):
+    """(key, head) that say which store a broker's is, whatever its spelling, a symlink or a copy (an Iceberg
+    lake's continuation keys on it): key `NAME@STOREHOST` (the broker's name and the storeHost of its commit log's
+    first record), head `PHYSICAL_OFFSET:STORE_TIMESTAMP` of that record. A store without a plain commit log
+    (DLedger) is known by its name and real path, head ''."""
+    head = _log_head(broker.fs, broker.root)
+    record = _first_record(head[1]) if head is not None else None
+    if record is None:
+        where = os.path.realpath(broker.root) if storefs.is_local(broker.fs) else broker.root.rstrip("/")
+        return f"{broker.name}@{where}", ""
+    host, offset, stored = record
+    return f"{broker.name}@{host}", f"{offset}:{stored}"
+
+
+def _first_record(head):
+    """(storeHost, physical offset, store timestamp) of the record a commit log's head starts with, or None."""
+    if len(head) < L.MIN_RECORD_SIZE + 24 or struct.unpack_from(">i", head, 4)[0] not in L.MESSAGE_MAGICS:
+        return None
+    offset, sys_flag = struct.unpack_from(">qi", head, L.PHYSICAL_OFFSET_AT)
+    at = L.HEAD_SIZE + (L.HOST_V6_SIZE if sys_flag & L.BORNHOST_V6 else L.HOST_V4_SIZE)
+    stored = struct.unpack_from(">q", head, at)[0]
+    at += 8
+    if sys_flag & L.STOREHOST_V6:
+        ip = ":".join(head[at:at + 16].hex()[i:i + 4] for i in range(0, 32, 4))
+        return f"[{ip}]:{struct.unpack_from('>i', head, at + 16)[0]}", offset, stored
+    return f"{'.'.join(str(b) for b in head[at:at + 4])}:{struct.unpack_from('>i', head, at + 4)[0]}", offset, stored
 
 
 def _lines(path):

@@ -4,26 +4,29 @@ The tasks write their Parquet parts as for the Parquet sink (jobs/run/sink.py: n
 and the driver commits what the successful attempts wrote (sink.commit). Then, table by table, the driver moves
 the parts into the table's location (`<location>/data/run-<run>/`), and adds them with pyiceberg's `add_files`
 (the files are registered as they are, never rewritten; their statistics are read from the footers) in one
-snapshot whose summary records the run: `mqreplay.run`, `mqreplay.store` and `mqreplay.offsets` (the queue
-offsets [first, end) the run covered, per topic and queue: what offsets.json says of it).
+snapshot whose summary names the run (`mqreplay.run`). What the lake holds is kept by jobs/run/lake.py in
+`NS._mqreplay_ranges` (per store, group, topic and queue), committed last: a run counts once its ranges are there.
 
-A rerun of offsets a table already holds for the same store is refused before Spark starts (`overlaps`), and
-`--starting-offsets iceberg` starts where the tables' snapshots end (`committed_offsets`). Tables are committed
-messages first and matched last; a table that already holds a snapshot of the same run key (store and offsets:
-a run that died between two tables' commits and was started again) is not committed twice, and the overlap
-check reads the matched table, committed last, so such a rerun is let through to complete the other tables.
+Before Spark starts, a run whose offsets a group already holds is refused (`check_lake`, exit 2), as is a lake whose
+catalog was lost (the warehouse holds the tables, the catalog none: `jobs.maintain --register-existing`), and
+`--starting-offsets iceberg` starts every queue where its groups' ranges end (`starting_offsets`). At the commit,
+runs killed between two tables' commits are removed from the tables first (lake.repair), and rows a group already
+holds (a group continuing behind the others, a backfill's messages the table holds) are trimmed from the parts.
+Every catalog operation waits while the catalog is busy, up to `--catalog-wait` (jobs/run/catalog_wait.py).
 Parts moved into a table's location by a run that died before its commit are referenced by no snapshot:
-`stale_runs` lists them, `--clean-stale` removes them."""
-import hashlib
+`stale_runs` lists them, `--clean-stale` (or jobs.maintain) removes them."""
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from jobs.errors import UsageError
+from jobs.pipeline.brokers import store_identity
 from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
+from jobs.run import lake
+from jobs.run.catalog_wait import DEFAULT_WAIT, seconds, waiting
 from jobs.run.sink import answer_schema
 from schemas import storefs
 from schemas.arrow_schemas import BITMAP_SCHEMA, BODIES_SCHEMA, CORRUPT_SCHEMA
@@ -36,9 +39,8 @@ ANSWERS = ("messages", "audit/collisions", "matched")  # a snapshot every run, e
 # each table's partition: what its readers select by (a group's deliveries; a topic's messages); the sink writes a
 # file per partition and split (SinkSpec.for_tables), add_files reads a file's partition from its statistics
 PARTITIONED_BY = {"matched": "group", "audit/collisions": "group", "messages": "topic"}
-RUN, STORE, OFFSETS, KEY = "mqreplay.run", "mqreplay.store", "mqreplay.offsets", "mqreplay.key"
-# a run of named brokers: {broker: {topic: {queue: [first, end]}}}, each broker's offsets (its continuation), in
-# place of a bare --store's STORE and OFFSETS
+RUN, STORE, OFFSETS = "mqreplay.run", "mqreplay.store", "mqreplay.offsets"
+# {broker: {topic: {queue: [first, end]}}} of the run, for people reading a snapshot (the lake reads its ranges)
 BROKERS = "mqreplay.brokers"
 DEFAULT_CATALOG = "mqreplay"
 
@@ -46,12 +48,17 @@ DEFAULT_CATALOG = "mqreplay"
 @dataclass(frozen=True)
 class IcebergTarget:
     """Where a run's tables are: a catalog by pyiceberg's configuration (`name`), or the embedded SQL catalog
-    (`uri`, `warehouse`), and the namespace."""
+    (`uri`, `warehouse`), and the namespace; how long a busy catalog is waited for; the run's stores
+    (lake.StoreRef) and whether it continues from the tables (`--starting-offsets iceberg`: rows a group holds
+    are trimmed, not refused)."""
 
     namespace: str = "mqreplay"
     name: str = None
     uri: str = None
     warehouse: str = None
+    wait_s: float = 300.0
+    refs: tuple = ()
+    continuing: bool = False
 
     def catalog(self):
         """The pyiceberg catalog (imported here: only an Iceberg run pays for it)."""
@@ -64,6 +71,13 @@ class IcebergTarget:
     def describe(self):
         return f"catalog {self.name}" if self.uri is None else f"{self.uri} (warehouse {self.warehouse})"
 
+    def waiting(self, operation, what):
+        """operation(catalog), retried while the catalog is busy (catalog_wait.waiting)."""
+        return waiting(lambda: operation(self.catalog()), self.wait_s, what, self.uri)
+
+    def warehouse_uri(self, catalog):
+        return _uri(self.warehouse) if self.uri is not None else catalog.properties.get("warehouse")
+
 
 def target_of(args):
     """IcebergTarget of the command line, or None without --sink iceberg; UsageError for a half-given catalog."""
@@ -71,15 +85,26 @@ def target_of(args):
         if args.catalog or args.catalog_uri or args.warehouse:
             raise UsageError("--catalog, --catalog-uri and --warehouse go with --sink iceberg")
         return None
+    check_catalog_arguments(args)
+    return IcebergTarget(args.namespace, args.catalog, args.catalog_uri, args.warehouse,
+                         seconds(getattr(args, "catalog_wait", None) or DEFAULT_WAIT))
+
+
+def check_catalog_arguments(args, what="--sink iceberg"):
     if args.catalog_uri and args.catalog:
-        raise UsageError("--sink iceberg: give --catalog NAME (pyiceberg's configuration) or --catalog-uri with "
+        raise UsageError(f"{what}: give --catalog NAME (pyiceberg's configuration) or --catalog-uri with "
                          "--warehouse (the embedded SQL catalog), not both")
     if args.catalog_uri and not args.warehouse:
         raise UsageError("--catalog-uri needs --warehouse PATH_OR_URI: where the tables' files go")
     if not args.catalog_uri and not args.catalog:
-        raise UsageError("--sink iceberg needs a catalog: --catalog-uri sqlite:///PATH --warehouse PATH_OR_URI "
+        raise UsageError(f"{what} needs a catalog: --catalog-uri sqlite:///PATH --warehouse PATH_OR_URI "
                          "(embedded, nothing to run), or --catalog NAME from pyiceberg's configuration")
-    return IcebergTarget(args.namespace, args.catalog, args.catalog_uri, args.warehouse)
+
+
+def with_stores(target, brokers, continuing):
+    """The target knowing the run's stores by what they are (brokers.store_identity), not by their spelling."""
+    return replace(target, refs=tuple(lake.StoreRef(b.name, *store_identity(b)) for b in brokers),
+                   continuing=continuing)
 
 
 def _uri(path):
@@ -98,104 +123,149 @@ def _offsets(ranges):
     return out
 
 
-def _runs(table, store, broker=None):
-    """[(run, {topic: {queue: [first, end]}})] of a table's snapshots of one store (a bare --store's), or of
-    one named broker (whatever its store's URI that night)."""
-    out = []
-    for snapshot in table.snapshots():
-        summary = snapshot.summary.additional_properties if snapshot.summary else {}
-        if broker is not None and BROKERS in summary:
-            held = json.loads(summary[BROKERS]).get(broker)
-            if held is not None:
-                out.append((summary.get(RUN), held))
-        elif broker is None and summary.get(STORE) == store and OFFSETS in summary:
-            out.append((summary.get(RUN), json.loads(summary[OFFSETS])))
-    return out
-
-
 def _load(catalog, identifier):
-    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
-    try:
-        return catalog.load_table(identifier)
-    except (NoSuchTableError, NoSuchNamespaceError):
-        return None
+    return lake.load(catalog, identifier)
 
 
-def overlaps(target, store, ranges, broker=None):
-    """Refuse (UsageError, exit 2) a run whose queue offsets overlap what the matched table already holds for
-    the same store (or named broker), naming the queues; nothing is committed."""
-    table = _load(target.catalog(), f"{target.namespace}.matched")
-    if table is None:
-        return
-    mine = _offsets(ranges)
-    found = {}  # topic -> [(queue, first, end, held first, held end, run)]
-    for run, held in _runs(table, store, broker):
-        for topic, queues in mine.items():
-            for qid, (first, end) in queues.items():
-                other = held.get(topic, {}).get(qid)
-                if other and first < other[1] and other[0] < end:
-                    found.setdefault(topic, []).append(f"{qid} [{first}, {end}) held [{other[0]}, {other[1]}) by run "
-                                                       f"{run}")
-    if found:  # the subscribed topics first, their %RETRY% topics after
-        topics = sorted(found, key=lambda t: (t.startswith("%RETRY%"), t))
-        shown = "; ".join(f"{t}/{', '.join(found[t][:4])}" + (" ..." if len(found[t]) > 4 else "")
-                          for t in topics[:4]) + (f"; and {len(topics) - 4} more topics" if len(topics) > 4 else "")
-        whose = store if broker is None else f"broker {broker}"
-        raise UsageError(f"--sink iceberg: {target.namespace}.matched already holds these offsets of {whose}: "
-                         f"{shown} (nothing committed; --starting-offsets iceberg continues after them)")
+def open_lake(target, catalog):
+    """lake.Held of the namespace, once it is known to be a lake this code continues: UsageError (exit 2) for a
+    lost catalog (the warehouse holds the namespace's tables, the catalog none: never a second lake over them)
+    and for a lake committed before per-group ranges."""
+    matched = _load(catalog, f"{target.namespace}.matched")
+    ranges = _load(catalog, f"{target.namespace}.{lake.RANGES}")
+    if matched is None and ranges is None:
+        found = lake.table_locations(target.warehouse_uri(catalog), target.namespace)
+        if found:
+            where = (f"--catalog-uri {target.uri} --warehouse {target.warehouse}" if target.uri is not None
+                     else f"--catalog {target.name}")
+            raise UsageError(f"--sink iceberg: the warehouse holds tables of namespace {target.namespace} "
+                             f"({', '.join(sorted(found))}) but {target.describe()} has none of them: the catalog was "
+                             "lost or is another one. Nothing committed (a new lake over them would be a second "
+                             "lake in the same place). Register them from their latest metadata, history kept: "
+                             f"python -m jobs.maintain {where} --namespace {target.namespace} --register-existing")
+    if matched is not None and ranges is None and matched.snapshots():
+        raise UsageError(f"--sink iceberg: {target.namespace}.matched was committed by an earlier mqreplay that kept "
+                         f"its offsets in snapshot summaries ({STORE}, {OFFSETS}, {BROKERS}) and has no "
+                         f"{target.namespace}.{lake.RANGES}: its continuation cannot be read per group. Continue in a "
+                         "new --namespace (and rebuild this one's history there with a backfill run)")
+    return lake.Held.of(catalog, target.namespace)
 
 
-def committed_offsets(target, store, broker=None):
-    """{topic: {queue_id: end}} where the matched table's snapshots of a store (or named broker) end:
-    --starting-offsets iceberg."""
-    table = _load(target.catalog(), f"{target.namespace}.matched")
-    out = {}
-    for _, held in _runs(table, store, broker) if table is not None else ():
-        for topic, queues in held.items():
-            for qid, (_, end) in queues.items():
-                out.setdefault(topic, {})[int(qid)] = max(end, out.get(topic, {}).get(int(qid), 0))
-    return out
+def check_lake(target, parts):
+    """Before Spark: the lake opened (open_lake), and a run of given offsets that a group already holds refused
+    (exit 2, nothing committed; a continuing run trims instead). The runs killed between two commits, which
+    the commit will remove, as warnings."""
+    def check(catalog):
+        held = open_lake(target, catalog)
+        if not target.continuing:
+            lake.refuse_overlaps(target.namespace, held, target.refs, lake.run_ranges(_named(parts)))
+        dead = {}
+        for name in TABLES.values():
+            table = _load(catalog, f"{target.namespace}.{name}")
+            for run in lake.incomplete(table, held) if table is not None else ():
+                dead.setdefault(run, []).append(name)
+        return [f"run {r} committed {', '.join(t)} but was killed before its ranges: its rows are removed from "
+                "them before this run commits" for r, t in sorted(dead.items())]
+    return target.waiting(check, "--sink iceberg (checking the tables)")
 
 
-def publish_tables(target, out_uri, written, run, store, ranges, with_body, brokers=None):
+def starting_offsets(target, parts=None):
+    """{broker: {topic: {queue: offset}}} where `--starting-offsets iceberg` starts each queue: where the ranges
+    of the groups reading it end (lake.starts). `parts` ((Broker, plan.Planned), ...): the run's groups; None
+    before the plan (every group the lake holds)."""
+    pairs = None
+    if parts is not None:
+        pairs = {b.name: {(s.sub.group, s.sub.topic) for s in p.plan.subscriptions} for b, p in parts}
+    return target.waiting(lambda catalog: lake.starts(open_lake(target, catalog), target.refs, pairs),
+                          "--starting-offsets iceberg")
+
+
+def _named(parts):
+    return [(b.name, p) for b, p in parts]
+
+
+def publish_tables(target, out_uri, written, run, with_body, parts):
     """Commit the parts of the run's temporary OUT (sink.commit's `written`: {output: (files, rows, bytes)}) to
-    the tables: {table: files added}. One snapshot per table; the answer tables every run, the audits when they
-    have rows. `store` and `ranges`: a bare --store's (its snapshots keyed by the store, as before brokers;
-    None for named brokers); `brokers`: {name: ranges} of every broker of the run, recorded as BROKERS (a named
-    broker continues from it, also after a night it ran as a bare --store)."""
-    catalog = target.catalog()
-    catalog.create_namespace_if_not_exists(target.namespace)
-    properties = {}
-    if brokers is not None:
-        properties[BROKERS] = json.dumps({n: _offsets(r) for n, r in brokers.items()}, sort_keys=True,
-                                         separators=(",", ":"))
-    if store is not None:
-        offsets = json.dumps(_offsets(ranges), sort_keys=True, separators=(",", ":"))
-        properties.update({STORE: store, OFFSETS: offsets})
-    else:
-        offsets = json.dumps({n: o for n, o in json.loads(properties[BROKERS]).items() if o}, sort_keys=True,
-                             separators=(",", ":"))
-        store = ",".join(sorted(brokers))
-    key = hashlib.sha256(f"{store}\n{offsets}".encode()).hexdigest()[:32]
-    properties.update({RUN: run, KEY: key})
+    the tables: {table: files added}. Runs killed between two commits are removed first; rows a group holds are
+    trimmed (a continuing run) or refused (exit 2, nothing committed: a night that committed the same offsets
+    meanwhile); then one snapshot per table, the answer tables every run, the audits when they have rows, matched
+    last; then the run's ranges."""
+    ranges = lake.run_ranges(_named(parts))
+    held = target.waiting(lambda catalog: _prepare_commit(target, catalog, run), "--sink iceberg (repairing)")
+    if not target.continuing:
+        lake.refuse_overlaps(target.namespace, held, target.refs, ranges)
+    intervals = held.intervals(target.refs)
+    trimmed = {output: lake.trim_deliveries(out_uri, output, intervals) for output in ("matched", "audit/collisions")}
+    messages = target.waiting(lambda c: _load(c, f"{target.namespace}.messages"), "--sink iceberg")
+    trimmed["messages"] = lake.trim_messages(out_uri, lake.messages_present(messages, held, target.refs, ranges))
+    properties = {RUN: run, BROKERS: json.dumps({b.name: _offsets(p.ranges) for b, p in parts}, sort_keys=True,
+                                                separators=(",", ":"))}
+    if len(target.refs) == 1:
+        properties[STORE] = target.refs[0].key
     fs, root = storefs.resolve(out_uri)
     added = {}
     for output, name in TABLES.items():
         if output not in ANSWERS and not written.get(output, (0, 0))[1]:
             continue
-        table = _table(catalog, f"{target.namespace}.{name}", _schema(output, with_body),
-                       PARTITIONED_BY.get(output))
-        if offsets != "{}" and any(s.summary and s.summary.additional_properties.get(KEY) == key
-                                   for s in table.snapshots()):
-            continue  # committed by an earlier attempt of this run that died before the matched table (a run of
-            # no offsets, a quiet night, has no such key: each commits its empty snapshot)
+        identifier = f"{target.namespace}.{name}"
+        table = target.waiting(lambda c: _table(target, c, identifier, _schema(output, with_body),
+                                                PARTITIONED_BY.get(output)), f"--sink iceberg ({identifier})")
         files = _move_parts(fs, root, output, table.location(), run)
-        table.add_files(files, snapshot_properties=properties)
+        target.waiting(lambda c: _add(c, identifier, files, properties), f"--sink iceberg (committing {identifier})")
         added[name] = len(files)
+    rows = lake.ranges_rows(target.refs, ranges, run)
+    target.waiting(lambda c: _append_ranges(target, c, rows, run), "--sink iceberg (committing the ranges)")
     return added
 
 
-def _table(catalog, identifier, schema, partition_column):
+def _prepare_commit(target, catalog, run):
+    """The namespace, the lake's ranges, and the runs killed between two commits removed from every table."""
+    catalog.create_namespace_if_not_exists(target.namespace)
+    held = open_lake(target, catalog)
+    repair(catalog, target.namespace, held)
+    return held
+
+
+def repair(catalog, namespace, held):
+    """Remove from every table the files of runs whose ranges were never committed: {table: files removed}."""
+    removed = {}
+    for name in list(TABLES.values()):
+        table = _load(catalog, f"{namespace}.{name}")
+        dead = lake.incomplete(table, held) if table is not None else []
+        if dead:
+            removed[name] = lake.remove_runs(table, dead)
+    return removed
+
+
+def _add(catalog, identifier, files, properties):
+    """add_files once: a retry after a commit whose answer was lost finds the run's snapshot and adds nothing."""
+    table = catalog.load_table(identifier)
+    if any(s.summary and s.summary.additional_properties.get(RUN) == properties[RUN] for s in table.snapshots()):
+        return
+    table.add_files(files, snapshot_properties=properties)
+
+
+def _append_ranges(target, catalog, rows, run):
+    identifier = f"{target.namespace}.{lake.RANGES}"
+    table = _load(catalog, identifier)
+    if table is None:
+        _refuse_second_lake(target, catalog, lake.RANGES)
+        table = catalog.create_table_if_not_exists(identifier, schema=lake.RANGES_SCHEMA)
+    if run in lake.Held(table.scan(selected_fields=("run", "topic")).to_arrow().to_pylist()).runs:
+        return
+    table.append(rows, snapshot_properties={RUN: run})
+
+
+def _refuse_second_lake(target, catalog, name):
+    """A table is never created where the warehouse already holds one of that name (a lost catalog's)."""
+    found = lake.table_locations(target.warehouse_uri(catalog), target.namespace).get(name)
+    if found:
+        raise UsageError(f"--sink iceberg: {target.namespace}.{name} is not in {target.describe()} but its files are "
+                         f"({found}): register them (python -m jobs.maintain ... --register-existing), never a "
+                         "second table in the same place")
+
+
+def _table(target, catalog, identifier, schema, partition_column):
     """The table, created on first use with its identity partition (None: unpartitioned)."""
     table = _load(catalog, identifier)
     if table is not None and "broker" not in {f.name for f in table.schema().fields}:
@@ -204,6 +274,7 @@ def _table(catalog, identifier, schema, partition_column):
         table = catalog.load_table(identifier)
     if table is not None:
         return table
+    _refuse_second_lake(target, catalog, identifier.rsplit(".", 1)[1])
     table = catalog.create_table_if_not_exists(identifier, schema=schema)
     if partition_column is not None and not table.snapshots():
         with table.update_spec() as spec:
@@ -251,19 +322,28 @@ def _move(fs, path, wfs, target):
 
 
 def stale_runs(target):
-    """[(table, data/run-<run> folder)] of parts moved into the tables' locations by runs that committed no
-    snapshot (they died before their commit): listed by the job, removed by --clean-stale."""
-    catalog = target.catalog()
+    """[(table, data/run-<run> folder)] of parts moved into the tables' locations that no snapshot references
+    (their run died before its commit, or its files were compacted and their snapshots expired): listed by the
+    job, removed by --clean-stale and jobs.maintain."""
+    return target.waiting(lambda catalog: _stale(target, catalog), "--sink iceberg (listing stale parts)")
+
+
+def _stale(target, catalog):
     out = []
     for name in TABLES.values():
         table = _load(catalog, f"{target.namespace}.{name}")
         if table is None:
             continue
-        runs = {s.summary.additional_properties.get(RUN) for s in table.snapshots() if s.summary}
+        referenced = set()
+        if table.snapshots():
+            for path in table.inspect.all_files().column("file_path").to_pylist():
+                found = lake.RUN_DIR.search(path)
+                if found:
+                    referenced.add(found.group(1))
         fs, root = storefs.resolve(table.location())
         for info in fs.get_file_info(pafs.FileSelector(f"{root}/data", allow_not_found=True)):
             if info.type == pafs.FileType.Directory and info.base_name.startswith("run-") \
-                    and info.base_name[4:] not in runs:
+                    and info.base_name[4:] not in referenced:
                 out.append((name, info.path))
     return out
 

@@ -10,8 +10,8 @@ How OUT is published depends on the filesystem (`_renames`):
   to its name under OUT, summary.json first and `_SUCCESS` last, then OUT.tmp-<run> is deleted. A reader
   that checks `_SUCCESS` never sees a partial OUT; with --overwrite the old OUT's objects are deleted (its
   `_SUCCESS` first) only once the new output is complete under OUT.tmp-<run>. A failure while copying
-  leaves OUT without `_SUCCESS` and the complete output at OUT.tmp-<run>, and says so; the next run
-  refuses that OUT unless --overwrite."""
+  deletes the objects already copied under OUT (none is left that a reader could take for data), keeps the
+  complete output at OUT.tmp-<run>, and says so."""
 import json
 import re
 import threading
@@ -117,13 +117,30 @@ class OutputRun:
             self.fs.delete_dir(self.final)
         first = [f for f in files if f == "summary.json"]
         rest = [f for f in files if f not in ("summary.json", SUCCESS)]
-        copy = lambda name: self.fs.copy_file(f"{self.tmp_path}/{name}", f"{self.final}/{name}")  # noqa: E731
-        for name in first:
-            copy(name)
-        with ThreadPoolExecutor(COPY_THREADS) as pool:  # server-side copies, each a request
-            list(pool.map(copy, rest))
-        copy(SUCCESS)
+        copied = []
+
+        def copy(name):
+            self.fs.copy_file(f"{self.tmp_path}/{name}", f"{self.final}/{name}")
+            copied.append(name)
+        try:
+            for name in first:
+                copy(name)
+            with ThreadPoolExecutor(COPY_THREADS) as pool:  # server-side copies, each a request
+                list(pool.map(copy, rest))
+            copy(SUCCESS)
+        except BaseException:
+            self._unpublish(copied)
+            raise
         self.fs.delete_dir(self.tmp_path)
+
+    def _unpublish(self, copied):
+        """A copy that failed part-way: the objects it made under OUT are deleted (no object without `_SUCCESS`
+        that a reader could take for data); the complete output stays at OUT.tmp-<run>."""
+        for name in copied:
+            try:
+                self.fs.delete_file(f"{self.final}/{name}")
+            except OSError:  # the store refuses even that: `_SUCCESS` was never copied, readers skip OUT
+                continue
 
     def abandon(self):
         """Remove the temporary OUT and release the claim (a failed, stopped or killed run); idempotent."""
@@ -204,10 +221,7 @@ def run_and_publish(spark, planned, run, options, sink="parquet", progress=None,
         if iceberg is not None:  # the tables' one commit each, before OUT is published (iceberg_sink.py)
             t = time.time()
             written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
-            bare = planned.bare
-            added = publish_tables(iceberg, run.tmp_uri, written, run.claim.run, options.store if bare else None,
-                                   planned.parts[0][1].ranges if bare else None, options.with_body,
-                                   brokers={b.name: p.ranges for b, p in planned.parts})
+            added = publish_tables(iceberg, run.tmp_uri, written, run.claim.run, options.with_body, planned.parts)
             summary["iceberg"] = {"catalog": iceberg.describe(), "namespace": iceberg.namespace,
                                   "tables": added, "commit_seconds": round(time.time() - t, 3)}
         summary["job_seconds"] = round(time.time() - started, 3)

@@ -287,22 +287,26 @@ def test_a_topic_named_brokers_is_read_as_a_topic_and_a_bare_run_takes_its_own_e
         parse_window(starting='{"brokers": {"broker-a": {"T": {"1": 7}}}}')
 
 
-def test_iceberg_snapshots_continue_each_named_broker_and_a_bare_store_by_its_store(tmp_path):
-    """publish_tables without Spark (empty parts): the offsets each snapshot records, read back per broker."""
-    from jobs.run.iceberg_sink import IcebergTarget, committed_offsets, overlaps, publish_tables
+def test_iceberg_ranges_continue_each_broker_by_its_store_a_bare_store_as_its_named_self(tmp_path):
+    """publish_tables without Spark (empty parts): the ranges each night commits, read back per broker; broker-a,
+    a bare --store named from its store one night and broker-a=URI the next, is one store (its identity)."""
+    from jobs.run import lake
+    from jobs.run.iceberg_sink import publish_tables
     from jobs.run.sink import write_empty_tables
+    from tests.jobs.lake_parts import parts, target
 
-    target = IcebergTarget("cl", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh"))
-    nights = [("n1", "/s/a", [("T", 0, 0, 5)], {"broker-a": [("T", 0, 0, 5)]}),  # broker-a as a bare --store
-              ("n2", None, None, {"broker-a": [("T", 0, 5, 9)], "broker-b": [("T", 0, 0, 4)]})]
-    for run, store, ranges, brokers in nights:
+    a = lake.StoreRef("broker-a", "broker-a@10.10.0.1:10911", "0:1795585953574")
+    b = lake.StoreRef("broker-b", "broker-b@10.10.0.2:10911", "0:1795585953600")
+    nights = [("n1", (a,), parts([("G", "T")], [("T", 0, 0, 5)], "broker-a")),
+              ("n2", (a, b), parts([("G", "T")], [("T", 0, 5, 9)], "broker-a")
+               + parts([("G", "T")], [("T", 0, 0, 4)], "broker-b"))]
+    for run, refs, run_parts in nights:
         out = tmp_path / run
-        publish_tables(target, str(out), write_empty_tables(str(out), "normalized", True, {}), run, store, ranges,
-                       True, brokers=brokers)
-    assert committed_offsets(target, "/s/a") == {"T": {0: 5}}  # the bare store: its own snapshots
-    assert committed_offsets(target, "/elsewhere", "broker-a") == {"T": {0: 9}}
-    assert committed_offsets(target, "/s/b", "broker-b") == {"T": {0: 4}}
-    assert committed_offsets(target, "/s/c", "broker-c") == {}
-    with pytest.raises(UsageError, match="broker broker-b"):
-        overlaps(target, "/s/b", [("T", 0, 3, 6)], "broker-b")
-    overlaps(target, "/s/b", [("T", 0, 4, 6)], "broker-b")
+        publish_tables(target(tmp_path, refs=refs), str(out), write_empty_tables(str(out), "normalized", True, {}),
+                       run, True, run_parts)
+    held = lake.Held.of(target(tmp_path).catalog(), "lake")
+    c = lake.StoreRef("broker-c", "broker-c@10.10.0.3:10911", "0:1")
+    assert lake.starts(held, (a, b, c)) == {"broker-a": {"T": {0: 9}}, "broker-b": {"T": {0: 4}}}
+    with pytest.raises(UsageError, match="G T/0 \\[3, 6\\) held \\[0, 4\\) by run n2 of broker broker-b"):
+        lake.refuse_overlaps("lake", held, (a, b), [("broker-b", "G", "T", 0, 3, 6)])
+    lake.refuse_overlaps("lake", held, (a, b), [("broker-b", "G", "T", 0, 4, 6)])

@@ -16,6 +16,7 @@ from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from jobs.run.iceberg_sink import IcebergTarget, publish_tables, remove_stale, stale_runs
 from jobs.run.sink import write_empty_tables
 from tests.jobs.conftest import expected_rows
+from tests.jobs.lake_parts import REF, parts
 from tests.jobs.test_exit_codes import ROOT, _submit
 from tests.jobs.test_scheduler_runs import SUBMIT, _session_processes, _slow_filters, _wait_for
 
@@ -60,17 +61,20 @@ def test_two_nights_hold_exactly_rocketmqs_rows_once(nights, store_a, store_a_me
     assert all(m["body"] == bodies[(m["topic"], m["queue_id"], m["queue_offset"])] for m in messages)
 
 
-def test_one_snapshot_per_table_per_run_recording_store_and_offsets(nights, store_a):
+def test_one_snapshot_per_table_per_run_recording_the_store_and_its_offsets(nights, store_a):
     target, _, _ = nights
     catalog = target.catalog()
     for name in ("matched", "collisions", "messages"):
         snapshots = catalog.load_table(f"nightly.{name}").snapshots()
         assert len(snapshots) == 2
         summaries = [s.summary.additional_properties for s in snapshots]
-        assert {s["mqreplay.store"] for s in summaries} == {str(store_a / "store")}
+        # the store by what it is: its broker and the storeHost of its first record (messages.jsonl.gz)
+        assert {s["mqreplay.store"] for s in summaries} == {"broker@127.0.0.1:10911"}
         assert len({s["mqreplay.run"] for s in summaries}) == 2
     first, second = (s.summary.additional_properties for s in catalog.load_table("nightly.matched").snapshots())
-    assert '"TopicTest":{"0":[0,' in first["mqreplay.offsets"]  # the first night starts at the queues' start
+    assert '"TopicTest":{"0":[0,' in first["mqreplay.brokers"]  # the first night starts at the queues' start
+    ranges = catalog.load_table("nightly._mqreplay_ranges").scan().to_arrow()
+    assert set(ranges.column("run").to_pylist()) == {first["mqreplay.run"], second["mqreplay.run"]}
 
 
 def test_a_rerun_of_committed_offsets_exits_2_and_commits_nothing(nights):
@@ -118,11 +122,12 @@ def test_parts_no_snapshot_references_are_listed_and_removed(nights):
 
 def test_two_quiet_nights_commit_an_empty_snapshot_each(tmp_path):
     """No rows and no offsets covered: each run still adds its one snapshot to every answer table."""
-    target = IcebergTarget("quiet", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh"))
+    target = IcebergTarget("quiet", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh"),
+                           refs=(REF,))
     for run in ("night1", "night2"):
         out = tmp_path / run
         written = write_empty_tables(str(out), "normalized", True, {})
-        publish_tables(target, str(out), written, run, "STORE", [("TopicTest", 0, 490, 490)], True)
+        publish_tables(target, str(out), written, run, True, parts([("G", "TopicTest")], [("TopicTest", 0, 490, 490)]))
     for name in ("matched", "collisions", "messages"):
         table = target.catalog().load_table(f"quiet.{name}")
         assert [s.summary.additional_properties["mqreplay.run"] for s in table.snapshots()] == ["night1", "night2"]

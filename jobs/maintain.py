@@ -1,0 +1,91 @@
+"""python -m jobs.maintain: the upkeep of an Iceberg lake the job commits to (docs/iceberg.md).
+
+    python -m jobs.maintain --catalog-uri sqlite:///PATH --warehouse W | --catalog NAME --namespace NS
+        [--register-existing] [--compact] [--expire-snapshots-older-than DURATION]
+        [--remove-orphans-older-than DURATION] [--catalog-wait DURATION]
+
+--register-existing registers the tables a warehouse holds while the catalog lost them (their newest metadata,
+history kept); --compact rewrites each table's small files into one per partition; --expire-snapshots-older-than
+expires older snapshots (the current one kept); files no snapshot references (compacted away, expired, or moved
+in by a night killed before its commit) are then removed once older than --remove-orphans-older-than (default
+1d: a night committing right now is never touched). DURATION: a number and s, m, h or d.
+
+Exit codes: 0 done; 2 usage (bad arguments, no such lake, a catalog busy beyond --catalog-wait); 5 another
+failure. Safe beside a night: a step whose commit loses a race with the night starts again."""
+import json
+import logging
+import sys
+
+from jobs.cli import OneLineParser, add_version_argument, print_quietly
+from jobs.errors import UsageError, outcome
+from jobs.run import lake, lake_upkeep
+from jobs.run.catalog_wait import DEFAULT_WAIT, seconds
+from jobs.run.iceberg_sink import IcebergTarget, check_catalog_arguments, stale_runs
+from schemas.errors import EXIT_OK, EXIT_USAGE
+
+DEFAULT_ORPHANS = "1d"
+
+
+def parse_args(argv):
+    p = OneLineParser(prog="python -m jobs.maintain", description=__doc__.splitlines()[0])
+    add_version_argument(p)
+    p.add_argument("--catalog", help="a catalog by name from pyiceberg's configuration (REST, Hive, Glue, SQL)")
+    p.add_argument("--catalog-uri", help="the embedded SQL catalog, sqlite:///PATH")
+    p.add_argument("--warehouse", help="with --catalog-uri: where the tables' files are (path or URI)")
+    p.add_argument("--namespace", default="mqreplay", help="the tables' namespace (default mqreplay)")
+    p.add_argument("--register-existing", action="store_true",
+                   help="register the namespace's tables the warehouse holds and the catalog lacks (a lost catalog)")
+    p.add_argument("--compact", action="store_true", help="rewrite each table's data files into one per partition")
+    p.add_argument("--expire-snapshots-older-than", metavar="DURATION",
+                   help="expire snapshots older than this, s/m/h/d (the current one is kept)")
+    p.add_argument("--remove-orphans-older-than", metavar="DURATION", default=DEFAULT_ORPHANS,
+                   help=f"remove files no snapshot references once older than this (default {DEFAULT_ORPHANS})")
+    p.add_argument("--catalog-wait", metavar="DURATION", default=DEFAULT_WAIT,
+                   help=f"how long a busy catalog is waited for (default {DEFAULT_WAIT})")
+    return p.parse_args(argv)
+
+
+def run(args):
+    """The steps asked, in order: register, compact, expire, orphans; {step: per-table result}."""
+    check_catalog_arguments(args, "jobs.maintain")
+    wait = seconds(args.catalog_wait)
+    expire_s = None if args.expire_snapshots_older_than is None else seconds(args.expire_snapshots_older_than,
+                                                                             "--expire-snapshots-older-than")
+    orphans_s = seconds(args.remove_orphans_older_than, "--remove-orphans-older-than")
+    if not (args.register_existing or args.compact or expire_s is not None):
+        raise UsageError("nothing to do: give --register-existing, --compact or --expire-snapshots-older-than")
+    target = IcebergTarget(args.namespace, args.catalog, args.catalog_uri, args.warehouse, wait)
+    done = {}
+    if args.register_existing:
+        done["registered"] = lake_upkeep.register_existing(target)
+    if not target.waiting(lambda c: lake.load(c, f"{args.namespace}.matched"), "jobs.maintain"):
+        raise UsageError(f"{target.describe()} holds no table {args.namespace}.matched: no lake to maintain (a lost "
+                         "catalog: --register-existing)")
+    if args.compact:
+        done["compacted"] = lake_upkeep.compact(target)
+    if expire_s is not None:
+        done["expired"] = lake_upkeep.expire(target, expire_s)
+    done["orphans_removed"] = lake_upkeep.remove_orphans(target, orphans_s)
+    done["stale_run_folders"] = [path for _, path in stale_runs(target)]
+    return done
+
+
+def main(argv=None):
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("pyiceberg").setLevel(logging.ERROR)
+    try:
+        args = parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_USAGE if exc.code else EXIT_OK
+    try:
+        done = run(args)
+    except Exception as exc:  # noqa: BLE001 - every error ends with its exit code (jobs/errors.py)
+        code, message = outcome(exc)
+        print(f"error: {message}", file=sys.stderr)
+        return code
+    print_quietly(json.dumps(done, indent=1, sort_keys=True, default=str))
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

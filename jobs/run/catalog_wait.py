@@ -1,0 +1,73 @@
+"""A busy catalog is waited for, not failed on: another writer holding the SQLite file (`database is locked`),
+a REST catalog answering 409 (a commit that lost a race: CommitFailedException, or ValidationException when
+pyiceberg's own retry finds the race changed what it rewrites) or 503 (ServiceUnavailable).
+Each operation on the catalog is retried with a growing pause until `--catalog-wait` has passed; then the run
+stops with exit 2 (UsageError: the lake is as it was, the night can be run again), saying who held it.
+
+An operation retried here must be whole: it loads what it changes again (a table's metadata moved on when
+another writer committed) and commits once."""
+import os
+import re
+import time
+
+from jobs.errors import UsageError
+
+DEFAULT_WAIT = "5m"
+FIRST_PAUSE_S, MAX_PAUSE_S = 0.5, 10.0
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def seconds(text, flag="--catalog-wait"):
+    """Seconds of a DURATION: a number and a unit, s, m, h or d (`90s`, `5m`, `0s`); UsageError otherwise."""
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", str(text))
+    if not found:
+        raise UsageError(f"{flag} {text!r}: give a number and a unit, s, m, h or d (e.g. 90s, 5m, 1d)")
+    return float(found.group(1)) * UNITS[found.group(2)]
+
+
+def busy(exc):
+    """Why the catalog refused for now (a reason to wait), or None for any other error."""
+    name, text = type(exc).__name__, str(exc)
+    if name == "OperationalError" and re.search(r"locked|busy", text, re.I):
+        return "the SQLite file is locked by another writer"
+    if name in ("CommitFailedException", "CommitStateUnknownException", "ValidationException"):
+        return f"a concurrent commit ({text[:160]})"  # 409, or a conflict pyiceberg's own retry found
+    if name == "ServiceUnavailableError" or re.search(r"\b503\b", text) and "Service" in text:
+        return f"the catalog is unavailable (503: {text[:160]})"
+    return None
+
+
+def holders(uri):
+    """Other processes that hold a SQLite catalog's file open (from /proc: Linux), as `process N (command)`."""
+    if not uri or not uri.startswith("sqlite:///"):
+        return []
+    path = os.path.realpath(uri[len("sqlite:///"):])
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()):
+        try:
+            if any(os.path.realpath(f"/proc/{pid}/fd/{fd}") == path for fd in os.listdir(f"/proc/{pid}/fd")):
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    command = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+                found.append(f"process {pid} ({command[:80]})")
+        except OSError:  # gone meanwhile, or another user's
+            continue
+    return found
+
+
+def waiting(operation, wait_s, what, uri=None, sleep=time.sleep, clock=time.monotonic):
+    """operation() once the catalog takes it: retried while it is busy, for at most wait_s seconds."""
+    deadline, pause, reason = clock() + wait_s, FIRST_PAUSE_S, None
+    while True:
+        try:
+            return operation()
+        except Exception as exc:  # noqa: BLE001 - only a busy catalog is retried, the rest raised as it came
+            reason = busy(exc)
+            if reason is None:
+                raise
+            if clock() + pause > deadline:
+                who = holders(uri)
+                raise UsageError(f"{what}: the catalog stayed busy for {wait_s:.0f} s (--catalog-wait): {reason}"
+                                 + (f"; held by {', '.join(who)}" if who else "") +
+                                 "; the lake counts a run only once its ranges are committed: run it again") from None
+            sleep(pause)
+            pause = min(pause * 2, MAX_PAUSE_S)

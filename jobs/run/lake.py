@@ -1,0 +1,311 @@
+"""What an Iceberg lake holds, kept where expiring snapshots cannot take it: the table `NS._mqreplay_ranges`, a row
+per (store, broker, group, topic, queue) and run, the queue offsets [first, end) the run committed for that group
+(as the Iceberg Kafka Connect sink keeps its offsets with its commits, not in a snapshot's summary that expiry
+removes). A run's ranges are committed last, after every table of its answer: a run counts once its ranges are
+there (a run of no offsets, a quiet night, commits a marker row of no topic).
+
+- A store is known by what it is (`brokers.store_identity`: the broker's name and the storeHost of its commit
+  log's first record, with that record's offset and store time), never by the `--store` text: a trailing
+  slash, `file://`, a symlink or a copy continue the same rows. A store whose retention removed the recorded
+  first record is still the same store (same name and host, a later first record).
+- The overlap check, the continuation and the trim are per group: a group added later is backfilled over
+  offsets the other groups already hold, and rows a group already holds are never committed again.
+- A run killed between two tables' commits left data files under `data/run-<run>/` of a run the ranges do not
+  name: the next run (or `jobs.maintain`) removes them from the tables first (`repair`), so each row counts once.
+"""
+import re
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from jobs.errors import UsageError
+from schemas import storefs
+
+RANGES = "_mqreplay_ranges"
+RANGES_SCHEMA = pa.schema([("store", pa.string()), ("head", pa.string()), ("broker", pa.string()),
+                           ("group", pa.string()), ("topic", pa.string()), ("queue_id", pa.int32()),
+                           ("first", pa.int64()), ("end", pa.int64()), ("run", pa.string()),
+                           ("committed_ms", pa.int64())])
+RUN_DIR = re.compile(r"/data/run-([0-9A-Za-z_-]+)/")
+REPAIRED = "mqreplay.repaired"  # a repair's snapshot: the runs whose files it removed
+
+
+@dataclass(frozen=True)
+class StoreRef:
+    """A broker of the run and what its store is (brokers.store_identity)."""
+
+    broker: str
+    key: str
+    head: str = ""
+
+    def holds(self, row):
+        """Whether a ranges row is of this store: the same key, and the same first record or an earlier one
+        (retention removed it since)."""
+        if row["store"] != self.key:
+            return False
+        if not row["head"] or not self.head or row["head"] == self.head:
+            return True
+        return int(row["head"].split(":")[0]) < int(self.head.split(":")[0])
+
+
+def load(catalog, identifier):
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+    try:
+        return catalog.load_table(identifier)
+    except (NoSuchTableError, NoSuchNamespaceError):
+        return None
+
+
+class Held:
+    """The rows of NS._mqreplay_ranges (none for a new lake)."""
+
+    def __init__(self, rows):
+        self.rows = [r for r in rows if r["topic"]]
+        self.runs = {r["run"] for r in rows}
+
+    @classmethod
+    def of(cls, catalog, namespace):
+        table = load(catalog, f"{namespace}.{RANGES}")
+        return cls(table.scan().to_arrow().to_pylist() if table is not None else [])
+
+    def intervals(self, refs):
+        """{(broker, group, topic, queue): [(first, end), ...]} of the rows of the run's stores."""
+        out = {}
+        for row in self.rows:
+            for ref in refs:
+                if ref.holds(row):
+                    out.setdefault((ref.broker, row["group"], row["topic"], row["queue_id"]), []).append(
+                        (row["first"], row["end"], row["run"]))
+        return out
+
+
+def run_ranges(parts):
+    """[(broker, group, topic, queue, first, end)] a run covers: each (broker, plan.Planned) part's queue ranges, for
+    every group subscribing the topic."""
+    out = []
+    for broker, planned in parts:
+        topics = {}
+        for s in planned.plan.subscriptions:
+            topics.setdefault(s.sub.topic, set()).add(s.sub.group)
+        for topic, qid, first, end in planned.ranges:
+            if end > first:
+                out += [(broker, g, topic, int(qid), int(first), int(end)) for g in sorted(topics.get(topic, ()))]
+    return out
+
+
+def overlapping(held, refs, ranges):
+    """[(broker, group, topic, queue, first, end, held first, held end, run)]: the run's ranges a group holds."""
+    intervals = held.intervals(refs)
+    return [(b, g, t, q, first, end, hf, he, run) for b, g, t, q, first, end in ranges
+            for hf, he, run in intervals.get((b, g, t, q), ()) if first < he and hf < end]
+
+
+def refuse_overlaps(namespace, held, refs, ranges):
+    """UsageError (exit 2, nothing committed) naming the groups, queues and runs a run's offsets overlap."""
+    found = overlapping(held, refs, ranges)
+    if not found:
+        return
+    found.sort(key=lambda f: (f[2].startswith("%RETRY%"), f[1], f[2], f[3]))
+    several = len(refs) > 1
+    shown = "; ".join(f"{g} {t}/{q} [{first}, {end}) held [{hf}, {he}) by run {run}"
+                      + (f" of broker {b}" if several else "") for b, g, t, q, first, end, hf, he, run in found[:6])
+    more = f"; and {len(found) - 6} more" if len(found) > 6 else ""
+    raise UsageError(f"--sink iceberg: {namespace}.matched already holds these offsets of {_stores(refs)}: "
+                     f"{shown}{more} (nothing committed; --starting-offsets iceberg continues every group after them)")
+
+
+def _stores(refs):
+    return ", ".join(f"{r.key} (first record {r.head})" if r.head else r.key for r in refs)
+
+
+def starts(held, refs, pairs=None):
+    """{broker: {topic: {queue: offset}}} where `--starting-offsets iceberg` starts: per queue, the earliest end
+    among the groups that read it (`pairs` {broker: {(group, topic)}} of the run; None: every group the lake
+    holds), so every group continues from its own ranges (the rows a group holds already are trimmed). A queue
+    one of those groups holds nothing of starts at the earliest."""
+    intervals = held.intervals(refs)
+    ends = {}
+    for (b, g, t, q), spans in intervals.items():
+        ends.setdefault(b, {}).setdefault(t, {}).setdefault(q, {})[g] = max(e for _, e, _ in spans)
+    out = {}
+    for ref in refs:
+        mine = ends.get(ref.broker, {})
+        groups = None if pairs is None else {}
+        if pairs is not None:
+            for g, t in pairs.get(ref.broker, ()):
+                groups.setdefault(t, set()).add(g)
+        for topic, queues in mine.items():
+            readers = None if groups is None else groups.get(topic)
+            if readers is not None and not readers:
+                continue
+            for q, by_group in queues.items():
+                if readers is not None and not readers <= set(by_group):
+                    continue  # a group of the run holds nothing of this queue: from the earliest
+                wanted = by_group.values() if readers is None else [by_group[g] for g in readers]
+                out.setdefault(ref.broker, {}).setdefault(topic, {})[int(q)] = int(min(wanted))
+    return out
+
+
+def ranges_rows(refs, ranges, run):
+    """The run's rows of NS._mqreplay_ranges (a marker row when it covered no offsets)."""
+    by_broker = {r.broker: r for r in refs}
+    now = int(time.time() * 1000)
+    rows = [{"store": by_broker[b].key, "head": by_broker[b].head, "broker": b, "group": g, "topic": t,
+             "queue_id": q, "first": first, "end": end, "run": run, "committed_ms": now}
+            for b, g, t, q, first, end in ranges if b in by_broker]
+    rows = rows or [{"store": "", "head": "", "broker": "", "group": "", "topic": "", "queue_id": -1, "first": 0,
+                     "end": 0, "run": run, "committed_ms": now}]
+    return pa.Table.from_pylist(rows, schema=RANGES_SCHEMA)
+
+
+def _parts(fs, root, output):
+    infos = fs.get_file_info(pafs.FileSelector(f"{root}/{output}", recursive=True, allow_not_found=True))
+    return sorted(i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(".parquet"))
+
+
+def _rewrite(fs, path, table, keep):
+    """Keep the rows of one part where `keep` holds (the part rewritten only when some are dropped)."""
+    dropped = len(keep) - int(np.count_nonzero(keep))
+    if dropped:
+        with fs.open_output_stream(path) as stream:
+            pq.write_table(table.filter(pa.array(keep)), stream, compression="zstd")
+    return dropped
+
+
+def trim_deliveries(out_uri, output, intervals):
+    """Drop, from the run's parts of `output` (matched/, audit/collisions/), the rows whose group already holds
+    their queue offset (the earlier runs' ranges, `Held.intervals`): rows dropped."""
+    fs, root = storefs.resolve(out_uri)
+    dropped = 0
+    for path in _parts(fs, root, output) if intervals else ():
+        table = pq.read_table(path, filesystem=fs)
+        if not table.num_rows:
+            continue
+        keys = table.select(["broker", "group", "topic", "queue_id"]).group_by(
+            ["broker", "group", "topic", "queue_id"]).aggregate([]).to_pylist()
+        offsets = table.column("queue_offset").to_numpy()
+        drop = np.zeros(table.num_rows, dtype=bool)
+        for k in keys:
+            spans = intervals.get((k["broker"], k["group"], k["topic"], k["queue_id"]))
+            if not spans:
+                continue
+            mine = np.ones(table.num_rows, dtype=bool)
+            for column in ("broker", "group", "topic", "queue_id"):
+                mine &= pc.fill_null(pc.equal(table.column(column), k[column]), False).to_numpy(zero_copy_only=False)
+            inside = np.zeros(table.num_rows, dtype=bool)
+            for first, end, _ in spans:
+                inside |= (offsets >= first) & (offsets < end)
+            drop |= mine & inside
+        dropped += _rewrite(fs, path, table, ~drop)
+    return dropped
+
+
+def trim_messages(out_uri, present):
+    """Drop, from the run's messages/ parts, the messages the table already holds (`present`: {(broker, topic):
+    commit-log offsets}): a group backfilled over offsets other groups hold references messages stored once."""
+    fs, root = storefs.resolve(out_uri)
+    dropped = 0
+    for path in _parts(fs, root, "messages") if present else ():
+        table = pq.read_table(path, filesystem=fs)
+        if not table.num_rows:
+            continue
+        drop = np.zeros(table.num_rows, dtype=bool)
+        for (broker, topic), offsets in present.items():
+            same = pc.and_(pc.equal(table.column("broker"), broker), pc.equal(table.column("topic"), topic))
+            mine = pc.fill_null(same, False).to_numpy(zero_copy_only=False)
+            if mine.any():
+                drop |= mine & pc.is_in(table.column("commitlog_offset"), pa.array(offsets)).to_numpy(
+                    zero_copy_only=False)
+        dropped += _rewrite(fs, path, table, ~drop)
+    return dropped
+
+
+def messages_present(table, held, refs, ranges):
+    """{(broker, topic): commit-log offsets} of the messages NS.messages holds in the queue ranges of the run that
+    earlier runs (any group) covered: what trim_messages drops. Empty (nothing read) when no range overlaps: a
+    night after the last reads nothing here."""
+    from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThan
+    if table is None:
+        return {}
+    covered = {}
+    for (b, _, t, q), spans in held.intervals(refs).items():
+        covered.setdefault((b, t, q), []).extend(spans)
+    spans = {}
+    for b, _, t, q, first, end in ranges:
+        if any(first < he and hf < end for hf, he, _ in covered.get((b, t, q), ())):  # offsets earlier runs read
+            lo, hi = spans.get((b, t), (first, end))
+            spans[(b, t)] = (min(lo, first), max(hi, end))
+    out = {}
+    for (b, t), (lo, hi) in spans.items():
+        within = And(EqualTo("topic", t), And(GreaterThanOrEqual("queue_offset", lo), LessThan("queue_offset", hi)))
+        found = table.scan(row_filter=within, selected_fields=("broker", "commitlog_offset")).to_arrow()
+        mine = found.filter(pc.fill_null(pc.equal(found.column("broker"), b), False)) if found.num_rows else found
+        if mine.num_rows:
+            out[(b, t)] = mine.column("commitlog_offset").to_numpy()
+    return out
+
+
+def runs_of_files(table):
+    """{run: [data file path]} of a table's current data files moved in by runs (`data/run-<run>/`)."""
+    out = {}
+    for path in table.inspect.files().column("file_path").to_pylist() if table.current_snapshot() else ():
+        found = RUN_DIR.search(path)
+        if found:
+            out.setdefault(found.group(1), []).append(path)
+    return out
+
+
+def incomplete(table, held):
+    """Runs whose files a table holds but whose ranges were never committed (killed between two commits)."""
+    return sorted(set(runs_of_files(table)) - held.runs)
+
+
+def remove_runs(table, runs):
+    """One snapshot removing the data files of `runs` from a table (they stay on disk for orphan removal)."""
+    from pyiceberg.manifest import ManifestContent
+    doomed = set(runs)
+    snapshot = table.current_snapshot()
+    files = []
+    for manifest in snapshot.manifests(table.io) if snapshot else ():
+        if manifest.content != ManifestContent.DATA:
+            continue
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            found = RUN_DIR.search(entry.data_file.file_path)
+            if found and found.group(1) in doomed:
+                files.append(entry.data_file)
+    if not files:
+        return 0
+    with table.transaction() as tx:
+        with tx.update_snapshot(snapshot_properties={REPAIRED: ",".join(sorted(doomed))}).overwrite() as overwrite:
+            for data_file in files:
+                overwrite.delete_data_file(data_file)
+    return len(files)
+
+
+def table_locations(warehouse, namespace):
+    """{table name: newest metadata file} of the tables a warehouse holds under NS (pyiceberg's default
+    location `<warehouse>/<namespace>/<table>/metadata/NNNNN-<uuid>.metadata.json`)."""
+    if warehouse is None:
+        return {}
+    fs, root = storefs.resolve(warehouse)
+    out = {}
+    base = f"{root.rstrip('/')}/{namespace}"
+    for info in fs.get_file_info(pafs.FileSelector(base, allow_not_found=True)):
+        if info.type != pafs.FileType.Directory:
+            continue
+        found = [i for i in fs.get_file_info(pafs.FileSelector(f"{info.path}/metadata", allow_not_found=True))
+                 if i.type == pafs.FileType.File and i.base_name.endswith(".metadata.json")]
+        if found:
+            newest = max(found, key=lambda i: (_version(i.base_name), i.mtime_ns or 0))
+            out[info.base_name] = warehouse.rstrip("/") + newest.path[len(root.rstrip("/")):]
+    return out
+
+
+def _version(name):
+    head = name.split("-", 1)[0]
+    return int(head) if head.isdigit() else -1

@@ -1,0 +1,72 @@
+"""A lake of files too (issue 38): a Parquet OUT on an object store (a real local S3 server, tools/local_s3.py) whose
+publish fails part-way leaves no object under OUT that a reader could take for data, and the complete output at
+OUT.tmp-<run>; a publish that does not fail leaves every file with `_SUCCESS` last."""
+import json
+
+import pyarrow.fs as pafs
+import pytest
+
+from jobs.errors import PublishFailed
+from jobs.run.outputs import SUCCESS, OutputRun
+from tools.local_s3 import KEYS, LocalS3
+
+FILES = ("summary.json", "matched/part-00000.parquet", "matched/part-00001.parquet", "messages/part-00000.parquet",
+         "offsets.json")
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with LocalS3() as server:
+        server.filesystem().create_dir("lake")
+        yield server
+
+
+class FailingCopies:
+    """The S3 filesystem, whose copy number `fail_at` (from 1) fails as a lost connection would."""
+
+    def __init__(self, fs, fail_at):
+        self.fs, self.fail_at, self.copies = fs, fail_at, 0
+
+    def copy_file(self, source, target):
+        self.copies += 1
+        if self.copies == self.fail_at:
+            raise OSError("When copying key: connection reset by peer")
+        return self.fs.copy_file(source, target)
+
+    def __getattr__(self, name):
+        return getattr(self.fs, name)
+
+
+def _run(s3, name, monkeypatch):
+    for key, value in KEYS.items():
+        monkeypatch.setenv(key, value)
+    run = OutputRun(f"s3://lake/{name}?endpoint_override={s3.endpoint}&scheme=http")
+    for path in FILES:
+        with run.fs.open_output_stream(f"{run.tmp_path}/{path}") as f:
+            f.write(path.encode())
+    return run
+
+
+def _objects(s3, prefix):
+    infos = s3.filesystem().get_file_info(pafs.FileSelector(prefix, recursive=True, allow_not_found=True))
+    return sorted(i.path[len(prefix) + 1:] for i in infos if i.type == pafs.FileType.File)
+
+
+@pytest.mark.parametrize("fail_at", [2, 4, len(FILES) + 1])  # a part, the last part, `_SUCCESS` itself
+def test_a_publish_that_fails_part_way_leaves_no_object_under_out(s3, monkeypatch, fail_at):
+    run = _run(s3, f"out-{fail_at}", monkeypatch)
+    run.fs = FailingCopies(run.fs, fail_at)
+    with pytest.raises(PublishFailed, match="the complete output is at"):
+        run.publish()
+    assert _objects(s3, f"lake/out-{fail_at}") == []
+    kept = _objects(s3, run.tmp_path)
+    assert set(FILES) | {SUCCESS} <= set(kept)
+    assert _objects(s3, "lake/").count(f"out-{fail_at}.claim") == 0  # the claim released
+
+
+def test_a_publish_that_succeeds_has_every_file_and_its_success_marker(s3, monkeypatch):
+    run = _run(s3, "out-ok", monkeypatch)
+    run.publish()
+    assert _objects(s3, "lake/out-ok") == sorted(set(FILES) | {SUCCESS})
+    with s3.filesystem().open_input_stream(f"lake/out-ok/{SUCCESS}") as f:
+        assert set(json.loads(f.read())["files"]) == set(FILES)

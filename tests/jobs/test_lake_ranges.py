@@ -1,0 +1,97 @@
+"""Per group, per queue ranges in NS._mqreplay_ranges (issue 38), on a real SQLite catalog without Spark: nights
+that continue every group from its own ranges, a group added later backfilled into the same tables once (its
+repeat refused, exit 2), a night killed between two tables' commits repaired by the next, ranges committed last.
+Expectations are the rows written by hand in each test."""
+import pytest
+
+from jobs.errors import UsageError
+from jobs.run import iceberg_sink, lake
+from tests.jobs.lake_parts import BROKER, REF, keys, night, offset, target
+
+T = "TopicTest"
+
+
+def test_two_nights_record_each_groups_ranges_and_continue_from_them(tmp_path):
+    tgt = target(tmp_path)
+    subs = [("G1", T), ("G2", T)]
+    night(tgt, tmp_path / "n1", "n1", subs, [(T, 0, 0, 3)], [("G1", T, 0, 0), ("G2", T, 0, 1), ("G1", T, 0, 2)])
+    night(tgt, tmp_path / "n2", "n2", subs, [(T, 0, 3, 5)], [("G1", T, 0, 4)])
+    held = lake.Held.of(tgt.catalog(), "lake")
+    assert sorted((r["group"], r["first"], r["end"], r["run"]) for r in held.rows) == [
+        ("G1", 0, 3, "n1"), ("G1", 3, 5, "n2"), ("G2", 0, 3, "n1"), ("G2", 3, 5, "n2")]
+    assert lake.starts(held, (REF,)) == {BROKER: {T: {0: 5}}}
+    assert keys(tgt) == [("G1", T, 0, 0), ("G1", T, 0, 2), ("G1", T, 0, 4), ("G2", T, 0, 1)]
+
+
+def test_a_run_over_offsets_a_group_holds_is_refused_naming_the_overlap(tmp_path):
+    tgt = target(tmp_path)
+    night(tgt, tmp_path / "n1", "n1", [("G1", T)], [(T, 0, 0, 3)], [("G1", T, 0, 0)])
+    held = lake.Held.of(tgt.catalog(), "lake")
+    with pytest.raises(UsageError, match=r"G1 TopicTest/0 \[2, 4\) held \[0, 3\) by run n1"):
+        lake.refuse_overlaps("lake", held, (REF,), [(BROKER, "G1", T, 0, 2, 4)])
+    lake.refuse_overlaps("lake", held, (REF,), [(BROKER, "G1", T, 0, 3, 4), (BROKER, "G9", T, 0, 0, 4)])
+
+
+def test_a_group_added_later_is_backfilled_once_and_its_messages_are_not_stored_twice(tmp_path):
+    tgt = target(tmp_path)
+    night(tgt, tmp_path / "n1", "n1", [("G1", T)], [(T, 0, 0, 4)], [("G1", T, 0, 0), ("G1", T, 0, 1)])
+    # the backfill of G2 covers the same offsets: its rows are new, the message at offset 1 is held already
+    night(tgt, tmp_path / "b1", "b1", [("G2", T)], [(T, 0, 0, 4)], [("G2", T, 0, 1), ("G2", T, 0, 3)])
+    assert keys(tgt) == [("G1", T, 0, 0), ("G1", T, 0, 1), ("G2", T, 0, 1), ("G2", T, 0, 3)]
+    assert keys(tgt, "messages") == [(T, offset(0, 0)), (T, offset(0, 1)), (T, offset(0, 3))]
+    with pytest.raises(UsageError, match="G2 TopicTest/0"):  # the same backfill again
+        night(tgt, tmp_path / "b2", "b2", [("G2", T)], [(T, 0, 0, 4)], [("G2", T, 0, 1), ("G2", T, 0, 3)])
+    assert len(keys(tgt)) == 4
+
+
+def test_continuing_groups_start_at_the_earliest_end_and_rows_a_group_holds_are_trimmed(tmp_path):
+    tgt = target(tmp_path)
+    night(tgt, tmp_path / "n1", "n1", [("G1", T)], [(T, 0, 0, 4)], [("G1", T, 0, 0), ("G1", T, 0, 2)])
+    night(tgt, tmp_path / "b1", "b1", [("G2", T)], [(T, 0, 0, 2)], [("G2", T, 0, 1)])
+    held = lake.Held.of(tgt.catalog(), "lake")
+    pairs = {BROKER: {("G1", T), ("G2", T)}}
+    assert lake.starts(held, (REF,), pairs) == {BROKER: {T: {0: 2}}}  # G2 ends first
+    assert lake.starts(held, (REF,), {BROKER: {("G1", T), ("G3", T)}}) == {}  # G3 holds nothing: the earliest
+    going = target(tmp_path, continuing=True)  # a night from offset 2: G1's rows at 2 and 3 it holds already
+    night(going, tmp_path / "n2", "n2", [("G1", T), ("G2", T)], [(T, 0, 2, 6)],
+          [("G1", T, 0, 2), ("G1", T, 0, 5), ("G2", T, 0, 2), ("G2", T, 0, 3)])
+    assert keys(tgt) == [("G1", T, 0, 0), ("G1", T, 0, 2), ("G1", T, 0, 5), ("G2", T, 0, 1), ("G2", T, 0, 2),
+                         ("G2", T, 0, 3)]
+    assert keys(tgt, "messages") == [(T, offset(0, o)) for o in (0, 1, 2, 3, 5)]
+
+
+def test_a_night_killed_between_two_commits_is_removed_by_the_next(tmp_path, monkeypatch):
+    tgt = target(tmp_path)
+    night(tgt, tmp_path / "n1", "n1", [("G1", T)], [(T, 0, 0, 2)], [("G1", T, 0, 0)])
+
+    def killed(*args):
+        raise KeyboardInterrupt("killed after matched, before the ranges")
+    with monkeypatch.context() as m:
+        m.setattr(iceberg_sink, "_append_ranges", killed)
+        with pytest.raises(KeyboardInterrupt):
+            night(tgt, tmp_path / "n2", "n2", [("G1", T)], [(T, 0, 2, 4)], [("G1", T, 0, 3)])
+    assert keys(tgt) == [("G1", T, 0, 0), ("G1", T, 0, 3)]  # counted, though its ranges are not
+    warned = iceberg_sink.check_lake(target(tmp_path, continuing=True), ())
+    assert warned and "run n2" in warned[0]
+    night(tgt, tmp_path / "n3", "n3", [("G1", T)], [(T, 0, 2, 4)], [("G1", T, 0, 3)])  # the night run again
+    assert keys(tgt) == [("G1", T, 0, 0), ("G1", T, 0, 3)]
+    assert keys(tgt, "messages") == [(T, offset(0, 0)), (T, offset(0, 3))]
+    assert lake.Held.of(tgt.catalog(), "lake").runs == {"n1", "n3"}
+
+
+def test_a_quiet_night_commits_its_marker_and_empty_snapshots(tmp_path):
+    tgt = target(tmp_path)
+    night(tgt, tmp_path / "q1", "q1", [("G1", T)], [(T, 0, 5, 5)], [])
+    held = lake.Held.of(tgt.catalog(), "lake")
+    assert held.runs == {"q1"} and held.rows == []
+    for name in ("matched", "collisions", "messages"):
+        table = tgt.catalog().load_table(f"lake.{name}")
+        assert [s.summary.additional_properties["mqreplay.run"] for s in table.snapshots()] == ["q1"]
+
+
+def test_a_lake_of_an_earlier_mqreplay_is_refused_with_a_clear_message(tmp_path):
+    tgt = target(tmp_path)
+    night(tgt, tmp_path / "n1", "n1", [("G1", T)], [(T, 0, 0, 2)], [("G1", T, 0, 0)])
+    tgt.catalog().drop_table(f"lake.{lake.RANGES}")  # what a lake of the summaries looked like
+    with pytest.raises(UsageError, match="earlier mqreplay.*mqreplay.offsets"):
+        iceberg_sink.check_lake(tgt, ())
