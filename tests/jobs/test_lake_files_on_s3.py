@@ -14,6 +14,9 @@ FILES = ("summary.json", "matched/part-00000.parquet", "matched/part-00001.parqu
          "offsets.json")
 
 
+pytestmark = pytest.mark.system
+
+
 @pytest.fixture(scope="module")
 def s3():
     with LocalS3() as server:

@@ -58,6 +58,7 @@ def test_a_store_whose_retention_removed_its_first_record_is_the_same_store():
 
 
 @pytest.mark.spark
+@pytest.mark.system
 @pytest.mark.parametrize("spelling", ["{store}/", "file://{store}"])
 def test_the_job_refuses_a_committed_window_under_another_spelling_before_spark_starts(store_a, tmp_path, spelling):
     from tests.jobs.test_exit_codes import _submit
