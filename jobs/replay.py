@@ -13,7 +13,6 @@ the run stopped; 2 usage, the caller's mistake (bad arguments, a missing or wron
 --on-corrupt skip (see OUT/audit/corrupt); 5 the job failed for another reason (a crashed worker, out of
 memory, spark-submit's JVM killed); 128 + N stopped by signal N (143: SIGTERM), nothing published.
 """
-import json
 import logging
 import os
 import re
@@ -37,20 +36,13 @@ from jobs.cli import (  # noqa: E402
     window_of,
 )
 from jobs.errors import UsageError, carried, outcome  # noqa: E402
-from jobs.pipeline.brokers import bare, brokers_of, split_store  # noqa: E402
+from jobs.pipeline.brokers import brokers_of, split_store  # noqa: E402
 from jobs.pipeline.cluster import plan_cluster  # noqa: E402
 from jobs.run import console, lifecycle, outputs  # noqa: E402
-from jobs.run.iceberg_sink import (  # noqa: E402
-    check_lake,
-    remove_stale,
-    stale_runs,
-    starting_offsets,
-    target_of,
-    with_stores,
-)
 from jobs.run.lineage import Lineage  # noqa: E402
 from jobs.run.progress import open_progress  # noqa: E402
 from jobs.run.session import spark_session  # noqa: E402
+from jobs.run.sinks import sink_of  # noqa: E402
 from jobs.run.stage import unseen_paths  # noqa: E402
 from jobs.run.summary import exit_code, summary_notes, summary_table  # noqa: E402
 from jobs.settings import job_options, load_settings  # noqa: E402
@@ -98,7 +90,7 @@ def _prepare(args, progress):
     starts. The claim comes before the plan: a second run on the same OUT refuses at once."""
     settings = settings_of(args)
     brokers = brokers_of(args.store, args.brokers, args.commitlog)
-    iceberg = iceberg_target(args, brokers)
+    sink = sink_of(args, brokers)
     options = replace(options_from(args, settings), store=brokers[0].uri)
     progress.set_phase("claiming OUT")
     run = outputs.OutputRun(args.out, args.overwrite, args.clean_stale, run=args.run)
@@ -110,15 +102,13 @@ def _prepare(args, progress):
     try:
         progress.set_phase("planning: listing the store, probing its consume queues")
         planned = plan_cluster(options, brokers)
-        if iceberg is not None and iceberg.continuing:  # each queue from the ends of the run's own groups
-            starts = _starts_json(brokers, starting_offsets(iceberg, planned.parts))
-            if starts != args.starting_offsets:
-                args.starting_offsets = starts
-                options = replace(options, window=window_of(args))
-                planned = plan_cluster(options, brokers)
-        if iceberg is not None:  # before Spark: a rerun of committed offsets commits nothing
-            check_tables(iceberg, planned, args.clean_stale)
-        return settings, options, run, planned, iceberg
+        starts = sink.starting_offsets(brokers, planned)  # a lake: each queue from the run's own groups' ends
+        if starts is not None and starts != args.starting_offsets:
+            args.starting_offsets = starts
+            options = replace(options, window=window_of(args))
+            planned = plan_cluster(options, brokers)
+        sink.check(planned, args.clean_stale)  # before Spark: a rerun of committed offsets commits nothing
+        return settings, options, run, planned, sink
     except BaseException:
         run.abandon()
         raise
@@ -131,48 +121,6 @@ def settings_of(args):
         return load_settings(args.conf)
     except ConfigError as exc:
         raise UsageError(f"--conf {exc}") from None
-
-
-def iceberg_target(args, brokers):
-    """The Iceberg tables of --sink iceberg (None for the other sinks), knowing the run's stores by what they are;
-    `--starting-offsets iceberg` becomes the offsets where the lake's ranges of each store end (none yet: from the
-    earliest), refined per group once the plan names the run's groups (_prepare)."""
-    target = target_of(args)
-    if target is not None and args.layout != "normalized":
-        raise UsageError("--sink iceberg writes the normalized layout's tables (messages once, narrow matched rows)")
-    continuing = args.starting_offsets == "iceberg"
-    if continuing and target is None:
-        raise UsageError("--starting-offsets iceberg reads the Iceberg tables' offsets: give --sink iceberg")
-    if target is None:
-        return None
-    target = with_stores(target, brokers, continuing)
-    if continuing:
-        args.starting_offsets = _starts_json(brokers, starting_offsets(target))
-    return target
-
-
-def _starts_json(brokers, starts):
-    """--starting-offsets of lake.starts' {broker: {topic: {queue: offset}}}: per topic for a bare --store."""
-    if bare(brokers):
-        return json.dumps(starts.get(brokers[0].name, {}), sort_keys=True)
-    return json.dumps({"brokers": {b.name: starts.get(b.name, {}) for b in brokers}}, sort_keys=True)
-
-
-def check_tables(target, planned, clean_stale):
-    """Refuse offsets a group of the run holds and lost catalogs (exit 2); list, or with --clean-stale remove,
-    parts of dead runs."""
-    for line in check_lake(target, planned.parts):
-        print(f"warning: {line}", file=sys.stderr)
-    stale = stale_runs(target)
-    if stale and clean_stale:
-        remove_stale(stale)
-        print(f"removed {len(stale)} folder(s) of parts no snapshot references: {', '.join(p for _, p in stale)}",
-              file=sys.stderr)
-    elif stale:
-        print(f"warning: {len(stale)} folder(s) of parts in the tables' locations that no snapshot references "
-              f"(runs that died before their commit, or parts compacted away whose snapshots expired): "
-              f"{', '.join(p for _, p in stale)}; --clean-stale (or jobs.maintain, once they are old) removes them",
-              file=sys.stderr)
 
 
 def main(argv=None):
@@ -242,7 +190,7 @@ def _logged(args, events=None):
 def _main(args, progress):
     if args.remote:
         client_paths_absolute(args)
-    settings, options, run, planned, iceberg = _prepare(args, progress)
+    settings, options, run, planned, sink = _prepare(args, progress)
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: the JVM is this process's parent
         lifecycle.watch_parent(run.abandon, exit_code=EXIT_FAILED)
     try:
@@ -254,8 +202,7 @@ def _main(args, progress):
     if args.remote:
         check_server_sees(spark, run, planned, options)
     try:
-        summary = outputs.run_and_publish(spark, planned, run, options, sink=args.sink, progress=progress,
-                                          iceberg=iceberg)
+        summary = outputs.run_and_publish(spark, planned, run, options, sink, progress=progress)
     except ReplayError:  # OUT appeared meanwhile or the claim was lost (usage), publishing failed, a stop
         raise
     except Exception as exc:  # noqa: BLE001 - a failed Spark job: a task's own error, or Spark's cause

@@ -80,11 +80,7 @@ class IcebergTarget:
 
 
 def target_of(args):
-    """IcebergTarget of the command line, or None without --sink iceberg; UsageError for a half-given catalog."""
-    if args.sink != "iceberg":
-        if args.catalog or args.catalog_uri or args.warehouse:
-            raise UsageError("--catalog, --catalog-uri and --warehouse go with --sink iceberg")
-        return None
+    """IcebergTarget of the command line's catalog (--sink iceberg); UsageError for a half-given catalog."""
     check_catalog_arguments(args)
     return IcebergTarget(args.namespace, args.catalog, args.catalog_uri, args.warehouse,
                          seconds(getattr(args, "catalog_wait", None) or DEFAULT_WAIT))

@@ -19,21 +19,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-import pyarrow as pa
 import pyarrow.fs as pafs
 
 from jobs.errors import PublishFailed, UsageError
-from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
 from jobs.run import claim as claims
 from jobs.run import lifecycle, report
 from jobs.run import stage as T
-from jobs.run.iceberg_sink import publish_tables
 from jobs.run.progress import Progress
 from jobs.run.session import is_connect
-from jobs.run.sink import SinkSpec, commit, write_driver_part, write_empty_tables
 from jobs.run.summary import Counters, build_summary, cluster_summary, exit_code
 from schemas import storefs
-from schemas.arrow_schemas import CORRUPT_SCHEMA
 
 TMP_MARK = ".tmp-"
 # In a run's temporary OUT from its claim until it publishes (then removed): what tells --clean-stale that an
@@ -210,20 +205,15 @@ def _write_success(fs, tmp_path, run):
         f.write(json.dumps({"run": run, "files": files}, indent=1, ensure_ascii=False).encode("utf-8"))
 
 
-def run_and_publish(spark, planned, run, options, sink="parquet", progress=None, iceberg=None):
-    """Run the job, write every output under the run's temporary OUT (summary.json, report.html, and offsets.json: the
-    exclusive end per topic and queue of what the run covered, for --starting-offsets), then publish it as
-    OUT; returns the summary. On any failure the temporary OUT is removed once no task of the run still
-    runs, and the claim released."""
+def run_and_publish(spark, planned, run, options, sink, progress=None):
+    """Run the job, write every output under the run's temporary OUT through the run's sink (jobs/run/sinks.py),
+    summary.json, report.html, and offsets.json (the exclusive end per topic and queue of what the run covered,
+    for --starting-offsets), then publish it as OUT; returns the summary. On any failure the temporary OUT is
+    removed once no task of the run still runs, and the claim released."""
     started = time.time()
     try:
         summary, timelines = _run(spark, planned, run.tmp_uri, options, sink, progress)
-        if iceberg is not None:  # the tables' one commit each, before OUT is published (iceberg_sink.py)
-            t = time.time()
-            written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
-            added = publish_tables(iceberg, run.tmp_uri, written, run.claim.run, options.with_body, planned.parts)
-            summary["iceberg"] = {"catalog": iceberg.describe(), "namespace": iceberg.namespace,
-                                  "tables": added, "commit_seconds": round(time.time() - t, 3)}
+        sink.publish(run.tmp_uri, summary, planned, options, run.claim.run)  # Iceberg: the tables' commits
         summary["job_seconds"] = round(time.time() - started, 3)
         summary["run"] = run.claim.run  # as _SUCCESS, the console and every line of the run's log file say
         with run.fs.open_output_stream(f"{run.tmp_path}/summary.json") as f:
@@ -269,7 +259,7 @@ def _interrupt(spark):
         return
 
 
-def _run(spark, planned, out, options, sink="parquet", progress=None):
+def _run(spark, planned, out, options, sink, progress=None):
     parts = [(p.plan, p.segments) for _, p in planned.parts]
     ranges = T.broker_splits(spark, parts)
     progress = progress or Progress(mode="off")
@@ -279,24 +269,13 @@ def _run(spark, planned, out, options, sink="parquet", progress=None):
 
 
 def _run_with(spark, planned, out, options, sink, ranges, progress):
-    """The one Spark stage over every broker's splits (tasks write their parts), then the commit of what
+    """The one Spark stage over every broker's splits (tasks write their parts), then the sink's commit of what
     successful attempts wrote; the summary per broker, then of the run (summary.cluster_summary)."""
-    spec = SinkSpec(out, "noop" if sink == "noop" else options.layout, options.with_body, for_tables=sink == "iceberg")
-    reports = T.replay(spark, [(p.plan, p.segments) for _, p in planned.parts], spec, ranges, progress)
+    reports = T.replay(spark, [(p.plan, p.segments) for _, p in planned.parts], sink.spec(out, options), ranges,
+                       progress)
     fs, path = storefs.resolve(out)
     fs.create_dir(path, recursive=True)
-    problems = planned.problems
-    if sink == "noop":  # every decision made, nothing written: what a benchmark measures
-        written = {}
-    else:
-        written = commit(out, reports)
-        if problems:
-            schema = CORRUPT_SCHEMA.append(pa.field("broker", pa.string()))
-            write_driver_part(out, "audit/corrupt", pa.Table.from_pylist(
-                [{f.name: p.get(f.name) for f in schema} for p in problems], schema=schema))
-        written.update(write_empty_tables(out, options.layout, options.with_body, written))
-        if options.audit_consume_queue and "audit/consume_queue" not in written:  # asked, nothing found: a table
-            write_driver_part(out, "audit/consume_queue", CQ_AUDIT_SCHEMA.empty_table())  # of no row
+    written = sink.commit(out, reports, planned, options)
     several = len(planned.parts) > 1
     summaries, timelines = [], {}
     for b, part in planned.parts:
@@ -310,6 +289,4 @@ def _run_with(spark, planned, out, options, sink, ranges, progress):
     summary = cluster_summary(summaries)
     summary["warnings"] = list(planned.warnings) + summary["warnings"]
     summary["outputs"] = {name: {"files": f, "rows": r, "bytes": b} for name, (f, r, b) in sorted(written.items())}
-    if sink == "noop":
-        summary["sink"] = "noop: every decision made, nothing written"
     return summary, timelines

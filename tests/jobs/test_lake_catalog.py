@@ -120,7 +120,7 @@ def test_a_duration_without_its_unit_is_a_usage_error(text):
 
 
 def test_the_jobs_catalog_wait_defaults_to_5m_and_takes_a_duration(tmp_path):
-    from jobs.replay import parse_args
+    from jobs.cli import parse_replay_args as parse_args
     common = ["--store", "S", "--out", "O", "--sink", "iceberg", "--catalog-uri", f"sqlite:///{tmp_path}/c.db",
               "--warehouse", str(tmp_path / "wh")]
     assert iceberg_sink.target_of(parse_args(common)).wait_s == 300
