@@ -5,7 +5,7 @@ import os
 import sys
 
 from jobs.errors import UsageError
-from jobs.pipeline.units_source import UNITS_FROM
+from jobs.pipeline.units.choose import UNITS_FROM
 from jobs.settings import CHOICES, DEFAULTS
 from jobs.version import package_version
 from schemas.errors import EXIT_USAGE
@@ -47,7 +47,7 @@ def add_subscription_arguments(p):
 
 def add_commitlog_argument(p):
     """--commitlog DIR[,DIR...]: where the commit log is when not under --store (schemas/commitlog_files.py);
-    --units-from: where the units come from (jobs/pipeline/units_source.py)."""
+    --units-from: where the units come from (jobs/pipeline/units/choose.py)."""
     p.add_argument("--commitlog", metavar="DIR[,DIR...]",
                    help="the commit log's directories when they are not under --store (storePathCommitLog, "
                         "storePathDLedgerCommitLog, readOnlyCommitLogStorePaths): plain or DLedger files, one log")
