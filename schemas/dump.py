@@ -45,7 +45,7 @@ def dump_messages(store, out, with_body=True, commitlog=()):
 
 def dump_cq(store, out):
     layout = local_store(store)
-    fs = layout.filesystem()
+    fs = layout.fs
     for queue in layout.queues:
         for row in queue_batch(fs, queue).to_pylist():
             out.write(json.dumps(_jsonable(row), ensure_ascii=False) + "\n")

@@ -30,7 +30,7 @@ def iter_message_batches(store_dir, with_body=True, raw=False, commitlog=()):
 
     commitlog: directories of a log kept elsewhere (the job's --commitlog)."""
     layout = local_store(store_dir, commitlog)
-    fs = layout.filesystem()
+    fs = layout.fs
     for seg in layout.log.files:  # plain files and DLedger data files alike (schemas/commitlog_files.py)
         buf = storefs.read_range(fs, seg.path)
         starts = record_starts(seg, buf)
@@ -41,7 +41,7 @@ def rebuilt_units(store_dir, commitlog=()):
     """The units the broker's dispatcher builds from every commit-log record (schemas/cq_rebuild.py), in log
     order: UNITS_SCHEMA plus store_timestamp."""
     layout = local_store(store_dir, commitlog)
-    fs = layout.filesystem()
+    fs = layout.fs
     parts = [file_units(f, storefs.read_range(fs, f.path)).units for f in layout.log.files]
     return pa.concat_tables(parts) if parts else UNITS_SCHEMA.empty_table()
 
@@ -63,5 +63,5 @@ def queue_batch(fs, queue):
 def read_consume_queues(store_dir):
     """Every consume-queue unit of every topic and queue, ext addresses resolved (CONSUME_QUEUE_SCHEMA)."""
     layout = local_store(store_dir)
-    fs = layout.filesystem()
+    fs = layout.fs
     return pa.Table.from_batches([queue_batch(fs, q) for q in layout.queues], schema=CONSUME_QUEUE_SCHEMA)

@@ -33,9 +33,6 @@ class StoreLayout:
     log: CommitLog = field(default_factory=CommitLog)  # where the log's files are (schemas/commitlog_files.py)
     rocksdb_cq: str = None  # consumequeue/ when it is (also) a RocksDB: 5.2+ storeType=defaultRocksDB
 
-    def filesystem(self):
-        return self.fs
-
 
 def check_store_root(fs, root, uri=None):
     """Refuse a store directory this version does not read, with an error naming what it is (a file, missing,

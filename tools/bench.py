@@ -572,7 +572,7 @@ def rebuild_rate(store):
     from schemas.local_api import local_store
 
     layout = local_store(store)
-    bufs = [(f, np.array(storefs.read_range(layout.filesystem(), f.path))) for f in layout.log.files]
+    bufs = [(f, np.array(storefs.read_range(layout.fs, f.path))) for f in layout.log.files]
     rebuild_units(bufs[0][1][:1 << 20], bufs[0][0].start)  # compiled before the clock starts
     best = None
     for _ in range(3):
