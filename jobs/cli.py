@@ -1,4 +1,5 @@
-"""The command lines of the job (jobs/replay.py) and of explain (jobs/explain/__init__.py): every option is
+"""The command lines of the job (jobs/replay.py), explain (jobs/explain/__init__.py) and the lake's upkeep
+(jobs/maintain.py): every option is
 defined and read back here, and no module below jobs/ sees an argparse namespace. The options both share
 (subscriptions, commit log, units source) are defined once, so that both read them alike."""
 import argparse
@@ -6,7 +7,7 @@ import os
 import sys
 
 from jobs.errors import UsageError
-from jobs.pipeline.units_source import UNITS_FROM
+from jobs.pipeline.units.choose import UNITS_FROM
 from jobs.pipeline.window import parse_window
 from jobs.run.catalog_wait import DEFAULT_WAIT
 from jobs.run.progress import MODES
@@ -20,6 +21,8 @@ TOPIC_MAX_LENGTH, GROUP_MAX_LENGTH = 127, 255
 REMOTE = ("://",)  # a URI: its existence is the filesystem's to say, once the store is opened
 # the first line of each tool's --help
 REPLAY = "spark-submit entry point: replay a RocketMQ broker store and re-apply its server-side filtering."
+MAINTAIN = "python -m jobs.maintain: the upkeep of an Iceberg lake the job commits to (docs/iceberg.md)."
+DEFAULT_ORPHANS = "1d"  # jobs.maintain removes unreferenced files this old: a night committing now is never touched
 EXPLAIN = "Explain one decision of the replay: why group G did (or did not) receive one message of topic T."
 
 
@@ -54,7 +57,7 @@ def add_subscription_arguments(p):
 
 def add_commitlog_argument(p):
     """--commitlog DIR[,DIR...]: where the commit log is when not under --store (schemas/commitlog_files.py);
-    --units-from: where the units come from (jobs/pipeline/units_source.py)."""
+    --units-from: where the units come from (jobs/pipeline/units/choose.py)."""
     p.add_argument("--commitlog", metavar="DIR[,DIR...]",
                    help="the commit log's directories when they are not under --store (storePathCommitLog, "
                         "storePathDLedgerCommitLog, readOnlyCommitLogStorePaths): plain or DLedger files, one log")
@@ -160,6 +163,26 @@ def parse_explain_args(argv):
     if by_position == (args.msg_id is not None) or (by_position and None in (args.queue_id, args.queue_offset)):
         p.error("give either --queue-id and --queue-offset, or --msg-id")
     return args
+
+
+def parse_maintain_args(argv):
+    """The lake's upkeep's command line (jobs/maintain.py)."""
+    p = OneLineParser(prog="python -m jobs.maintain", description=MAINTAIN)
+    add_version_argument(p)
+    p.add_argument("--catalog", help="a catalog by name from pyiceberg's configuration (REST, Hive, Glue, SQL)")
+    p.add_argument("--catalog-uri", help="the embedded SQL catalog, sqlite:///PATH")
+    p.add_argument("--warehouse", help="with --catalog-uri: where the tables' files are (path or URI)")
+    p.add_argument("--namespace", default="mqreplay", help="the tables' namespace (default mqreplay)")
+    p.add_argument("--register-existing", action="store_true",
+                   help="register the namespace's tables the warehouse holds and the catalog lacks (a lost catalog)")
+    p.add_argument("--compact", action="store_true", help="rewrite each table's data files into one per partition")
+    p.add_argument("--expire-snapshots-older-than", metavar="DURATION",
+                   help="expire snapshots older than this, s/m/h/d (the current one is kept)")
+    p.add_argument("--remove-orphans-older-than", metavar="DURATION", default=DEFAULT_ORPHANS,
+                   help=f"remove files no snapshot references once older than this (default {DEFAULT_ORPHANS})")
+    p.add_argument("--catalog-wait", metavar="DURATION", default=DEFAULT_WAIT,
+                   help=f"how long a busy catalog is waited for (default {DEFAULT_WAIT})")
+    return p.parse_args(argv)
 
 
 def commitlog_dirs(text):

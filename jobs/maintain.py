@@ -16,33 +16,12 @@ import json
 import logging
 import sys
 
-from jobs.cli import OneLineParser, add_version_argument, print_quietly
+from jobs.cli import parse_maintain_args, print_quietly
 from jobs.errors import UsageError, outcome
 from jobs.run import lake, lake_upkeep
-from jobs.run.catalog_wait import DEFAULT_WAIT, seconds
+from jobs.run.catalog_wait import seconds
 from jobs.run.iceberg_sink import IcebergTarget, check_catalog_arguments, stale_runs
 from schemas.errors import EXIT_OK, EXIT_USAGE
-
-DEFAULT_ORPHANS = "1d"
-
-
-def parse_args(argv):
-    p = OneLineParser(prog="python -m jobs.maintain", description=__doc__.splitlines()[0])
-    add_version_argument(p)
-    p.add_argument("--catalog", help="a catalog by name from pyiceberg's configuration (REST, Hive, Glue, SQL)")
-    p.add_argument("--catalog-uri", help="the embedded SQL catalog, sqlite:///PATH")
-    p.add_argument("--warehouse", help="with --catalog-uri: where the tables' files are (path or URI)")
-    p.add_argument("--namespace", default="mqreplay", help="the tables' namespace (default mqreplay)")
-    p.add_argument("--register-existing", action="store_true",
-                   help="register the namespace's tables the warehouse holds and the catalog lacks (a lost catalog)")
-    p.add_argument("--compact", action="store_true", help="rewrite each table's data files into one per partition")
-    p.add_argument("--expire-snapshots-older-than", metavar="DURATION",
-                   help="expire snapshots older than this, s/m/h/d (the current one is kept)")
-    p.add_argument("--remove-orphans-older-than", metavar="DURATION", default=DEFAULT_ORPHANS,
-                   help=f"remove files no snapshot references once older than this (default {DEFAULT_ORPHANS})")
-    p.add_argument("--catalog-wait", metavar="DURATION", default=DEFAULT_WAIT,
-                   help=f"how long a busy catalog is waited for (default {DEFAULT_WAIT})")
-    return p.parse_args(argv)
 
 
 def run(args):
@@ -74,7 +53,7 @@ def main(argv=None):
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)
     try:
-        args = parse_args(argv)
+        args = parse_maintain_args(argv)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else EXIT_OK
     try:

@@ -82,7 +82,7 @@ class JobOptions:
     read_all: bool = False
     read_topics: tuple = None
     commitlog: tuple = ()  # --commitlog: the directories of a log kept elsewhere than under the store root
-    units_from: str = "auto"  # --units-from: where units come from (jobs/pipeline/units_source.py)
+    units_from: str = "auto"  # --units-from: where units come from (jobs/pipeline/units/choose.py)
     audit_consume_queue: bool = False  # --audit-consume-queue: every unit checked against the commit log
 
 

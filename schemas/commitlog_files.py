@@ -256,26 +256,6 @@ def _in_order(files):
     return tuple(files)
 
 
-def resolve_dirs(fs, commitlog):
-    """--commitlog DIR[,DIR...] (a string or a sequence) as paths on the store's filesystem: a local path
-    made absolute, a URI's path where its filesystem is the store's; StoreLayoutError otherwise."""
-    if isinstance(commitlog, str):
-        commitlog = [commitlog]
-    out = []
-    for given in (d.strip() for text in commitlog or () for d in str(text).split(",")):
-        if not given:
-            continue
-        if "://" in given:
-            other, path = storefs.resolve(given)
-            if other.type_name != fs.type_name:
-                raise StoreLayoutError(f"--commitlog {given}: on {other.type_name}, the store on {fs.type_name}: "
-                                       "the log must be where the store is")
-            out.append(path)
-        else:
-            out.append(os.path.abspath(given) if isinstance(fs, pafs.LocalFileSystem) else given.rstrip("/"))
-    return tuple(out)
-
-
 def record_starts(logfile, buf):
     """Relative starts of every record in a file's bytes (buf from the file's first byte), in log order: a
     walk of record headers or of DLedger entries. For read_messages and dump, not for the job's tasks (their

@@ -21,8 +21,7 @@ from pathlib import Path
 
 from schemas.config import load_fastjson
 from schemas.errors import EXIT_INPUT, ReplayError
-from schemas.local_api import iter_message_batches, queue_batch, rebuilt_units
-from schemas.store import open_store
+from schemas.local_api import iter_message_batches, local_store, queue_batch, rebuilt_units
 
 
 def _jsonable(row):
@@ -45,15 +44,15 @@ def dump_messages(store, out, with_body=True, commitlog=()):
 
 
 def dump_cq(store, out):
-    layout = open_store(store)
-    fs = layout.filesystem()
+    layout = local_store(store)
+    fs = layout.fs
     for queue in layout.queues:
         for row in queue_batch(fs, queue).to_pylist():
             out.write(json.dumps(_jsonable(row), ensure_ascii=False) + "\n")
 
 
 def dump_layout(store, out, commitlog=()):
-    for row in open_store(store, commitlog).log.describe():
+    for row in local_store(store, commitlog).log.describe():
         out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 

@@ -1,8 +1,11 @@
 """A Spark-free API over a whole store: every message, every consume-queue unit, as Arrow tables.
 
 For inspection, tests and acceptance checks on stores that fit in memory; the Spark job reads the same
-decoders in bounded splits."""
+decoders in bounded splits. Stores are local directories here (the job resolves URIs: jobs/pipeline/brokers.py)."""
+import os
+
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from schemas import storefs
 from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA, MESSAGE_SCHEMA
@@ -13,12 +16,21 @@ from schemas.cq_rebuild import UNITS_SCHEMA, file_units
 from schemas.store import open_store
 
 
+def local_store(store_dir, commitlog=()):
+    """The StoreLayout of a local store directory; commitlog: directories of a log kept elsewhere (the job's
+    --commitlog: a sequence, each DIR[,DIR...])."""
+    if isinstance(commitlog, str):
+        commitlog = [commitlog]
+    dirs = tuple(os.path.abspath(d.strip()) for text in commitlog for d in str(text).split(",") if d.strip())
+    return open_store(pafs.LocalFileSystem(), os.path.abspath(store_dir), dirs, str(store_dir))
+
+
 def iter_message_batches(store_dir, with_body=True, raw=False, commitlog=()):
     """One RecordBatch per commit-log segment, in log order (blank end-of-file records excluded).
 
     commitlog: directories of a log kept elsewhere (the job's --commitlog)."""
-    layout = open_store(store_dir, commitlog)
-    fs = layout.filesystem()
+    layout = local_store(store_dir, commitlog)
+    fs = layout.fs
     for seg in layout.log.files:  # plain files and DLedger data files alike (schemas/commitlog_files.py)
         buf = storefs.read_range(fs, seg.path)
         starts = record_starts(seg, buf)
@@ -28,8 +40,8 @@ def iter_message_batches(store_dir, with_body=True, raw=False, commitlog=()):
 def rebuilt_units(store_dir, commitlog=()):
     """The units the broker's dispatcher builds from every commit-log record (schemas/cq_rebuild.py), in log
     order: UNITS_SCHEMA plus store_timestamp."""
-    layout = open_store(store_dir, commitlog)
-    fs = layout.filesystem()
+    layout = local_store(store_dir, commitlog)
+    fs = layout.fs
     parts = [file_units(f, storefs.read_range(fs, f.path)).units for f in layout.log.files]
     return pa.concat_tables(parts) if parts else UNITS_SCHEMA.empty_table()
 
@@ -50,6 +62,6 @@ def queue_batch(fs, queue):
 
 def read_consume_queues(store_dir):
     """Every consume-queue unit of every topic and queue, ext addresses resolved (CONSUME_QUEUE_SCHEMA)."""
-    layout = open_store(store_dir)
-    fs = layout.filesystem()
+    layout = local_store(store_dir)
+    fs = layout.fs
     return pa.Table.from_batches([queue_batch(fs, q) for q in layout.queues], schema=CONSUME_QUEUE_SCHEMA)

@@ -1,8 +1,10 @@
-"""What a broker store holds, listed from names and sizes only (no data is read here)."""
+"""What a broker store holds, listed from names and sizes only (no data is read here). A store is a
+(filesystem, root) pair, pyarrow's model: the URI it was given is resolved once, where the run starts
+(jobs/pipeline/brokers.py), and only named here in messages."""
 from dataclasses import dataclass, field
 
 from schemas import storefs
-from schemas.commitlog_files import CommitLog, find_log, resolve_dirs
+from schemas.commitlog_files import CommitLog, find_log
 from schemas.errors import StoreNotFound, UnsupportedStoreError
 
 
@@ -22,7 +24,7 @@ class QueueFiles:
 class StoreLayout:
     """The files of a store: commit-log segments, consume queues, ext queues, and oddities found."""
 
-    uri: str
+    fs: object  # the store's pyarrow filesystem
     root: str
     commitlog: tuple
     commitlog_file_size: int
@@ -31,14 +33,12 @@ class StoreLayout:
     log: CommitLog = field(default_factory=CommitLog)  # where the log's files are (schemas/commitlog_files.py)
     rocksdb_cq: str = None  # consumequeue/ when it is (also) a RocksDB: 5.2+ storeType=defaultRocksDB
 
-    def filesystem(self):
-        return storefs.resolve(self.uri)[0]
 
-
-def check_store_root(uri):
-    """(filesystem, root) of a store directory this version reads; an error naming what it is otherwise
-    (a file, missing, batch consume queues). Where its commit log is: commitlog_files.find_log."""
-    fs, root = storefs.resolve(uri)
+def check_store_root(fs, root, uri=None):
+    """Refuse a store directory this version does not read, with an error naming what it is (a file, missing,
+    batch consume queues); `uri`: the store as given, for the message (default root). Where its commit log is:
+    commitlog_files.find_log."""
+    uri = root if uri is None else uri
     info = fs.get_file_info(root)
     if info.type.name == "File":
         raise StoreNotFound(f"--store {uri} is a file: give the broker's storePathRootDir, the directory "
@@ -49,15 +49,15 @@ def check_store_root(uri):
         topics = sorted({t for t, _, _ in storefs.list_queues(fs, root, "batchconsumequeue")})
         raise UnsupportedStoreError(f"{uri}: topic(s) {', '.join(topics) or '(none listed)'} have batch consume queues "
                                     "(5.x BatchCQ: a unit per batch of messages, INNER_NUM): not read by this version")
-    return fs, root
 
 
-def open_store(uri, commitlog=()):
-    """List a store directory (local path or URI): commit log, consume queues and ext queues.
+def open_store(fs, root, log_dirs=(), uri=None):
+    """List a store directory (`root` on `fs`): commit log, consume queues and ext queues.
 
-    commitlog: --commitlog's directories, for a log kept elsewhere than under the store root."""
-    fs, root = check_store_root(uri)
-    log, ignored = find_log(fs, root, resolve_dirs(fs, commitlog))
+    log_dirs: --commitlog's directories as paths on `fs`, for a log kept elsewhere than under the store root;
+    uri: the store as given, for messages."""
+    check_store_root(fs, root, uri)
+    log, ignored = find_log(fs, root, tuple(log_dirs))
     ext_by_queue = {}
     if fs.get_file_info(f"{root}/consumequeue_ext").type.name == "Directory":
         for topic, qid, path in storefs.list_queues(fs, root, "consumequeue_ext"):
@@ -73,7 +73,7 @@ def open_store(uri, commitlog=()):
                                  tuple(ext), storefs.file_size_of(ext) or 0))
     rocks = f"{root}/consumequeue"
     rocksdb_cq = rocks if fs.get_file_info(f"{rocks}/CURRENT").type.name == "File" else None
-    return StoreLayout(str(uri), root, log.files, log.file_size, tuple(queues), tuple(ignored), log, rocksdb_cq)
+    return StoreLayout(fs, root, log.files, log.file_size, tuple(queues), tuple(ignored), log, rocksdb_cq)
 
 
 __all__ = ["QueueFiles", "StoreLayout", "check_store_root", "open_store", "UnsupportedStoreError"]

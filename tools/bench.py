@@ -569,10 +569,10 @@ def rebuild_rate(store):
 
     from schemas import storefs
     from schemas.cq_rebuild import rebuild_units
-    from schemas.store import open_store
+    from schemas.local_api import local_store
 
-    layout = open_store(store)
-    bufs = [(f, np.array(storefs.read_range(layout.filesystem(), f.path))) for f in layout.log.files]
+    layout = local_store(store)
+    bufs = [(f, np.array(storefs.read_range(layout.fs, f.path))) for f in layout.log.files]
     rebuild_units(bufs[0][1][:1 << 20], bufs[0][0].start)  # compiled before the clock starts
     best = None
     for _ in range(3):

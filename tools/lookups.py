@@ -118,8 +118,6 @@ class _CountingHandler(pafs.FileSystemHandler):
 @contextlib.contextmanager
 def counting():
     """Yields a Lookups that counts every open and read made through storefs until the block ends."""
-    from jobs.pipeline import split_decode
-
     lookups = Lookups()
     real = storefs.resolve
 
@@ -128,9 +126,7 @@ def counting():
         return pafs.PyFileSystem(_CountingHandler(fs, lookups)), path
 
     storefs.resolve = resolve
-    split_decode._FS.clear()  # the tasks' cached filesystem
     try:
         yield lookups
     finally:
         storefs.resolve = real
-        split_decode._FS.clear()

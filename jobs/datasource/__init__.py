@@ -34,11 +34,10 @@ from jobs.errors import UsageError
 from jobs.pipeline.brokers import brokers_of, split_store
 from jobs.pipeline.plan import build_plan
 from jobs.pipeline.split_units import commitlog_splits, snap_to_records
-from jobs.pipeline.units_source import UNITS_FROM
+from jobs.pipeline.units.choose import UNITS_FROM
 from jobs.run.session import is_connect
 from jobs.settings import CHOICES as SETTING_CHOICES
 from jobs.settings import JobOptions, job_options, load_settings
-from schemas import storefs
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, spark_schema
 from schemas.config import load_registrations
 from schemas.errors import ConfigError
@@ -123,7 +122,7 @@ class ReadOptions:
     job: JobOptions
     narrowing: object  # jobs.datasource.filters.Narrowing of the topics and window options
     on_subscription_error: str
-    brokers: tuple  # ((name, store uri), ...): one for a path, each of option brokers' NAME=STORE
+    brokers: tuple  # jobs/pipeline/brokers.Broker: one for a path, each of option brokers' NAME=STORE
 
 
 def read_options(options):
@@ -142,7 +141,7 @@ def read_options(options):
     stores = [_from_launch_dir(options["path"])] if options.get("path") else [
         _broker_from_launch_dir(b.strip()) for b in options["brokers"].split(",") if b.strip()]
     try:
-        brokers = tuple((b.name, b.uri) for b in brokers_of(stores, None, commitlog_dirs(options.get("commitlog"))))
+        brokers = brokers_of(stores, None, tuple(_from_launch_dir(d) for d in commitlog_dirs(options.get("commitlog"))))
     except UsageError as exc:
         raise UsageError(f"rocketmq: option {'brokers' if options.get('brokers') else 'path'}: {exc}") from None
     settings = load_settings()
@@ -165,7 +164,7 @@ def read_options(options):
             raise UsageError('rocketmq: option subscriptions: expected a subscription file {"groups": [{"group", '
                              f'"topic", "expressionType", "expression"}}]}}: {exc}') from None
     job = job_options(
-        settings, brokers[0][1], subscription_files=(subscriptions,) if subscriptions is not None else (),
+        settings, brokers[0].uri, subscription_files=(subscriptions,) if subscriptions is not None else (),
         commitlog=tuple(_from_launch_dir(d) for d in commitlog_dirs(options.get("commitlog"))),
         units_from=value["unitsFrom"],
         dialect=value["rocketmqVersion"], retry=value["retry"], support_retry=value["filterSupportRetry"],
@@ -240,8 +239,8 @@ class RocketMQReader(DataSourceReader):
     def partitions(self):
         """Every broker's splits, each broker planned with its own config (as the job plans a cluster)."""
         parts = []
-        for name, uri in self.brokers:
-            parts += self._broker_partitions(name, replace(self.options, store=uri), len(parts))
+        for broker in self.brokers:
+            parts += self._broker_partitions(broker, replace(self.options, store=broker.uri), len(parts))
         return parts
 
     def _broker_partitions(self, broker, options, first):
@@ -250,28 +249,26 @@ class RocketMQReader(DataSourceReader):
         planned = build_plan(replace(options, read_topics=topics), broker=broker, several=len(self.brokers) > 1)
         if options.subscription_files:
             check_subscriptions(planned, self.on_subscription_error)
-        plan, segments = planned.plan, planned.segments
+        plan = planned.plan
         if narrowing.key is not None:
-            narrowing = self._with_key_offsets(options.store, plan, narrowing)
+            narrowing = self._with_key_offsets(broker, plan, narrowing)
         parts = []
         ranges = commitlog_splits(plan)
-        if plan.rebuild:  # units rebuilt from the records: splits start at records (a pass here, on the driver)
+        if plan.walks_records:  # units rebuilt from the records: splits start at records (a pass here, on the driver)
             ranges = snap_to_records(plan, ranges)
-        other_units = plan.rebuild or plan.rocks is not None  # units not in the segments: every split is read
         for start, end in ranges:
-            rows = segments.overlapping(start, end)
-            if (len(rows) or other_units) and (narrowing.offsets is None or any(
+            if any(s.split_holds(start, end) for s in plan.units) and (narrowing.offsets is None or any(
                     start <= o < end for o in narrowing.offsets)):
-                job = SplitRead(plan, segments.take(rows), narrowing)
+                job = SplitRead(plan.for_split(start, end), narrowing)
                 parts.append(SplitPartition(first + len(parts), start, end, job))
         return parts
 
-    def _with_key_offsets(self, store, plan, narrowing):
+    def _with_key_offsets(self, broker, plan, narrowing):
         """The narrowing with the commit-log offsets of the messages that carry its key, found through the
         store's index/ files (a scan of the commit log where there is none: schemas/key_lookup.py)."""
-        fs, root = storefs.resolve(store)
         window = (narrowing.since, narrowing.until) if narrowing.timed else None
-        found = find_key_units(fs, root, plan.log, [narrowing.key], topics=narrowing.topics, window=window)
+        found = find_key_units(broker.fs, broker.root, plan.log, [narrowing.key], topics=narrowing.topics,
+                               window=window)
         return replace(narrowing, offsets=frozenset(found.column("commitlog_offset").to_pylist()))
 
     def read(self, partition):

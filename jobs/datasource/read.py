@@ -19,14 +19,13 @@ log = logging.getLogger("mqreplay")
 class SplitRead:
     """What every partition's read needs besides its byte range: pickled to the executors."""
 
-    plan: object  # ReplayPlan
-    segments: object  # SegmentIndex of the queues read
+    plan: object  # ReplayPlan, its units sources cut to the partition's split (ReplayPlan.for_split)
     narrowing: object  # jobs.datasource.filters.Narrowing
 
 
 def read_split(job, start, end, schema):
     """RecordBatches (of the Arrow `schema`) of the units of [start, end) that decode and pass the narrowing."""
-    found = split_units(job.plan, job.segments, start, end)
+    found = split_units(job.plan, None, start, end)
     for problem in found.damaged:  # --on-corrupt skip: the job audits it, a read can only say it
         log.warning("rocketmq: %s at offset %d: %s", problem["file"], problem["offset"], problem["reason"])
     units = found.units

@@ -42,7 +42,7 @@ def broker_context(settings, broker, args):
     """One broker's Context (jobs/explain/question.py) under the arguments' subscriptions and settings."""
     options = job_options(settings, broker.uri, commitlog=commitlog_dirs(args.commitlog), units_from=args.units_from,
                           **subscription_options(args, settings))
-    return load_context(options)
+    return load_context(options, broker)
 
 
 def find_key(args):

@@ -8,22 +8,15 @@ import pyarrow.compute as pc
 
 from filtering.decision import STAGE_OF, decide_topic
 from jobs.errors import ExplainError
-from jobs.pipeline.plan import config_files, load_store_config_uri, plan_from_config
+from jobs.pipeline.brokers import store_broker
+from jobs.pipeline.plan import config_files, load_store_config_at, plan_from_config
 from jobs.pipeline.replay_plan import ReplayPlan
+from jobs.pipeline.units.choose import queue_source
 from jobs.pipeline.window import Window
 from schemas import storefs
-from schemas.commitlog_files import find_log, resolve_dirs
+from schemas.commitlog_files import find_log
 from schemas.errors import CorruptStoreError, NotInStore
-from schemas.lookup import (
-    parse_offset_msg_id,
-    queue_files,
-    read_records,
-    read_units,
-    rebuilt_queue_units,
-    record_size_at,
-    rocksdb_units,
-)
-from schemas.rocksdb_store import is_rocksdb
+from schemas.lookup import parse_offset_msg_id, read_records, record_size_at
 from schemas.store import check_store_root
 
 
@@ -41,13 +34,16 @@ class Context:
     topic_configs: dict  # config/topics.json: which queues a topic has, where the consume queue lacks one
 
 
-def load_context(options):
-    """Config, subscriptions and the commit-log listing of a store; no message data is read."""
-    fs, root = check_store_root(options.store)
-    config = load_store_config_uri(options.store, config_files(options))
+def load_context(options, broker=None):
+    """Config, subscriptions and the commit-log listing of a broker's store (a jobs/pipeline/brokers.Broker;
+    None: options.store); no message data is read."""
+    broker = broker or store_broker(options.store, options.commitlog)
+    fs, root = broker.fs, broker.root
+    check_store_root(fs, root, broker.uri)
+    config = load_store_config_at(fs, root, config_files(options))
     topics = {topic for topic, _, _ in storefs.list_queues(fs, root)} | set(config.topics)
-    log, _ = find_log(fs, root, resolve_dirs(fs, options.commitlog))
-    plan, compiled = plan_from_config(options, config, topics, log)
+    log, _ = find_log(fs, root, broker.log_dirs)
+    plan, compiled = plan_from_config(options, config, topics, fs, log)
     return Context(options, plan, compiled, fs, root, log, config.topics)
 
 
@@ -85,24 +81,9 @@ def read_queue_units(ctx, topic, queue_id, queue_offsets):
 
 
 def _queue_units(ctx, topic, queue_id, queue_offsets):
-    """The units, from where --units-from says (jobs/pipeline/units_source.py): the queue's consume-queue files,
-    else a RocksDB consume queue holding it, else (auto, commitlog) rebuilt from the commit log."""
-    units_from = ctx.options.units_from
-    if units_from == "commitlog":
-        return rebuilt_queue_units(ctx.fs, ctx.commitlog, topic, queue_id, queue_offsets)
-    try:
-        return read_units(ctx.fs, queue_files(ctx.fs, ctx.root, topic, queue_id), queue_offsets)
-    except NotInStore as missing:
-        if "has no consume queue" not in str(missing):  # the queue is there, the offset is not
-            raise
-        rocks = f"{ctx.root}/consumequeue"
-        if storefs.is_local(ctx.fs) and is_rocksdb(rocks):
-            return rocksdb_units(rocks, topic, queue_id, queue_offsets)
-        config = ctx.topic_configs.get(topic)
-        named = config is not None and queue_id < max(config.read_queue_nums, config.write_queue_nums)
-        if units_from == "consumequeue" or not (named or not ctx.topic_configs):
-            raise
-    return rebuilt_queue_units(ctx.fs, ctx.commitlog, topic, queue_id, queue_offsets)
+    """The units, from the source a run of this queue would read them from (jobs/pipeline/units/choose.py)."""
+    source = queue_source(ctx.options.units_from, ctx.fs, ctx.root, topic, queue_id, ctx.topic_configs)
+    return source.queue_units(ctx.fs, ctx.commitlog, topic, queue_id, queue_offsets)
 
 
 def locate_msg_id(ctx, msg_id):

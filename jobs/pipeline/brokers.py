@@ -6,7 +6,10 @@ make rows that cannot be told apart, and are refused before anything is read bey
 A value is NAME=URI when it holds `=` and the text before the first `=` is no path or URI of its own (no `:`,
 not starting with `/`, `.` or `~`): `/data/date=2026/store` and `s3://b/s?endpoint_override=...` stay bare
 stores, `broker-a=/data/a/store` is named, and `a/b=/x` is a name holding `/`, `a=b=/x` one holding `=`
-(both refused; write `./a/b=/x` for the relative path)."""
+(both refused; write `./a/b=/x` for the relative path).
+
+This is where a run, explain and the data source turn a store's URI (and --commitlog's) into a pyarrow
+(filesystem, path) pair, once per broker; every module below takes the pair (a Broker), never a URI."""
 import os
 import re
 import struct
@@ -18,8 +21,10 @@ import pyarrow.fs as pafs
 from jobs.errors import UsageError
 from schemas import layout as L
 from schemas import storefs
+from schemas.commitlog_files import StoreLayoutError
 from schemas.config import TOPICS_FILE, load_topics
 from schemas.errors import ConfigError
+from schemas.store import open_store
 
 DEFAULT_NAME = "broker"  # a bare store whose topics.json names no broker
 HEAD_BYTES = 4096  # of a store's first commit-log file: the first record, with its storeHost and storeTimestamp
@@ -35,13 +40,25 @@ REPLY_SUFFIX = "_REPLY_TOPIC"  # <cluster>_REPLY_TOPIC: names the cluster, whose
 @dataclass(frozen=True)
 class Broker:
     """One broker of a run: its name (every output row's `broker`), its store's URI, and that store resolved
-    once (filesystem and root path)."""
+    once (filesystem and root path, and --commitlog's directories as paths on that filesystem)."""
 
     name: str
     uri: str
     named: bool = True  # given as NAME=URI; False: a bare --store, named from its store
     fs: object = field(default=None, compare=False, repr=False)
     root: str = field(default=None, compare=False, repr=False)
+    log_dirs: tuple = field(default=(), compare=False, repr=False)
+
+    def open_store(self):
+        """The listing of its store (schemas/store.StoreLayout)."""
+        return open_store(self.fs, self.root, self.log_dirs, self.uri)
+
+
+def store_broker(uri, commitlog=(), name=None):
+    """The Broker of one store URI, named `name` (not from its store): for a plan made outside a run (tests,
+    tools), whose rows name no broker."""
+    fs, root = storefs.resolve(uri)
+    return Broker(name, str(uri), False, fs, root, log_dirs(fs, commitlog))
 
 
 def brokers_of(stores, brokers_file=None, commitlog=()):
@@ -64,8 +81,29 @@ def brokers_of(stores, brokers_file=None, commitlog=()):
         if name is not None:
             check_name(name, where)
         fs, root = storefs.resolve(uri)
-        out.append(Broker(name if name is not None else store_name(fs, root), uri, name is not None, fs, root))
+        out.append(Broker(name if name is not None else store_name(fs, root), uri, name is not None, fs, root,
+                          log_dirs(fs, commitlog)))
     _refuse_duplicates(out)
+    return tuple(out)
+
+
+def log_dirs(fs, commitlog):
+    """--commitlog DIR[,DIR...] (a string or a sequence) as paths on the store's filesystem: a local path
+    made absolute, a URI's path where its filesystem is the store's; StoreLayoutError otherwise."""
+    if isinstance(commitlog, str):
+        commitlog = [commitlog]
+    out = []
+    for given in (d.strip() for text in commitlog or () for d in str(text).split(",")):
+        if not given:
+            continue
+        if "://" in given:
+            other, path = storefs.resolve(given)
+            if other.type_name != fs.type_name:
+                raise StoreLayoutError(f"--commitlog {given}: on {other.type_name}, the store on {fs.type_name}: "
+                                       "the log must be where the store is")
+            out.append(path)
+        else:
+            out.append(os.path.abspath(given) if isinstance(fs, pafs.LocalFileSystem) else given.rstrip("/"))
     return tuple(out)
 
 

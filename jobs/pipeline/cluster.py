@@ -13,7 +13,6 @@ from jobs.pipeline.brokers import bare
 from jobs.pipeline.plan import build_plan, names_that_match_nothing
 from jobs.pipeline.window import offsets_by_broker, offsets_json
 from schemas.errors import StoreNotFound
-from schemas.store import open_store
 
 
 @dataclass
@@ -60,7 +59,7 @@ def plan_cluster(options, brokers):
     layouts, missing, warnings = [], [], []
     for b in brokers:
         try:
-            layouts.append((b, open_store(b.uri, options.commitlog)))
+            layouts.append((b, b.open_store()))
         except StoreNotFound as exc:
             if not (several and options.allow_missing):
                 raise
@@ -71,7 +70,7 @@ def plan_cluster(options, brokers):
     parts = []
     for b, layout in layouts:
         mine = replace(options, store=b.uri, window=options.window.for_broker(b.name, several))
-        planned = build_plan(mine, broker=b.name, several=several, layout=layout)
+        planned = build_plan(mine, broker=b, several=several, layout=layout)
         if several:
             planned.warnings = [f"broker {b.name}: {w}" for w in planned.warnings]
         parts.append((b, planned))

@@ -5,19 +5,19 @@ file the run needs: jobs/pipeline/cq_index.py); the rest of the store's bytes ar
 import logging
 import os
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
 
 from filtering.bloom import BloomFilter
 from filtering.subscriptions import RETRY_PREFIX, compile_subscription, merge_subscriptions
 from jobs.errors import UsageError
-from jobs.pipeline.cq_index import SegmentIndex, probe_segments
+from jobs.pipeline.brokers import store_broker
+from jobs.pipeline.cq_index import SegmentIndex
 from jobs.pipeline.replay_plan import ReplayPlan, replay_plan
-from jobs.pipeline.units_source import UnitsSources, choose, store_topics
-from jobs.pipeline.window import pruned_files, rebuilt_offsets, resolve, spans
+from jobs.pipeline.units.choose import BrokerUnits, choose, store_topics
+from jobs.pipeline.window import resolve
 from schemas import layout as L
-from schemas import storefs
 from schemas.config import (
     CONSUMER_FILTER_FILE,
     CONSUMER_OFFSET_FILE,
@@ -28,7 +28,6 @@ from schemas.config import (
     load_store_config,
 )
 from schemas.errors import ConfigError, CorruptStoreError
-from schemas.store import open_store
 from schemas.store_checks import consume_queue_file_size, layout_problems, without_foreign_units
 
 log = logging.getLogger("mqreplay")
@@ -45,7 +44,7 @@ class Planned:
     warnings: list = field(default_factory=list)  # what the run must say besides its counters
     segments: SegmentIndex = None  # the consume-queue segments of the needed queues, probed once
     ranges: tuple = ()  # ((topic, queue_id, first, end), ...): the queue offsets the run covers (pipeline/window.py)
-    sources: UnitsSources = None  # where each queue's units come from (pipeline/units_source.py)
+    sources: BrokerUnits = None  # where each queue's units come from (jobs/pipeline/units/)
     # a broker of several (build_plan's `several`): what the run's check of names that match nothing needs,
     # made over all brokers at once (jobs/pipeline/cluster.py): (user registrations, subscriptions, topics present)
     names: tuple = None
@@ -64,21 +63,24 @@ class LostUnits:
 
 def build_plan(options, broker=None, several=False, layout=None):
     """Everything the tasks need; with on_corrupt=fail the first problem found in what the run reads (the
-    listing of the queues it needs, the config) stops the job here. `broker`: the name every row of this
-    store carries (jobs/pipeline/brokers.py); `several`: one broker of several, whose names that match
+    listing of the queues it needs, the config) stops the job here. `broker`: the store's
+    jobs/pipeline/brokers.Broker (its filesystem and root, resolved once; its name every row carries), None:
+    options.store as one broker of no name; `several`: one broker of several, whose names that match
     nothing are checked over all of them (jobs/pipeline/cluster.py), not here; `layout`: the store already
     listed.
 
     Raises UsageError (exit 2) for arguments that name nothing: unknown expression types, topics the
     store does not have, --groups / --topics that match no subscription (warnings with allow_missing)."""
-    layout = layout or open_store(options.store, options.commitlog)
+    broker = broker or store_broker(options.store, options.commitlog)
+    fs = broker.fs
+    layout = layout or broker.open_store()
     problems = layout_problems(layout)
     layout = without_foreign_units(layout)  # after the problems: they name the file as it is on disk
-    config = load_store_config_uri(options.store, config_files(options), options.on_corrupt, problems)
+    config = load_store_config_at(fs, broker.root, config_files(options), options.on_corrupt, problems)
     stored = _stored_sql92(config, problems)
     regs = _user_registrations(options)
     bloom = BloomFilter(options.bloom_f, options.bloom_n)
-    topics_present = store_topics(layout, config.topics)
+    topics_present = store_topics(fs, layout, config.topics)
     unknown_topics = topics_present is None
     if unknown_topics:  # no consume queue, no topics.json: the names the subscriptions give are taken as they are
         topics_present = {r.topic for r in regs} | {f.topic for f in stored} | \
@@ -114,49 +116,47 @@ def build_plan(options, broker=None, several=False, layout=None):
     if problems and options.on_corrupt != "skip":
         p = problems[0]
         raise CorruptStoreError(p["file"], p["offset"], p["reason"], p["topic"], p["queue_id"])
-    sources = choose(options.units_from, layout, topics, config.topics)
-    if sources.problems and options.on_corrupt != "skip":
-        p = sources.problems[0]
+    units = choose(options.units_from, fs, layout, topics, config.topics)
+    if units.problems and options.on_corrupt != "skip":
+        p = units.problems[0]
         raise CorruptStoreError(p["file"], p["offset"], p["reason"], p["topic"], p["queue_id"])
-    problems += sources.problems
-    warnings += sources.warnings
-    segments = probe_segments(layout.filesystem(), sources.files)
-    window = resolve(options.window, layout, segments, topics_present, options.allow_missing, sources)
-    sources.rocks = window.rocks
-    if sources.rebuild and options.window.given:
-        sources.rebuild = replace(sources.rebuild, offsets=rebuilt_offsets(options.window, sources.rebuild))
+    problems += units.problems
+    warnings += units.warnings
+    window = resolve(options.window, fs, layout, units.mapped(lambda s: s.prepared(fs)), topics_present,
+                     options.allow_missing)
+    units = window.units
     warnings += window.warnings
     problems += window.problems  # OFFSET_TOO_SMALL: audited whatever --on-corrupt, as for a deleted record
     plan = replay_plan(
         options, layout.log,
-        store_uri=str(options.store), broker=broker,
+        fs=fs, broker=broker.name,
         subscriptions=runnable,
         registrations=_dispatched_registrations(stored, compiled, bloom, options.dialect),
         audit_bitmaps=CONSUMER_FILTER_FILE not in config.damaged,
         start_offsets=_start_offsets(options, compiled, config.consumer_offsets),
-        data_end=None if sources.rocks or sources.rebuild or options.audit_consume_queue else segments.data_end,
+        data_end=None if options.audit_consume_queue else units.data_end,
         since=options.window.since, until=options.window.until,
-        spans=spans(window.segments, sources.rocks, pruned_files(options.window, layout.log, layout.filesystem())
-                    if sources.rebuild else ()) if options.window.given else None,
-        rocks=sources.rocks, rebuild=sources.rebuild,
+        spans=tuple(span for s in units.sources for span in s.spans(fs, layout.log, options.window))
+        if options.window.given else None,
+        units=units.sources,
         audit_queues=_audited(window.ranges, options.window) if options.audit_consume_queue else None,
     )
     lost = tuple(x for x in _lost_units(layout, window.ranges if options.window.given else ()) if x.topic in topics)
-    return Planned(plan, layout, compiled, config.consumer_offsets, problems, lost, warnings, window.segments,
-                   window.ranges, sources, (regs, everything, topics_present) if several else None)
+    return Planned(plan, layout, compiled, config.consumer_offsets, problems, lost, warnings, units.files.segments,
+                   window.ranges, units, (regs, everything, topics_present) if several else None)
 
 
-def plan_from_config(options, config, topics_present, log):
+def plan_from_config(options, config, topics_present, fs, log):
     """(ReplayPlan, every compiled subscription, failed ones included) of a run over all subscriptions, from
-    the store's config, its topic names and its commit log (a CommitLog) alone: what jobs/explain/__init__.py
-    decides one unit with, without build_plan's listing and checks of every queue. The subscriptions are merged and
-    compiled, and the dispatcher's registrations chosen, as build_plan does."""
+    the store's config, its topic names, its filesystem and its commit log (a CommitLog) alone: what
+    jobs/explain/__init__.py decides one unit with, without build_plan's listing and checks of every queue. The
+    subscriptions are merged and compiled, and the dispatcher's registrations chosen, as build_plan does."""
     bloom = BloomFilter(options.bloom_f, options.bloom_n)
     stored = _stored_sql92(config, [])
     subs = merge_subscriptions(stored, _user_registrations(options), bloom, topics_present, options.retry)
     compiled = [compile_subscription(s, options.dialect) for s in subs]
     plan = replay_plan(
-        options, log, store_uri=str(options.store),
+        options, log, fs=fs,
         subscriptions=tuple(c for c in compiled if not c.error),
         registrations=_dispatched_registrations(stored, compiled, bloom, options.dialect),
         start_offsets=_start_offsets(options, compiled, config.consumer_offsets))
@@ -313,10 +313,10 @@ def config_files(options):
     return (CONSUMER_FILTER_FILE, TOPICS_FILE) + ((CONSUMER_OFFSET_FILE,) if options.start_from == "committed" else ())
 
 
-def load_store_config_uri(store, needed, on_corrupt="fail", problems=None):
-    """The `needed` config files of a store (remote ones are copied through pyarrow to a temporary directory
-    first). With on_corrupt=skip a malformed file is recorded in `problems` and read as absent."""
-    fs, root = storefs.resolve(store)
+def load_store_config_at(fs, root, needed, on_corrupt="fail", problems=None):
+    """The `needed` config files of the store at `root` on `fs` (remote ones are copied through pyarrow to a
+    temporary directory first). With on_corrupt=skip a malformed file is recorded in `problems` and read as
+    absent."""
     if isinstance(fs, pafs.LocalFileSystem):
         return _load_config_dir(root, needed, on_corrupt, problems)
     with tempfile.TemporaryDirectory(prefix="mqreplay-config-") as tmp:

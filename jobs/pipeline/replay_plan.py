@@ -1,15 +1,13 @@
 """The plan a replay task needs besides its units: built on the driver (jobs/pipeline/plan.py), shipped to every
 task."""
-from dataclasses import dataclass
-
-from jobs.pipeline.units_source import Rebuild
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
 class ReplayPlan:
     """Everything a task needs besides its units; small, built on the driver, shipped to executors."""
 
-    store_uri: str
+    fs: object  # the store's pyarrow filesystem, resolved once with its broker (pyarrow filesystems pickle)
     log: object  # schemas.commitlog_files.CommitLog: the log's files, their formats, offset -> file
     subscriptions: tuple  # CompiledSubscription, compiled without errors
     # the run's options (jobs/settings.JobOptions), no defaults of their own: `replay_plan` passes them all
@@ -30,8 +28,8 @@ class ReplayPlan:
     since: int = None  # the store-time window, epoch ms, since <= t < until, checked on every unit
     until: int = None
     spans: tuple = None  # with a window: commit-log [start, end) ranges its units point into (jobs/pipeline/window.py)
-    rocks: object = None  # units_source.RocksQueues: queues read from a RocksDB consume queue
-    rebuild: object = Rebuild()  # units_source.Rebuild: queues whose units the tasks rebuild from their records
+    # the broker's units sources (jobs/pipeline/units/), each serving its queues: what a task reads units from
+    units: tuple = ()
     # --audit-consume-queue: ((topic, queue_id, first, end), ...) of the queues whose units are checked against
     # the commit log (jobs/pipeline/cq_audit.py); None: no audit
     audit_queues: tuple = None
@@ -41,7 +39,12 @@ class ReplayPlan:
     def walks_records(self):
         """Whether the tasks walk their splits' records (to rebuild units, or to audit them): splits then start
         at records (split_units.snap_to_records)."""
-        return bool(self.rebuild) or self.audit_queues is not None
+        return any(s.WALKS_RECORDS for s in self.units) or self.audit_queues is not None
+
+    def for_split(self, start, end):
+        """The plan as one split's task needs it: each units source cut to the split (a data source partition
+        ships only that)."""
+        return replace(self, units=tuple(s.for_split(start, end) for s in self.units))
 
 
 def replay_plan(options, log, **facts):

@@ -242,7 +242,6 @@ class _Held:
         return messages, units
 
 
-_FS = {}
 _HELD = {}  # commit-log path -> (start, bytes) of the split a task is decoding (held_split)
 
 
@@ -255,7 +254,7 @@ def held_split(plan, units):
     some four times (measured: a decode pass over a range mapped fresh 0.42 s per GiB, over one mapped
     already 0.25 s). Each batch's range is then a view of this one. Units that point into more than one file
     or outside it (damaged ones) hold nothing: each batch maps its own range, as without this."""
-    fs = plan_fs(plan)
+    fs = plan.fs
     found = plan.log.file_at(int(pc.min(units.column("commitlog_offset")).as_py())) if units.num_rows else None
     if found is None or not storefs.is_local(fs):
         yield
@@ -278,12 +277,4 @@ def _read(plan, path, lo, n):
     held = _HELD.get(path)
     if held is not None and held[0] <= lo and lo + n <= held[0] + len(held[1]):
         return held[1][lo - held[0]:lo - held[0] + n]
-    return storefs.read_range(plan_fs(plan), path, lo, n)
-
-
-def plan_fs(plan):
-    """The store's filesystem, resolved once per process (executors get the URI, not a handle)."""
-    fs = _FS.get(plan.store_uri)
-    if fs is None:
-        fs = _FS[plan.store_uri] = storefs.resolve(plan.store_uri)[0]
-    return fs
+    return storefs.read_range(plan.fs, path, lo, n)

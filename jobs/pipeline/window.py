@@ -20,16 +20,10 @@ chain reads as before); a broker the per-broker JSON does not name runs from its
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from functools import partial
 
 import numpy as np
 
 from jobs.errors import OffsetOutOfRange, UsageError
-from jobs.pipeline.cq_index import SegmentIndex
-from schemas import layout as L
-from schemas.errors import CorruptStoreError, NotInStore
-from schemas.lookup import first_store_time, read_records, read_units
-from schemas.rocksdb_store import consume_queue
 
 EARLIEST, LATEST = -2, -1  # in an offsets JSON, as Spark's Kafka source writes them
 
@@ -217,69 +211,40 @@ def _flat_offsets(data, flag):
 
 @dataclass(frozen=True)
 class Resolved:
-    """The window per queue: ((topic, queue_id, first, end), ...) in SegmentIndex order, the narrowed
-    index, and what the run must report."""
+    """The window per queue: ((topic, queue_id, first, end), ...) in the sources' order, the broker's units
+    sources narrowed to it (jobs/pipeline/units/choose.BrokerUnits), and what the run must report."""
 
     ranges: tuple
-    segments: SegmentIndex
+    units: object
     problems: list
     warnings: list
-    rocks: object = None  # units_source.RocksQueues narrowed to the window: (topic, queue_id, first, end) each
 
 
-def queue_bounds(segments):
-    """{(topic, queue_id): (earliest, latest)} queue offsets of the queues holding units (latest exclusive)."""
-    out = {}
-    for row in range(len(segments.queue)):
-        queue = segments.queues[segments.queue[row]]
-        base = queue.cq[segments.segment[row]].start // L.CQ_UNIT_SIZE
-        first, last = base + int(segments.first[row]), base + int(segments.last[row]) + 1
-        lo, hi = out.get((queue.topic, queue.queue_id), (first, last))
-        out[(queue.topic, queue.queue_id)] = (min(lo, first), max(hi, last))
-    return out
-
-
-def resolve(window, layout, segments, topics_present, allow_missing=False, sources=None):
-    """Resolved of a Window over the probed queues and those of a RocksDB consume queue (`sources`:
-    units_source.UnitsSources); UsageError / OffsetOutOfRange for offsets that name nothing or data the store
+def resolve(window, fs, layout, units, topics_present, allow_missing=False):
+    """Resolved of a Window over the queues whose bounds the broker's units sources (`units`: a BrokerUnits)
+    know before the tasks run; UsageError / OffsetOutOfRange for offsets that name nothing or data the store
     never held. Queues rebuilt from the commit log have no bounds before the tasks walk them: the tasks apply
-    the window to them (rebuilt_window)."""
-    bounds = queue_bounds(segments)
-    rocks = sources.rocks if sources is not None else None
-    known = {(q.topic, q.queue_id) for q in layout.queues} | set(sources.known if sources is not None else ())
-    warnings = _unknown_names(window, known, topics_present, allow_missing,
-                              sources is not None and bool(sources.rebuild))
+    the window to them."""
+    bounds = {}
+    for source in units.sources:
+        bounds.update(source.queue_bounds(fs, layout.log))
+    known = {(q.topic, q.queue_id) for q in layout.queues} | set(units.known)
+    warnings = _unknown_names(window, known, topics_present, allow_missing, units.rebuilds)
     problems, ranges = [], []
-    fs = layout.filesystem()
-    by_key = {(q.topic, q.queue_id): q for q in segments.queues}
-    times = {key: _store_time(fs, layout, queue) for key, queue in by_key.items()}
-    if rocks is not None:
-        db = consume_queue(rocks.path)
-        for topic, qid, first, end in rocks.queues:
-            bounds[(topic, qid)] = (first, end)
-            times[(topic, qid)] = partial(_rocks_store_time, db, topic, qid)
-    for key, (lo, hi) in bounds.items():
+    for key, (lo, hi, time_of) in bounds.items():
         topic, qid = key
         first = _offset(window.starting, key, lo, lo, hi, "--starting-offsets", problems)
         end = _offset(window.ending, key, hi, lo, hi, "--ending-offsets", problems)
         if end < first and qid in window.starting.get(topic, {}) and qid in window.ending.get(topic, {}):
             raise UsageError(f"--ending-offsets: topic {topic} queue {qid} ends at offset {end}, before "
                              f"--starting-offsets starts it at {first}")
-        time_of = times[key]
         if window.since is not None:
             first = max(first, _first_stored_at_or_after(time_of, window.since, lo, hi))
         if window.until is not None:
             end = min(end, _first_stored_at_or_after(time_of, window.until, lo, hi))
         ranges.append((topic, qid, first, max(first, end)))
-    if rocks is not None:
-        cut = {(t, q): (a, b) for t, q, a, b in ranges}
-        rocks = replace(rocks, queues=tuple((t, q) + cut[(t, q)] for t, q, _, _ in rocks.queues))
-    return Resolved(tuple(ranges), narrow(segments, ranges, fs), problems, warnings, rocks)
-
-
-def _rocks_store_time(db, topic, queue_id, offset):
-    """The store time a RocksDB consume-queue unit holds (its value's storeTimestamp)."""
-    return db.store_time(topic, queue_id, offset)
+    ranges = tuple(ranges)
+    return Resolved(ranges, units.mapped(lambda s: s.windowed(fs, window, ranges)), problems, warnings)
 
 
 def _offset(given, key, default, lo, hi, flag, problems):
@@ -315,22 +280,6 @@ def _unknown_names(window, queues, topics_present, allow_missing, rebuilt=False)
     return problems
 
 
-def _store_time(fs, layout, queue):
-    """The store time of the unit at a queue offset: its ext unit's msgStoreTime, else its record's
-    storeTimestamp; -1 (before any window) when the unit or its record is gone (a truncated consume-queue
-    file, retention) or damaged: the tasks audit those units as they do in any run."""
-    def time_of(offset):
-        try:
-            unit = read_units(fs, queue, [offset]).to_pylist()[0]
-            if unit["msg_store_time"] is not None:
-                return unit["msg_store_time"]
-            record = read_records(fs, layout.log, [unit["commitlog_offset"]], [unit["size"]])
-        except (NotInStore, CorruptStoreError, ValueError):
-            return -1
-        return record.column("store_timestamp")[0].as_py()
-    return time_of
-
-
 def _first_stored_at_or_after(time_of, bound, lo, hi):
     """The first queue offset in [lo, hi) whose store time is >= bound, hi if none (binary search)."""
     while lo < hi:
@@ -340,77 +289,6 @@ def _first_stored_at_or_after(time_of, bound, lo, hi):
         else:
             hi = mid
     return lo
-
-
-def narrow(segments, ranges, fs):
-    """The SegmentIndex of the window's units only: each segment's first and last units cut to its
-    queue's range (their commit-log offsets read where the cut moved them), segments outside dropped."""
-    ranges = {(t, q): (a, b) for t, q, a, b in ranges}
-    keep, first, last, first_offset, last_offset = [], [], [], [], []
-    for row in range(len(segments.queue)):
-        queue = segments.queues[segments.queue[row]]
-        seg = queue.cq[segments.segment[row]]
-        base = seg.start // L.CQ_UNIT_SIZE
-        lo, hi = ranges[(queue.topic, queue.queue_id)]
-        a, b = max(int(segments.first[row]), lo - base), min(int(segments.last[row]), hi - 1 - base)
-        if a > b:
-            continue
-        keep.append(row)
-        first.append(a)
-        last.append(b)
-        first_offset.append(_commitlog_offset(fs, seg, a) if a != segments.first[row] else segments.first_offset[row])
-        last_offset.append(_commitlog_offset(fs, seg, b) if b != segments.last[row] else segments.last_offset[row])
-    rows = np.asarray(keep, dtype=np.int64)
-    col = lambda values: np.asarray(values, dtype=np.int64)  # noqa: E731
-    return SegmentIndex(segments.queues, segments.queue[rows], segments.segment[rows], col(first), col(last),
-                        col(first_offset), col(last_offset), segments.data_end)
-
-
-def _commitlog_offset(fs, segment, index):
-    with fs.open_input_file(segment.path) as f:
-        return int.from_bytes(f.read_at(8, index * L.CQ_UNIT_SIZE), "big", signed=True)
-
-
-def spans(segments, rocks=None, log_files=()):
-    """Commit-log byte ranges [start, end) the window's units point into, one per segment and per RocksDB queue
-    range; the whole of each commit-log file `log_files` names (where units are rebuilt, pruned_files):
-    splits that overlap none are not planned."""
-    out = list(zip(segments.first_offset.tolist(), (segments.last_offset + 1).tolist()))
-    if rocks is not None:
-        db = consume_queue(rocks.path)
-        out += [(db.commitlog_offset(t, q, a), db.commitlog_offset(t, q, b - 1) + 1)
-                for t, q, a, b in rocks.queues if b > a]
-    out += [(f.start, f.end) for f in log_files]
-    return tuple(out)
-
-
-def rebuilt_offsets(window, rebuild):
-    """Rebuild.offsets of a window: per queue of a rebuilt topic its offsets JSON names, (first, end) with
-    EARLIEST and LATEST open (None): the tasks keep the rebuilt units inside them."""
-    keys = {(t, q) for given in (window.starting, window.ending) for t, queues in given.items() for q in queues
-            if t in rebuild.topics}
-    open_bound = lambda o: None if o in (EARLIEST, LATEST) else o  # noqa: E731
-    return tuple((t, q, open_bound(window.starting.get(t, {}).get(q, EARLIEST)),
-                  open_bound(window.ending.get(t, {}).get(q, LATEST))) for t, q in sorted(keys))
-
-
-def pruned_files(window, log, fs):
-    """The commit-log files a store-time window can hold records of, by their first records' store times (a
-    read of a header each): a file is left out when it starts at or after --until, or when the next file
-    starts before --since (the log is in store-time order, as the broker appends it; the tasks still check
-    every record exactly). An offsets-only window keeps every file."""
-    files = list(log.files)
-    if window.since is None and window.until is None:
-        return files
-    firsts = [first_store_time(fs, f) for f in files] + [None]
-    kept = []
-    for k, f in enumerate(files):
-        if window.until is not None and firsts[k] is not None and firsts[k] >= window.until:
-            continue
-        if window.since is not None and firsts[k + 1] is not None and firsts[k + 1] < window.since:
-            continue
-        kept.append(f)
-    return kept
 
 
 def offsets_json(ranges):

@@ -12,7 +12,7 @@ from jobs.pipeline.plan import build_plan
 from jobs.pipeline.split_units import commitlog_splits, split_units
 from jobs.settings import JobOptions
 from schemas import cq_ranges
-from schemas.store import open_store
+from schemas.local_api import local_store
 from tools.lookups import CQ, EXT, counting
 from tools.store_writer import Message, StoreWriter
 
@@ -53,7 +53,7 @@ def _pointing(store):
         key = (u["topic"], u["queue_id"], u["queue_offset"] * 20 // CQ_FILE_SIZE * CQ_FILE_SIZE)
         offsets.setdefault(key, []).append(u["commitlog_offset"])
     out = {}
-    for q in open_store(store).queues:
+    for q in local_store(store).queues:
         for s in q.cq:
             found = offsets.get((q.topic, q.queue_id, s.start))
             out[s.path] = (min(found), max(found)) if found else None

@@ -142,7 +142,7 @@ def test_topics_option_plans_only_its_queues_and_the_splits_holding_them(spark, 
     def planned(**options):
         reader = RocketMQDataSource({"path": str(store_a / "store"), **options}).reader(rocketmq.schema)
         parts = reader.partitions()
-        return len(parts), {q.topic for p in parts for q in p.job.segments.queues}
+        return len(parts), {t for p in parts for s in p.job.plan.units for t, _ in s.served}
 
     splits, topics = planned()
     assert splits > 1 and "TopicTest" in topics and len(topics) > 1

@@ -193,7 +193,7 @@ def test_the_data_source_read_gives_a_null_body_and_says_why_in_the_log(zlib_sto
     store, _, _ = zlib_store
     planned = build_plan(JobOptions(store=str(store), read_all=True, max_body=MIB))
     start, end = commitlog_splits(planned.plan)[0]
-    job = SplitRead(planned.plan, planned.segments, option_narrowing())
+    job = SplitRead(planned.plan.for_split(start, end), option_narrowing())
     with caplog.at_level(logging.WARNING, logger="mqreplay"):
         rows = pa.Table.from_batches(list(read_split(job, start, end, arrow_schema()))).to_pylist()
     assert {r["queue_offset"]: r["body"] for r in rows} == {0: b"small-0", 1: None, 2: b"small-2", 3: SMALL}

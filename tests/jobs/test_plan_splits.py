@@ -17,7 +17,7 @@ GIB = 1 << 30
 
 def _plan(files, split_size, data_end):
     log = CommitLog(tuple(LogFile(s, f"commitlog/{s:020d}", GIB, size=GIB) for s in files))
-    return replay_plan(JobOptions(store="mem://", split_size=split_size), log, store_uri="mem://", subscriptions=(),
+    return replay_plan(JobOptions(store="mem://", split_size=split_size), log, fs=None, subscriptions=(),
                        data_end=data_end)
 
 

@@ -96,7 +96,7 @@ def test_a_rocksdb_consume_queue_replays_exactly(store_a, tmp_path, keep_files):
     planned = _plan(store, store_a)
     # with the files beside it (5.3.1+ double write) the files are read; else every queue from the RocksDB
     assert planned.sources.default == ("consumequeue" if keep_files else "rocksdb")
-    assert (planned.plan.rocks is None) == keep_files
+    assert [s.KIND for s in planned.plan.units] == (["consumequeue"] if keep_files else ["consumequeue", "rocksdb"])
     _assert_exact(planned, store_a)
 
 
