@@ -34,7 +34,7 @@ def _replay_into(planned, layout, out):
     reports = []
     splits = commitlog_splits(plan)
     for index, split in enumerate(snap_to_records(plan, splits) if plan.walks_records else splits):
-        report, _ = run_split(plan, planned.segments, spec, index, split, "local")
+        report, _ = run_split(plan, spec, index, split, "local")
         reports += report
     commit(out, reports)
     result = {}

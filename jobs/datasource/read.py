@@ -25,7 +25,7 @@ class SplitRead:
 
 def read_split(job, start, end, schema):
     """RecordBatches (of the Arrow `schema`) of the units of [start, end) that decode and pass the narrowing."""
-    found = split_units(job.plan, None, start, end)
+    found = split_units(job.plan, start, end)
     for problem in found.damaged:  # --on-corrupt skip: the job audits it, a read can only say it
         log.warning("rocketmq: %s at offset %d: %s", problem["file"], problem["offset"], problem["reason"])
     units = found.units

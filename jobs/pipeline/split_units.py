@@ -135,12 +135,10 @@ class SplitUnits:
     left_out: pa.Table = None  # (topic, queue_id, queue_offset) of the units the audit found wrong: skipped
 
 
-def split_units(plan, segments, start, end):
+def split_units(plan, start, end):
     """CONSUME_QUEUE_SCHEMA table of the needed queues' units pointing into [start, end) (run by a task): each
     of the plan's units sources (jobs/pipeline/units/) reads its own; when the split's records are walked (a
-    source rebuilds units from them, or --audit-consume-queue), the stored units are audited against them.
-    `segments` is not read: the plan's consume-queue files source holds its SegmentIndex (jobs/run/stage.py
-    still ships it beside the plan)."""
+    source rebuilds units from them, or --audit-consume-queue), the stored units are audited against them."""
     walked, problem = walk_split(plan, start, end) if plan.walks_records else (None, None)
     split = Split(start, end, None if walked is None else walked.units, plan.since, plan.until)
     reads = [(source, source.split(plan.fs, split)) for source in plan.units]

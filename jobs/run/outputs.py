@@ -260,10 +260,10 @@ def _interrupt(spark):
 
 
 def _run(spark, planned, out, options, sink, progress=None):
-    parts = [(p.plan, p.segments) for _, p in planned.parts]
-    ranges = T.broker_splits(spark, parts)
+    plans = [p.plan for _, p in planned.parts]
+    ranges = T.broker_splits(spark, plans)
     progress = progress or Progress(mode="off")
-    total = sum(T.split_bytes(parts[k][0], a, b) for k, a, b in ranges)
+    total = sum(T.split_bytes(plans[k], a, b) for k, a, b in ranges)
     with progress.stage(spark, len(ranges), total) as counters:
         return _run_with(spark, planned, out, options, sink, ranges, counters)
 
@@ -271,8 +271,7 @@ def _run(spark, planned, out, options, sink, progress=None):
 def _run_with(spark, planned, out, options, sink, ranges, progress):
     """The one Spark stage over every broker's splits (tasks write their parts), then the sink's commit of what
     successful attempts wrote; the summary per broker, then of the run (summary.cluster_summary)."""
-    reports = T.replay(spark, [(p.plan, p.segments) for _, p in planned.parts], sink.spec(out, options), ranges,
-                       progress)
+    reports = T.replay(spark, [p.plan for _, p in planned.parts], sink.spec(out, options), ranges, progress)
     fs, path = storefs.resolve(out)
     fs.create_dir(path, recursive=True)
     written = sink.commit(out, reports, planned, options)

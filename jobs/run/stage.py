@@ -41,10 +41,10 @@ def attempt_name():
     return f"{tc.stageId()}-{tc.partitionId()}-{tc.taskAttemptId()}"
 
 
-def broker_splits(spark, parts):
+def broker_splits(spark, plans):
     """The splits of every broker of a run pooled, one task each: (part, start, end), `part` the index of the
-    broker's plan in `parts` (a sequence of (plan, segments)): a task knows its broker's plan."""
-    return [(k, start, end) for k, (plan, _) in enumerate(parts) for start, end in splits(spark, plan)]
+    broker's plan in `plans`: a task knows its broker's plan."""
+    return [(k, start, end) for k, plan in enumerate(plans) for start, end in splits(spark, plan)]
 
 
 def splits(spark, plan):
@@ -57,9 +57,9 @@ def splits(spark, plan):
         spark, items, lambda item: [fn(item)]) for row in rows])
 
 
-def replay(spark, parts, spec, ranges, progress=None):
+def replay(spark, plans, spec, ranges, progress=None):
     """All groups in one pass, one task per commit-log split: the report rows (jobs/run/sink.py) of every split.
-    `parts`: (plan, segments) of each broker; `ranges`: broker_splits' (part, start, end) of every broker.
+    `plans`: each broker's ReplayPlan; `ranges`: broker_splits' (part, start, end) of every broker.
 
     A task finds the units pointing into its split in the consume-queue segments that can hold them (the
     plan's SegmentIndex: units are in commit-log order), reads that byte range of the commit log, decodes
@@ -70,9 +70,9 @@ def replay(spark, parts, spec, ranges, progress=None):
 
     def task(index):
         part, start, end = ranges[index]
-        plan, segments = parts[part]
+        plan = plans[part]
         try:
-            report, n_units = run_split(plan, segments, spec, index, (start, end), attempt_name())
+            report, n_units = run_split(plan, spec, index, (start, end), attempt_name())
         except TaskFailed:
             raise
         except ReplayError as exc:  # to the driver as a record it reads (jobs/errors.py), not as text
@@ -120,12 +120,12 @@ def unseen_paths(spark, paths):
     return [pair for pair, ok in zip(local, seen[0]) if not ok]
 
 
-def run_split(plan, segments, spec, index, split_range, attempt):
+def run_split(plan, spec, index, split_range, attempt):
     """One split, decided and written: (its report rows, the units it read)."""
     start, end = split_range
     writer = SplitWriter(spec, index, attempt, plan.broker)
     try:
-        found = split_units(plan, segments, start, end)
+        found = split_units(plan, start, end)
         if found.damaged:
             writer.write("corrupt", pa.Table.from_pylist(found.damaged, schema=CORRUPT_SCHEMA))
         if found.marks is not None:

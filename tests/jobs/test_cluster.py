@@ -33,12 +33,12 @@ def _replay(cluster, tmp_path, stores=None, **given):
     """(matched rows, ClusterPlan, report rows) of a run of the brokers, its tasks one after another (no Spark)."""
     brokers = brokers_of(stores or _stores(cluster))
     planned = plan_cluster(_options(cluster, **given), brokers)
-    parts = [(p.plan, p.segments) for _, p in planned.parts]
+    plans = [p.plan for _, p in planned.parts]
     out = tmp_path / "out"
     spec = SinkSpec(str(out), "normalized", True)
     reports = []
-    for index, (k, start, end) in enumerate(T.broker_splits(None, parts)):
-        reports += T.run_split(parts[k][0], parts[k][1], spec, index, (start, end), "local")[0]
+    for index, (k, start, end) in enumerate(T.broker_splits(None, plans)):
+        reports += T.run_split(plans[k], spec, index, (start, end), "local")[0]
     commit(str(out), reports)
     rows = ds.dataset(out / "matched", format="parquet").to_table().to_pylist()
     return rows, planned, reports

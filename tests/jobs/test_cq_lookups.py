@@ -74,7 +74,7 @@ def test_a_split_opens_only_segments_pointing_into_it_and_finds_every_unit_once(
         opens, found = dict.fromkeys(pointing, 0), []
         for start, end in splits:
             lookups.reset()
-            table = split_units(planned.plan, planned.segments, start, end).units
+            table = split_units(planned.plan, start, end).units
             found += [(r["topic"], r["queue_id"], r["queue_offset"]) for r in table.to_pylist()]
             for path, n in lookups.opens.items():
                 if CQ not in path:
@@ -99,7 +99,7 @@ def test_only_the_queues_of_the_runs_topics_are_read(many_queues):
         with counting() as lookups:
             planned = _plan(store, subs, **kw)
             for start, end in commitlog_splits(planned.plan):
-                split_units(planned.plan, planned.segments, start, end).units
+                split_units(planned.plan, start, end).units
         read = {p.split(kind)[1].split("/")[0] for kind in (CQ, EXT) for p in lookups.opens if kind in p}
         assert read == topics, kw
         assert {q.topic for q in planned.segments.queues} == topics
@@ -129,7 +129,7 @@ def test_lookups_are_two_per_segment_and_two_per_split_and_segment_it_reads(many
         assert lookups.count(CQ) == (len(needed), len(needed))
         for start, end in commitlog_splits(planned.plan):
             lookups.reset()
-            split_units(planned.plan, planned.segments, start, end).units
+            split_units(planned.plan, start, end).units
             holding = [p for p in needed if pointing[p][0] < end and pointing[p][1] >= start]
             assert lookups.count(CQ) == (len(holding), len(holding))
 

@@ -139,7 +139,7 @@ def _decoded_batches(store, budget, monkeypatch):
     start, end = commitlog_splits(planned.plan)[0]
     out = Pieces()
     batches = []
-    units = split_units(planned.plan, planned.segments, start, end).units
+    units = split_units(planned.plan, start, end).units
     for _, units, messages in decoded_topics(planned.plan, units, out):
         batches.append(([len(b) for b in messages.column("body").to_pylist()], units.column("queue_offset")
                         .to_pylist()))
@@ -178,7 +178,7 @@ def test_wide_rows_of_large_bodies_are_written_a_budget_of_bytes_at_a_time(tmp_p
     monkeypatch.setattr(sink, "WIDE_BYTES", MIB, raising=False)
     planned = build_plan(JobOptions(store=str(tmp_path / "store"), ad_hoc=SUBSCRIPTIONS))
     spec = sink.SinkSpec(str(tmp_path / "out"), "wide", True)
-    report, _ = run_split(planned.plan, planned.segments, spec, 0, commitlog_splits(planned.plan)[0], "local")
+    report, _ = run_split(planned.plan, spec, 0, commitlog_splits(planned.plan)[0], "local")
     (part,) = [r["path"] for r in report if r["kind"] == "file" and r["output"] == "matched"]
     meta = pq.ParquetFile(tmp_path / "out" / part).metadata
     assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [2] * 6

@@ -30,7 +30,7 @@ def store_a_page(store_a, tmp_path_factory):
     spec = SinkSpec(str(out), "noop", True)
     reports = []
     for index, split in enumerate(commitlog_splits(planned.plan)):
-        reports += run_split(planned.plan, planned.segments, spec, index, split, "local")[0]
+        reports += run_split(planned.plan, spec, index, split, "local")[0]
     counters = Counters.of(reports)
     summary = build_summary(planned, counters, options)
     return summary, report.render(summary, counters.timelines, 0)

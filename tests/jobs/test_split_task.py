@@ -259,7 +259,7 @@ def test_a_batch_is_decoded_only_when_the_one_before_was_handed_on(store_a, monk
     planned = build_plan(JobOptions(store=str(store_a / "store"),
                                     subscription_files=(str(store_a / "registrations.json"),)))
     start, end = commitlog_splits(planned.plan)[0]
-    batches = decoded_topics(planned.plan, split_units(planned.plan, planned.segments, start, end).units, Pieces())
+    batches = decoded_topics(planned.plan, split_units(planned.plan, start, end).units, Pieces())
     next(batches)
     assert len(calls) == 1
     next(batches)
@@ -282,7 +282,7 @@ def test_a_split_s_bytes_are_mapped_once_for_all_its_batches_and_let_go_after(st
     planned = build_plan(JobOptions(store=str(store_a / "store"),
                                     subscription_files=(str(store_a / "registrations.json"),)))
     start, end = commitlog_splits(planned.plan)[0]
-    units = split_units(planned.plan, planned.segments, start, end).units
+    units = split_units(planned.plan, start, end).units
     offsets, sizes = units.column("commitlog_offset").to_numpy(), units.column("size").to_numpy()
     batches = list(decoded_topics(planned.plan, units, Pieces()))
     assert len(batches) > 10 and sum(b[1].num_rows for b in batches) == units.num_rows
