@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from schemas import no_pandas
+
 
 @dataclass(frozen=True)
 class FilterContext:
@@ -23,7 +25,8 @@ def load_filter(spec):
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"a PYTHON filter is written 'module:callable', got {spec!r}")
-    target = importlib.import_module(module_name)
+    with no_pandas.allowed():  # user code imports what it likes
+        target = importlib.import_module(module_name)
     for part in attr.split("."):
         target = getattr(target, part)
     if not callable(target):
@@ -35,10 +38,16 @@ def run_filter(fn, messages, context):
     """(matched, errors) bool arrays over a list of message dicts; True only for a True return."""
     matched = np.zeros(len(messages), dtype=bool)
     errors = np.zeros(len(messages), dtype=bool)
-    for i, message in enumerate(messages):
-        try:
-            result = fn(message, context)
-            matched[i] = isinstance(result, (bool, np.bool_)) and bool(result)
-        except Exception:  # noqa: BLE001 - user code: not matched, counted
-            errors[i] = True
+    with no_pandas.allowed():
+        for i, message in enumerate(messages):
+            matched[i], errors[i] = _run_one(fn, message, context)
     return matched, errors
+
+
+def _run_one(fn, message, context):
+    """(matched, error) of one call of a user filter."""
+    try:
+        result = fn(message, context)
+    except Exception:  # noqa: BLE001 - user code: not matched, counted
+        return False, True
+    return isinstance(result, (bool, np.bool_)) and bool(result), False

@@ -23,7 +23,7 @@ import pyarrow as pa
 from schemas import layout as L
 from schemas.commitlog_files import PLAIN, record_starts
 from schemas.errors import UnsupportedStoreError
-from schemas.kernels import _JIT, _i16, _i32, _i64, _same_bytes, next_piece
+from schemas.kernels import _JIT, BAD_MAGIC, BAD_SIZE, OK, _i32, _i64, _same_bytes, next_piece, record_walk
 from schemas.tag_codes import tags_code
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -131,8 +131,7 @@ def _reinsert(buf, table, slot_at, slot_len, count):
 
 
 @numba.njit(**_JIT)
-def _units(buf, pos, stop, starts, v1, v2, blank, min_size, born_v6, store_v6, names, name_lens, schedule,
-           table, slot_at, slot_len, count, c32, c64, flags):
+def _units(buf, pos, stop, starts, names, name_lens, schedule, table, slot_at, slot_len, count, c32, c64, flags):
     """Hop over the records from pos while they start before stop (or, when `starts` is not empty, take the
     records at starts[pos:stop], pos and stop then indexes into it): each record's unit fields into c32 (topic
     id, queue id, size, delay level), c64 (queue offset, position, tag code, store time, where a non-ASCII tag
@@ -147,45 +146,26 @@ def _units(buf, pos, stop, starts, v1, v2, blank, min_size, born_v6, store_v6, n
         pos = starts[at] if given else at
         if pos + 8 > limit:
             return n, at, END_SHORT
-        total = _i32(buf, pos)
-        magic = _i32(buf, pos + 4)
-        if magic == blank or (magic == 0 and total == 0):
-            return n, at, END_DATA
-        if magic != v1 and magic != v2:
-            return n, at, END_DAMAGED
-        end = pos + total
-        if total < min_size or end > limit:
-            return n, at, END_SHORT if end > limit and total >= min_size else END_DAMAGED
+        (err, total, magic, sys_flag, _, _, store_at, _, _, _, _, topic_at, topic_len, props_at,
+         _) = record_walk(buf, pos, limit)
+        if err == BAD_MAGIC or err == BAD_SIZE:
+            if magic == L.BLANK_MAGIC or (magic == 0 and total == 0):
+                return n, at, END_DATA
+            if err == BAD_MAGIC:
+                return n, at, END_DAMAGED
+            return n, at, END_SHORT if pos + total > limit and total >= L.MIN_RECORD_SIZE else END_DAMAGED
         if n == cap:
             return n, at, END_STOP
-        sys_flag = _i32(buf, pos + 36)
-        born_ip = 16 if (sys_flag & born_v6) != 0 else 4
-        store_ts_at = pos + 48 + born_ip + 4
-        store_ip = 16 if (sys_flag & store_v6) != 0 else 4
-        body_len_at = store_ts_at + 8 + store_ip + 4 + 4 + 8
-        body_len = _i32(buf, body_len_at)
-        tl_at = body_len_at + 4 + body_len
-        if body_len < 0 or tl_at + 3 > end:
+        if err != OK or topic_len == 0:
             return n, at, END_DAMAGED
-        if magic == v2:
-            topic_len = _i16(buf, tl_at)
-            topic_at = tl_at + 2
-        else:
-            topic_len = np.int64(buf[tl_at])  # a signed byte: 128 and more are negative, damaged
-            topic_len = topic_len - 256 if topic_len >= 128 else topic_len
-            topic_at = tl_at + 1
-        pl_at = topic_at + topic_len
-        if topic_len <= 0 or pl_at + 2 > end:
-            return n, at, END_DAMAGED
-        props_len = _i16(buf, pl_at)
-        if props_len < 0 or pl_at + 2 + props_len != end:
-            return n, at, END_DAMAGED
-        tx = sys_flag & 0xC
-        if tx != 0x4 and tx != 0xC:  # neither PREPARED nor ROLLBACK
+        end = pos + total
+        store_ts_at = store_at - L.STORE_TIMESTAMP_SIZE
+        tx = sys_flag & L.TRANSACTION_MASK
+        if tx != L.TRANSACTION_PREPARED and tx != L.TRANSACTION_ROLLBACK:
             topic = _topic_id(buf, topic_at, topic_len, table, slot_at, slot_len, count)
             if topic < 0:  # the table is full: the caller grows it and goes on from here
                 return n, at, END_STOP
-            tag_at, tag_len, delay_at, delay_len, fanned = _properties(buf, pl_at + 2, end, names, name_lens)
+            tag_at, tag_len, delay_at, delay_len, fanned = _properties(buf, props_at, end, names, name_lens)
             code = np.int64(0)
             f = 0
             for k in range(tag_len):
@@ -205,10 +185,10 @@ def _units(buf, pos, stop, starts, v1, v2, blank, min_size, born_v6, store_v6, n
                 if level > 0:
                     f |= 4
             c32[0, n] = topic
-            c32[1, n] = _i32(buf, pos + 12)
+            c32[1, n] = _i32(buf, pos + L.QUEUE_ID_AT)
             c32[2, n] = total
             c32[3, n] = level
-            c64[0, n] = _i64(buf, pos + 20)
+            c64[0, n] = _i64(buf, pos + L.QUEUE_OFFSET_AT)
             c64[1, n] = pos
             c64[2, n] = code
             c64[3, n] = store_time
@@ -257,9 +237,8 @@ def rebuild_units(buf, base, pos=0, stop=None, starts=None, delay_levels_ms=DELA
         # touched only where written, so the room costs no memory beyond the units
         cap = min(batch, (stop - pos) // (1 if starts is not None else L.MIN_RECORD_SIZE) + 1)
         c32, c64, flags = np.empty((4, cap), np.int32), np.empty((5, cap), np.int64), np.empty(cap, np.int8)
-        n, pos, how = _units(buf, pos, stop, given, L.MAGIC_V1, L.MAGIC_V2, L.BLANK_MAGIC, L.MIN_RECORD_SIZE,
-                             L.BORNHOST_V6, L.STOREHOST_V6, _NAME_TABLE, _NAME_LENS, _SCHEDULE, table, slot_at,
-                             slot_len, count, c32, c64, flags)
+        n, pos, how = _units(buf, pos, stop, given, _NAME_TABLE, _NAME_LENS, _SCHEDULE, table, slot_at, slot_len,
+                             count, c32, c64, flags)
         if n:
             parts.append((c32[:, :n], c64[:, :n], flags[:n]))
         if how != END_STOP:
@@ -324,8 +303,8 @@ def _hop(buf, base, pos, cuts, k, out, v1, v2, min_size):
             k += 1
         if k == len(cuts):
             return pos, k, END_STOP
-        total = _i32(buf, pos)
-        magic = _i32(buf, pos + 4)
+        total = _i32(buf, pos + L.TOTAL_SIZE_AT)
+        magic = _i32(buf, pos + L.MAGIC_AT)
         if magic != v1 and magic != v2:
             return pos, k, END_DATA
         if total < min_size:

@@ -57,8 +57,8 @@ def _walk(buf, limit, v1, v2, blank, min_size, starts):
     pos = 0
     n = 0
     while pos + 8 <= limit:
-        size = _i32(buf, pos)
-        magic = _i32(buf, pos + 4)
+        size = _i32(buf, pos + L.TOTAL_SIZE_AT)
+        magic = _i32(buf, pos + L.MAGIC_AT)
         if magic == v1 or magic == v2:
             if size < min_size or pos + size > limit:
                 return n, pos, WALK_BAD_SIZE
@@ -85,8 +85,61 @@ def walk_headers(buf, limit):
     return starts, pos, how
 
 
+@numba.njit(inline="always", **_JIT)  # inlined where called (a call per record costs the decoder 25%)
+def record_walk(buf, s, limit):
+    """The one walk of a commit-log record's header (schemas/layout.py names every offset): the record at s,
+    buf[:limit] holding it, checked as MessageDecoder reads it. Returns (error, total, magic, sys_flag, born_at,
+    born_ip, store_at, store_ip, mid_at, body_at, body_len, topic_at, topic_len, props_at, props_len): positions
+    in buf, `*_ip` the width of a host's address (4 or 16; its port follows it, the store timestamp the born
+    port), `mid_at` where reconsumeTimes starts. `error` is the first check the record fails (BAD_*) or OK; what
+    a failed record's walk did not reach is 0. The decoder (record_fields) and the consume-queue rebuild
+    (schemas/cq_rebuild.py) both walk records with it."""
+    z = np.int64(0)
+    if s < 0 or s + 8 > limit:
+        return BAD_SIZE, z, z, z, z, z, z, z, z, z, z, z, z, z, z
+    total = _i32(buf, s + L.TOTAL_SIZE_AT)
+    magic = _i32(buf, s + L.MAGIC_AT)
+    if magic != L.MAGIC_V1 and magic != L.MAGIC_V2:
+        return BAD_MAGIC, total, magic, z, z, z, z, z, z, z, z, z, z, z, z
+    end = s + total
+    if total < L.MIN_RECORD_SIZE or end > limit:
+        return BAD_SIZE, total, magic, z, z, z, z, z, z, z, z, z, z, z, z
+    flag = _i32(buf, s + L.SYS_FLAG_AT)
+    born_at = s + L.BORN_HOST_AT
+    born_ip = L.IP_V6_SIZE if (flag & L.BORNHOST_V6) != 0 else L.IP_V4_SIZE
+    store_at = born_at + born_ip + 4 + L.STORE_TIMESTAMP_SIZE
+    store_ip = L.IP_V6_SIZE if (flag & L.STOREHOST_V6) != 0 else L.IP_V4_SIZE
+    mid_at = store_at + store_ip + 4
+    body_at = mid_at + L.MID_SIZE
+    if body_at > end:
+        return BAD_BODY, total, magic, flag, z, z, z, z, z, z, z, z, z, z, z
+    body_len = _i32(buf, mid_at + L.BODY_LENGTH_AT)
+    if body_len < 0 or body_at + body_len + 1 > end:
+        return BAD_BODY, total, magic, flag, born_at, born_ip, store_at, store_ip, mid_at, body_at, body_len, z, z, z, z
+    tl_at = body_at + body_len
+    if magic == L.MAGIC_V2:
+        if tl_at + 2 > end:
+            return (BAD_TOPIC, total, magic, flag, born_at, born_ip, store_at, store_ip, mid_at, body_at, body_len,
+                    z, z, z, z)
+        topic_len = _i16(buf, tl_at)  # Java's getShort
+        topic_at = tl_at + 2
+    else:
+        topic_len = np.int64(buf[tl_at])  # a signed byte
+        if topic_len >= 128:
+            topic_len -= 256
+        topic_at = tl_at + 1
+    if topic_len < 0 or topic_at + topic_len + 2 > end:
+        return (BAD_TOPIC, total, magic, flag, born_at, born_ip, store_at, store_ip, mid_at, body_at, body_len,
+                topic_at, topic_len, z, z)
+    pl_at = topic_at + topic_len
+    props_len = _i16(buf, pl_at)
+    err = OK if props_len >= 0 and pl_at + 2 + props_len == end else BAD_PROPERTIES
+    return (err, total, magic, flag, born_at, born_ip, store_at, store_ip, mid_at, body_at, body_len, topic_at,
+            topic_len, pl_at + 2, props_len)
+
+
 @numba.njit(**_JIT)
-def _record_fields(buf, starts, v1, v2, min_size, born_v6_bit, store_v6_bit):
+def _record_fields(buf, starts):
     n = len(starts)
     size = len(buf)
     i32 = np.zeros((8, n), np.int32)  # total, magic, crc, queue_id, flag, sys_flag, reconsume, ports...
@@ -94,78 +147,40 @@ def _record_fields(buf, starts, v1, v2, min_size, born_v6_bit, store_v6_bit):
     err = np.zeros(n, np.int8)
     for i in range(n):
         s = starts[i]
-        if s < 0 or s + 8 > size:
-            err[i] = BAD_SIZE
-            continue
-        total = _i32(buf, s)
-        magic = _i32(buf, s + 4)
+        (e, total, magic, flag, born_at, born_ip, store_at, store_ip, mid_at, body_at, body_len, topic_at, topic_len,
+         props_at, props_len) = record_walk(buf, s, size)
+        if e != OK:
+            err[i] = e
         i32[0, i] = total
         i32[1, i] = magic
-        if magic != v1 and magic != v2:
-            err[i] = BAD_MAGIC
+        if e == BAD_MAGIC or e == BAD_SIZE:  # not a record, or not whole in buf: nothing more read
             continue
-        end = s + total
-        if total < min_size or end > size:
-            err[i] = BAD_SIZE
-            continue
-        i32[2, i] = _i32(buf, s + 8)
-        i32[3, i] = _i32(buf, s + 12)
-        i32[4, i] = _i32(buf, s + 16)
-        i64[0, i] = _i64(buf, s + 20)
-        i64[1, i] = _i64(buf, s + 28)
-        flag = _i32(buf, s + 36)
+        i32[2, i] = _i32(buf, s + L.BODY_CRC_AT)
+        i32[3, i] = _i32(buf, s + L.QUEUE_ID_AT)
+        i32[4, i] = _i32(buf, s + L.FLAG_AT)
+        i64[0, i] = _i64(buf, s + L.QUEUE_OFFSET_AT)
+        i64[1, i] = _i64(buf, s + L.PHYSICAL_OFFSET_AT)
         i32[5, i] = flag
-        i64[2, i] = _i64(buf, s + 40)
-        born_at = s + 48
-        born_ip = 16 if (flag & born_v6_bit) != 0 else 4
-        store_ts_at = born_at + born_ip + 4
-        store_at = store_ts_at + 8
-        store_ip = 16 if (flag & store_v6_bit) != 0 else 4
-        mid_at = store_at + store_ip + 4
-        body_at = mid_at + 16
-        if body_at > end:
-            err[i] = BAD_BODY
+        i64[2, i] = _i64(buf, s + L.BORN_TIMESTAMP_AT)
+        if born_at == 0:  # the hosts run past the record's end
             continue
         i64[3, i] = born_at
         i32[6, i] = _i32(buf, born_at + born_ip)
-        i64[4, i] = _i64(buf, store_ts_at)
+        i64[4, i] = _i64(buf, store_at - L.STORE_TIMESTAMP_SIZE)
         i64[5, i] = store_at
         i32[7, i] = _i32(buf, store_at + store_ip)
-        if born_ip == 4:
+        if born_ip == L.IP_V4_SIZE:
             i64[14, i] = _i64(buf, born_at)  # IPv4 + port as one number: formatted later without buf
-        if store_ip == 4:
+        if store_ip == L.IP_V4_SIZE:
             i64[15, i] = _i64(buf, store_at)
-        i64[6, i] = _i32(buf, mid_at)
-        i64[7, i] = _i64(buf, mid_at + 4)
-        body_len = _i32(buf, mid_at + 12)
+        i64[6, i] = _i32(buf, mid_at + L.RECONSUME_TIMES_AT)
+        i64[7, i] = _i64(buf, mid_at + L.PREPARED_TRANSACTION_OFFSET_AT)
         i64[8, i] = body_at
         i64[9, i] = body_len
-        if body_len < 0 or body_at + body_len + 1 > end:
-            err[i] = BAD_BODY
-            continue
-        tl_at = body_at + body_len
-        if magic == v2:
-            if tl_at + 2 > end:
-                err[i] = BAD_TOPIC
-                continue
-            topic_len = _i16(buf, tl_at)  # Java's getShort
-            topic_at = tl_at + 2
-        else:
-            topic_len = np.int64(buf[tl_at])
-            if topic_len >= 128:
-                topic_len -= 256
-            topic_at = tl_at + 1
         i64[10, i] = topic_at
         i64[11, i] = topic_len
-        if topic_len < 0 or topic_at + topic_len + 2 > end:
-            err[i] = BAD_TOPIC
-            continue
-        pl_at = topic_at + topic_len
-        props_len = _i16(buf, pl_at)
-        i64[12, i] = pl_at + 2
+        i64[12, i] = props_at
         i64[13, i] = props_len
-        if props_len < 0 or pl_at + 2 + props_len != end:
-            err[i] = BAD_PROPERTIES
     return i32, i64, err
 
 
@@ -175,8 +190,7 @@ def record_fields(buf, starts):
     Positions (`*_at`) are relative to buf; `*_v4_key` are the 8 bytes of an IPv4 host (address, port) as
     one big-endian number (0 for IPv6), so that texts are made without going back to buf. `error` is per
     record: the first check it fails (BAD_*), or OK; the fields a failed record did not reach are 0."""
-    i32, i64, err = _record_fields(buf, np.asarray(starts, np.int64), L.MAGIC_V1, L.MAGIC_V2, L.MIN_RECORD_SIZE,
-                                   L.BORNHOST_V6, L.STOREHOST_V6)
+    i32, i64, err = _record_fields(buf, np.asarray(starts, np.int64))
     names32 = ("total_size", "magic", "body_crc", "queue_id", "flag", "sys_flag", "born_port", "store_port")
     names64 = ("queue_offset", "physical_offset", "born_timestamp", "born_at", "store_timestamp", "store_at",
                "reconsume_times", "prepared_transaction_offset", "body_at", "body_length", "topic_at",

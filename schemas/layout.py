@@ -49,13 +49,22 @@ HEAD_DTYPE = np.dtype([
     ("queue_offset", ">i8"), ("physical_offset", ">i8"), ("sys_flag", ">i4"), ("born_timestamp", ">i8"),
 ])
 HEAD_SIZE = HEAD_DTYPE.itemsize  # 48: bornHost starts here
-PHYSICAL_OFFSET_AT = HEAD_DTYPE.fields["physical_offset"][1]  # 28
+# Where each fixed field starts in a record, named once from the dtype (schemas/kernels.record_walk reads
+# them; no kernel spells a literal offset): 0, 4, 8, 12, 16, 20, 28, 36, 40.
+(TOTAL_SIZE_AT, MAGIC_AT, BODY_CRC_AT, QUEUE_ID_AT, FLAG_AT, QUEUE_OFFSET_AT, PHYSICAL_OFFSET_AT, SYS_FLAG_AT,
+ BORN_TIMESTAMP_AT) = (HEAD_DTYPE.fields[name][1] for name in HEAD_DTYPE.names)
+BORN_HOST_AT = HEAD_SIZE
 HOST_V4_SIZE = 8
 HOST_V6_SIZE = 20
-# After storeHost: reconsumeTimes, preparedTransactionOffset, bodyLength.
+IP_V4_SIZE, IP_V6_SIZE = HOST_V4_SIZE - 4, HOST_V6_SIZE - 4  # a host is its address, then a 4-byte port
+STORE_TIMESTAMP_SIZE = 8
+# After storeHost: reconsumeTimes, preparedTransactionOffset, bodyLength; offsets from the end of storeHost.
 MID_DTYPE = np.dtype([("reconsume_times", ">i4"), ("prepared_transaction_offset", ">i8"), ("body_length", ">i4")])
+RECONSUME_TIMES_AT, PREPARED_TRANSACTION_OFFSET_AT, BODY_LENGTH_AT = (MID_DTYPE.fields[name][1]
+                                                                      for name in MID_DTYPE.names)
+MID_SIZE = MID_DTYPE.itemsize  # 16: the body starts past it
 # Smallest possible record (v1, IPv4 hosts, empty body/topic/properties).
-MIN_RECORD_SIZE = HEAD_SIZE + HOST_V4_SIZE + 8 + HOST_V4_SIZE + MID_DTYPE.itemsize + 1 + 2
+MIN_RECORD_SIZE = HEAD_SIZE + HOST_V4_SIZE + 8 + HOST_V4_SIZE + MID_SIZE + 1 + 2
 # CommitLog.doAppend keeps room for a blank record of [int size][int magic] at the end of a file.
 END_FILE_MIN_BLANK_LENGTH = 8
 

@@ -19,6 +19,7 @@ from jobs.errors import TaskFailed
 from jobs.pipeline.split_task import iter_split
 from jobs.pipeline.split_units import commitlog_splits, snap_to_records, split_units
 from jobs.run.sink import SplitWriter
+from schemas import no_pandas
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 from schemas.errors import ReplayError
 
@@ -96,8 +97,9 @@ def map_tasks(spark, items, fn):
     def tasks(batches):
         for batch in batches:
             for i in batch.column(0).to_pylist():
-                yield pa.RecordBatch.from_arrays([pa.array([pickle.dumps(list(fn(items[i])))], pa.binary())],
-                                                 names=["rows"])
+                with no_pandas.left_out():  # the task's work only: PySpark's own code runs as it would
+                    rows = pickle.dumps(list(fn(items[i])))
+                yield pa.RecordBatch.from_arrays([pa.array([rows], pa.binary())], names=["rows"])
         # PySpark's daemon runs a full garbage collection after every task, which walks every object of the
         # worker (numba's typing tables, PyArrow, PySpark: some 140,000). Collect this task's garbage now,
         # then freeze what is left, long-lived all of it, so that no later collection walks it again.
