@@ -49,8 +49,9 @@ def register_existing(target):
 
 
 def compact(target):
-    """Rewrite each table's data files into one per partition (when it has more): {table: (files before,
-    after)}, or a reason it was left as it is."""
+    """Rewrite each table's data files into one per partition (where it has more), a partition at a time, so
+    the driver holds one partition's rows (a group's deliveries, a topic's messages), never a whole table:
+    {table: (files before, after)}, or a reason it was left as it is."""
     out = {}
     for name, _ in target.waiting(lambda c: _tables(c, target.namespace), "--compact"):
         out[name] = target.waiting(lambda c: _compact(c, target.namespace, name), f"--compact {name}")
@@ -58,24 +59,35 @@ def compact(target):
 
 
 def _compact(catalog, namespace, name):
-    from pyiceberg.expressions import AlwaysTrue
-    table = catalog.load_table(f"{namespace}.{name}")
+    """One table compacted, one commit per partition; a retry (a night committed meanwhile) starts again from
+    the table as it is, where the partitions already done hold one file and are passed over."""
+    identifier = f"{namespace}.{name}"
+    table = catalog.load_table(identifier)
     before = len(table.inspect.files()) if table.current_snapshot() else 0
     if name != lake.RANGES:
         busy = lake.incomplete(table, lake.Held.of(catalog, namespace))
         if busy:
             return f"left as it is: it holds files of run(s) {', '.join(busy)} whose ranges are not committed"
-    partitions = len(table.inspect.partitions()) if before and not table.spec().is_unpartitioned() else 1
-    if before <= max(partitions, 1):
-        return before, before
-    rows = table.scan().to_arrow()
-    with table.transaction() as tx:
-        if rows.num_rows:
-            tx.overwrite(rows, overwrite_filter=AlwaysTrue(), snapshot_properties={COMPACTED: str(before)})
-        else:  # files of no row (quiet nights): dropped
-            tx.delete(AlwaysTrue(), snapshot_properties={COMPACTED: str(before)})
-    table = catalog.load_table(f"{namespace}.{name}")
-    return before, len(table.inspect.files())
+    for where in _crowded_partitions(table) if before > 1 else ():
+        rows = table.scan(row_filter=where).to_arrow()
+        with table.transaction() as tx:
+            if rows.num_rows:
+                tx.overwrite(rows, overwrite_filter=where, snapshot_properties={COMPACTED: str(before)})
+            else:  # files of no row (quiet nights): dropped
+                tx.delete(where, snapshot_properties={COMPACTED: str(before)})
+        table = catalog.load_table(identifier)
+    return before, len(table.inspect.files()) if table.current_snapshot() else 0
+
+
+def _crowded_partitions(table):
+    """A row filter per partition of more than one data file (the whole table when it is unpartitioned)."""
+    from pyiceberg.expressions import AlwaysTrue, EqualTo, IsNull
+    if table.spec().is_unpartitioned():
+        return [AlwaysTrue()]
+    field = table.spec().fields[0]
+    column = table.schema().find_column_name(field.source_id)
+    return [IsNull(column) if row["partition"][field.name] is None else EqualTo(column, row["partition"][field.name])
+            for row in table.inspect.partitions().to_pylist() if row["file_count"] > 1]
 
 
 def expire(target, older_than_s):
