@@ -25,7 +25,8 @@ KERNEL_MODULES = ("schemas.kernels", "schemas.dledger", "schemas.cq_rebuild")
 
 
 def preload():
-    """Import MODULES and load the kernels numba has cached on this machine; the number of kernels loaded."""
+    """Import MODULES, load the kernels numba has cached on this machine, import PySpark's worker module; the
+    number of kernels loaded."""
     import importlib
 
     from schemas import no_pandas
@@ -34,9 +35,15 @@ def preload():
         for name in MODULES:
             importlib.import_module(name)
         loaded = sum(load_cached(module) for module in map(importlib.import_module, KERNEL_MODULES))
+    importlib.import_module(worker_module())  # PySpark's worker, which pyspark.daemon imports after each fork
     gc.collect()
     gc.freeze()
     return loaded
+
+
+def worker_module():
+    """The module pyspark.daemon runs in a forked worker (its argument, as pyspark.daemon.worker reads it)."""
+    return sys.argv[1] if len(sys.argv) > 1 and sys.argv[1].startswith("pyspark") else "pyspark.worker"
 
 
 def load_cached(module):
