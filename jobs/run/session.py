@@ -4,7 +4,6 @@ Spark Connect client (`--remote sc://HOST:PORT`). The stage and the sinks are Da
 for through `is_connect`."""
 import os
 import subprocess
-import sys
 
 # PySpark's daemon, with the job's imports done before it forks the workers (jobs/run/worker_daemon.py)
 DAEMON_CONF = "spark.python.daemon.module"
@@ -23,10 +22,10 @@ def spark_session(settings, master=None, remote=None):
                 spark.conf.set(key, value)
         return spark
     builder = SparkSession.builder.appName("mqreplay")
+    if not master and "PYSPARK_GATEWAY_PORT" not in os.environ:  # plain `python jobs/replay.py`
+        master = "local[*]"
     if master:
         builder = builder.master(master)
-    elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # plain `python jobs/replay.py`: not under spark-submit
-        builder = builder.master("local[*]")
     given = _submitted_conf()
     for key, value in settings.get("spark", {}).items():
         if key not in given:  # spark-submit's --conf and --properties-file win over conf/replay.json
@@ -44,10 +43,10 @@ def _workers_import_daemon(master):
     not known (a cluster), PySpark's own daemon stays; spark-submit's --conf can set it there."""
     if not (master or "").startswith("local"):
         return False
-    python = os.environ.get("PYSPARK_PYTHON") or sys.executable
+    python = os.environ.get("PYSPARK_PYTHON") or "python3"  # SparkContext.pythonExec's choice, found on PATH
     try:
         found = subprocess.run(
-            [python, "-c", f"import importlib.util as u; assert u.find_spec('{DAEMON_MODULE}')"],
+            [python, "-c", f"import importlib.util as u, sys; sys.exit(u.find_spec('{DAEMON_MODULE}') is None)"],
             cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return False

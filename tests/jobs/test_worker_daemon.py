@@ -10,7 +10,8 @@ def _python(code):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd="/")
 
 
-def test_a_local_master_gets_the_daemon_and_a_cluster_keeps_pysparks():
+def test_a_local_master_gets_the_daemon_and_a_cluster_keeps_pysparks(monkeypatch):
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)  # the workers' Python, as spark-submit's wrapper sets it
     assert _workers_import_daemon("local[2]")
     assert _workers_import_daemon("local[2,4]")
     assert not _workers_import_daemon("spark://10.0.0.1:7077")
