@@ -3,6 +3,11 @@ Spark Connect client (`--remote sc://HOST:PORT`). The stage and the sinks are Da
 (jobs/run/stage.py); what only a classic session has (accumulators for progress, the status tracker) is asked
 for through `is_connect`."""
 import os
+import subprocess
+
+# PySpark's daemon, with the job's imports done before it forks the workers (jobs/run/worker_daemon.py)
+DAEMON_CONF = "spark.python.daemon.module"
+DAEMON_MODULE = "jobs.run.worker_daemon"
 
 
 def spark_session(settings, master=None, remote=None):
@@ -17,15 +22,44 @@ def spark_session(settings, master=None, remote=None):
                 spark.conf.set(key, value)
         return spark
     builder = SparkSession.builder.appName("mqreplay")
+    if not master and "PYSPARK_GATEWAY_PORT" not in os.environ:  # plain `python jobs/replay.py`
+        master = "local[*]"
     if master:
         builder = builder.master(master)
-    elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # plain `python jobs/replay.py`: not under spark-submit
-        builder = builder.master("local[*]")
     given = _submitted_conf()
     for key, value in settings.get("spark", {}).items():
         if key not in given:  # spark-submit's --conf and --properties-file win over conf/replay.json
             builder = builder.config(key, value)
+    if DAEMON_CONF not in given and _workers_import_daemon(master or _submitted_master(given)):
+        builder = builder.config(DAEMON_CONF, DAEMON_MODULE)
     return builder.getOrCreate()
+
+
+def _workers_import_daemon(master):
+    """Whether the Python workers of `master` can import jobs.run.worker_daemon: only on a local master (the
+    workers on this machine, their interpreter known) and when that interpreter finds it without the path
+    jobs/replay.py adds for itself (an installed project, as the venv's editable install; a --py-files zip is
+    on a task's path, not the daemon's). A daemon that cannot start fails every Python task, so where this is
+    not known (a cluster), PySpark's own daemon stays; spark-submit's --conf can set it there."""
+    if not (master or "").startswith("local"):
+        return False
+    python = os.environ.get("PYSPARK_PYTHON") or "python3"  # SparkContext.pythonExec's choice, found on PATH
+    try:
+        found = subprocess.run(
+            [python, "-c", f"import importlib.util as u, sys; sys.exit(u.find_spec('{DAEMON_MODULE}') is None)"],
+            cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return found.returncode == 0
+
+
+def _submitted_master(given):
+    """The master spark-submit set (None outside spark-submit)."""
+    if "spark.master" not in given:
+        return None
+    from pyspark import SparkConf
+
+    return SparkConf().get("spark.master")
 
 
 def _submitted_conf():

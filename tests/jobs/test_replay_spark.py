@@ -34,7 +34,7 @@ def job_out(store_a, tmp_path_factory):
     (lineage / "openlineage.yml").write_text(f"transport:\n  type: file\n  log_file_path: {lineage}/events.jsonl\n"
                                              "  append: true\n", encoding="utf-8")
     proc = _submit("--store", store_a / "store", "--out", out, "--subscriptions", store_a / "registrations.json",
-                   env={"OPENLINEAGE_CONFIG": str(lineage / "openlineage.yml")})
+                   env={"OPENLINEAGE_CONFIG": str(lineage / "openlineage.yml"), "MQREPLAY_DAEMON_LOG": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     proc.lineage = lineage / "events.jsonl"
     return out, proc
@@ -124,6 +124,11 @@ def test_results_on_stdout_diagnostics_on_stderr_under_spark_submit(job_out):
     assert not [line for line in proc.stdout.splitlines() if line.startswith(("log:", "mqreplay:", "WARN"))
                 or " WARN " in line]
     assert "log: " in proc.stderr and "group " not in proc.stderr
+
+
+def test_the_workers_fork_from_the_daemon_with_the_jobs_imports_done(job_out):
+    _, proc = job_out
+    assert re.search(r"mqreplay worker daemon: \d+ modules, \d+ kernels loaded", proc.stderr), proc.stderr[-3000:]
 
 
 @pytest.mark.system

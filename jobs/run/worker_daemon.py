@@ -1,0 +1,98 @@
+"""PySpark's Python daemon with the replay's imports done before it forks its workers
+(`spark.python.daemon.module`, set by jobs/run/session.py).
+
+PySpark's daemon forks every Python worker of an executor; each worker used to import numpy, pyarrow, numba,
+the job's modules and numba's cached kernels on unpickling its first task: 1.3-1.7 CPU-s a worker, paid by
+every worker at the stage's start. Done once here, before the fork, the workers inherit them (their pages
+shared, copy-on-write; frozen out of the garbage collector's reach so that no collection touches them).
+
+Nothing here may start a thread (a fork copies only the forking one): pandas, which pyarrow would import
+on a conversion (0.7 s), stays out as in a task (schemas/no_pandas.py); OpenBLAS and jemalloc are told
+to start no thread (main); the process is checked to have one thread left. On any failure the process
+becomes PySpark's own daemon (exec), whose workers import for themselves, as before."""
+import gc
+import os
+import sys
+
+# the job's modules whose import a replay task needs (unpickling its function imports them)
+MODULES = (
+    "numpy", "pyarrow", "pyarrow.compute", "pyarrow.parquet", "numba",
+    "schemas.kernels", "schemas.dledger", "schemas.cq_rebuild",
+    "jobs.run.stage", "jobs.run.sink", "jobs.pipeline.split_task", "jobs.pipeline.split_units",
+    "jobs.pipeline.split_decode", "filtering.topic_replay", "filtering.decision",
+)
+KERNEL_MODULES = ("schemas.kernels", "schemas.dledger", "schemas.cq_rebuild")
+
+
+def preload():
+    """Import MODULES, load the kernels numba has cached on this machine, import PySpark's worker module; the
+    number of kernels loaded."""
+    import importlib
+
+    from schemas import no_pandas
+
+    with no_pandas.left_out():
+        for name in MODULES:
+            importlib.import_module(name)
+        loaded = sum(load_cached(module) for module in map(importlib.import_module, KERNEL_MODULES))
+    importlib.import_module(worker_module())  # PySpark's worker, which pyspark.daemon imports after each fork
+    gc.collect()
+    gc.freeze()
+    return loaded
+
+
+def worker_module():
+    """The module pyspark.daemon runs in a forked worker (its argument, as pyspark.daemon.worker reads it)."""
+    return sys.argv[1] if len(sys.argv) > 1 and sys.argv[1].startswith("pyspark") else "pyspark.worker"
+
+
+def load_cached(module):
+    """Load every compiled version of `module`'s kernels that numba's cache holds for this machine, as their
+    first call would: nothing is compiled (a signature not in the cache is not asked for)."""
+    import numba.core.registry  # noqa: F401 (the dispatcher class)
+    from numba.core.dispatcher import Dispatcher
+
+    loaded = 0
+    for kernel in vars(module).values():
+        if not isinstance(kernel, Dispatcher) or not kernel._cache.__class__.__name__ == "FunctionCache":
+            continue
+        magic = kernel.targetctx.codegen().magic_tuple()
+        for key in kernel._cache._cache_file._load_index():
+            if key[1] == magic:
+                kernel.compile(key[0])
+                loaded += 1
+    return loaded
+
+
+def threads():
+    """Threads of this process (Linux); 1 where /proc is not there to say."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+def main():
+    # the two libraries that start threads on loading: OpenBLAS (numpy) a pool per core unless told how many
+    # (Spark sets OMP_NUM_THREADS to a task's cores, which OpenBLAS also reads), and the jemalloc that pyarrow
+    # bundles a purging thread (pyarrow allocates with mimalloc here: jemalloc holds nothing to purge)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
+    os.environ.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
+    try:
+        loaded = preload()
+        if threads() > 1:  # a fork would copy only this one: the workers would be unsafe
+            raise RuntimeError(f"{threads()} threads after the preload")
+    except Exception as exc:  # PySpark's own daemon in this process instead: its workers import for themselves
+        print(f"mqreplay worker daemon: preload skipped ({exc!r})", file=sys.stderr)
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, "-m", "pyspark.daemon", *sys.argv[1:]])
+    else:
+        if os.environ.get("MQREPLAY_DAEMON_LOG"):
+            print(f"mqreplay worker daemon: {len(MODULES)} modules, {loaded} kernels loaded", file=sys.stderr)
+    from pyspark import daemon
+
+    daemon.manager()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""PySpark's daemon with the job's imports done before it forks (jobs/run/worker_daemon.py), and where the session
+asks for it (jobs/run/session.py)."""
+import subprocess
+import sys
+
+from jobs.run.session import _workers_import_daemon
+
+
+def _python(code):
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd="/")
+
+
+def test_a_local_master_gets_the_daemon_and_a_cluster_keeps_pysparks(monkeypatch):
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)  # the workers' Python, as spark-submit's wrapper sets it
+    assert _workers_import_daemon("local[2]")
+    assert _workers_import_daemon("local[2,4]")
+    assert not _workers_import_daemon("spark://10.0.0.1:7077")
+    assert not _workers_import_daemon("yarn")
+    assert not _workers_import_daemon(None)
+
+
+def test_a_worker_python_that_cannot_import_the_daemon_keeps_pysparks(monkeypatch, tmp_path):
+    monkeypatch.setenv("PYSPARK_PYTHON", str(tmp_path / "no-python"))
+    assert not _workers_import_daemon("local[2]")
+
+
+def test_the_preloaded_daemon_holds_the_jobs_modules_one_thread_and_no_pandas():
+    proc = _python(
+        "import os, sys\n"
+        "os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')\n"
+        "os.environ.setdefault('JE_ARROW_MALLOC_CONF', 'background_thread:false')\n"
+        "from jobs.run import worker_daemon as w\n"
+        "w.preload()\n"
+        "print(w.threads(), 'pandas' in sys.modules, all(m in sys.modules for m in w.MODULES + ('pyspark.worker',)))\n")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["1", "False", "True"]
+
+
+def test_a_failed_preload_turns_the_process_into_pysparks_own_daemon():
+    proc = _python(
+        "import os, sys\n"
+        "sys.argv = ['worker_daemon', 'pyspark.worker']\n"
+        "from jobs.run import worker_daemon as w\n"
+        "def fail(): raise ImportError('no numba here')\n"
+        "w.preload = fail\n"
+        "os.execv = lambda path, argv: print(argv[1:]) or sys.exit(0)\n"
+        "w.main()\n")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['-m', 'pyspark.daemon', 'pyspark.worker']"
+    assert "preload skipped (ImportError('no numba here'))" in proc.stderr
