@@ -35,7 +35,48 @@ from schemas import storefs
 from schemas.commitlog import walk_records
 from schemas.errors import UnsupportedStoreError
 
-PLAIN, DLEDGER = "plain", "dledger"
+
+@dataclass(frozen=True)
+class LogFormat:
+    """How a log file holds its records; one subclass per format, chosen once when its directory is listed (by
+    name, or by its first bytes), and asked, never compared by name. Equal after pickling (a task's plan)."""
+
+    name: str
+    header_size = 0  # bytes before each record that belong to the format
+    seekable = True  # records follow one another: a walk may start at any record's start, a split anywhere
+
+    def record_starts(self, buf, base, path):
+        """Relative starts of the records of buf (from a record's start, or the file's first byte)."""
+        return walk_records(buf, base, path)[0]
+
+    def header_problems(self, buf, starts, offsets, sizes):
+        """[(reason, rows)] of the format's own headers before the records at `starts` that are damaged."""
+        return []
+
+
+@dataclass(frozen=True)
+class PlainLog(LogFormat):
+    """CommitLog's MappedFiles: records back to back, a blank end record where a file's space ran out."""
+
+
+@dataclass(frozen=True)
+class DLedgerLog(LogFormat):
+    """DLedger's entries (schemas/dledger.py), each wrapping one record: found by walking the file's entries
+    from its first byte."""
+
+    header_size = dledger.HEADER_SIZE
+    seekable = False
+
+    def record_starts(self, buf, base, path):
+        return dledger.walk_entries(buf, base, path)[0]
+
+    def header_problems(self, buf, starts, offsets, sizes):
+        if not len(starts):
+            return []
+        return dledger.header_problems(buf, np.asarray(starts, np.int64) - dledger.HEADER_SIZE, offsets, sizes)
+
+
+PLAIN, DLEDGER = PlainLog("plain"), DLedgerLog("dledger")
 
 LAYOUTS = {
     "plain": "the default: <storePathRootDir>/commitlog (storePathCommitLog unset)",
@@ -65,13 +106,13 @@ class LogFile:
     start: int
     path: str
     length: int
-    kind: str = PLAIN
+    kind: LogFormat = PLAIN
     size: int = 0  # the mapped-file size of its directory's files (mappedFileSizeCommitLog)
 
     @property
     def header_size(self):
         """Bytes before each record that belong to the file's format: a DLedger entry's header."""
-        return dledger.HEADER_SIZE if self.kind == DLEDGER else 0
+        return self.kind.header_size
 
     @property
     def end(self):
@@ -83,7 +124,7 @@ class LogDir:
     """A directory the log's files were listed from, and how it was found."""
 
     path: str
-    kind: str
+    kind: LogFormat
     files: int
     found_as: str  # "<root>/commitlog", "<root>/dledger-n0/data", "--commitlog"
 
@@ -149,7 +190,7 @@ class CommitLog:
 
     def describe(self):
         """One dict per directory read: what `python -m schemas.dump STORE layout` prints."""
-        return [dict(layout=self.layout, dir=d.path, format=d.kind, files=d.files, found_as=d.found_as,
+        return [dict(layout=self.layout, dir=d.path, format=d.kind.name, files=d.files, found_as=d.found_as,
                      file_size=next((f.size for f in self.files if f.kind == d.kind), None),
                      divided_commitlog_offset=self.divided_offset, setting=LAYOUTS.get(self.layout))
                 for d in self.dirs]
@@ -260,13 +301,10 @@ def record_starts(logfile, buf):
     """Relative starts of every record in a file's bytes (buf from the file's first byte), in log order: a
     walk of record headers or of DLedger entries. For read_messages and dump, not for the job's tasks (their
     record starts come from the consume queue)."""
-    walk = dledger.walk_entries if logfile.kind == DLEDGER else walk_records
-    return walk(buf, logfile.start, logfile.path)[0]
+    return logfile.kind.record_starts(buf, logfile.start, logfile.path)
 
 
 def header_problems(logfile, buf, starts, offsets, sizes):
     """[(reason, rows)] of the records at `starts` of buf (the units' commit-log `offsets` and `sizes`) whose
     DLedger entry header is damaged: none in a plain file. buf must hold header_size bytes before each."""
-    if logfile.kind != DLEDGER or not len(starts):
-        return []
-    return dledger.header_problems(buf, np.asarray(starts, np.int64) - dledger.HEADER_SIZE, offsets, sizes)
+    return logfile.kind.header_problems(buf, starts, offsets, sizes)

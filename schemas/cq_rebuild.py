@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from schemas import layout as L
-from schemas.commitlog_files import PLAIN, record_starts
+from schemas.commitlog_files import record_starts
 from schemas.errors import UnsupportedStoreError
 from schemas.kernels import _JIT, BAD_MAGIC, BAD_SIZE, OK, _i32, _i64, _same_bytes, next_piece, record_walk
 from schemas.tag_codes import tags_code
@@ -259,7 +259,7 @@ def rebuild_units(buf, base, pos=0, stop=None, starts=None, delay_levels_ms=DELA
 def file_units(logfile, buf, pos=0, stop=None):
     """rebuild_units of a commit-log file's bytes (buf from its first byte): plain records hopped over, a
     DLedger file's records found through its entries (schemas/commitlog_files.record_starts)."""
-    if logfile.kind == PLAIN:
+    if logfile.kind.seekable:
         return rebuild_units(buf, logfile.start, pos, stop)
     starts = record_starts(logfile, buf)
     lo, hi = np.searchsorted(starts, [pos, len(buf) if stop is None else stop])

@@ -17,8 +17,7 @@ import pyarrow.compute as pc
 from schemas import layout as L
 from schemas import storefs
 from schemas.arrow_schemas import MESSAGE_SCHEMA
-from schemas.commitlog import decode_records, walk_records
-from schemas.commitlog_files import PLAIN, record_starts
+from schemas.commitlog import decode_records
 from schemas.config import (
     CONSUMER_FILTER_FILE,
     CONSUMER_OFFSET_FILE,
@@ -220,12 +219,9 @@ def scan_parts(fs, log, lo, hi=None):
     for f in log.files:
         if f.end <= lo or (hi is not None and f.start >= hi):
             continue
-        pos = max(lo - f.start, 0) if f.kind == PLAIN else 0
+        pos = max(lo - f.start, 0) if f.kind.seekable else 0  # a plain file read from lo on
         buf = storefs.read_range(fs, f.path, pos)
-        if f.kind == PLAIN:
-            starts = walk_records(buf, f.start + pos, f.path)[0]
-        else:
-            starts = record_starts(f, buf)
+        starts = f.kind.record_starts(buf, f.start + pos, f.path)
         at = f.start + pos + starts
         starts = starts[(at >= lo) & ((at < hi) if hi is not None else True)]
         if len(starts):

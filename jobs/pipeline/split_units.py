@@ -12,7 +12,6 @@ from jobs.pipeline.units.base import Split
 from jobs.pipeline.units.rebuilt import QUEUE_MARKS_SCHEMA  # noqa: F401 - what SplitUnits.marks holds
 from schemas import storefs
 from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA
-from schemas.commitlog_files import PLAIN
 from schemas.cq_rebuild import END_DAMAGED, END_SHORT, file_units, rebuild_units, record_cuts
 from schemas.errors import CorruptStoreError
 
@@ -97,11 +96,11 @@ def snap_to_records(plan, splits, mapper=map):
         f = plan.log.file_at(start)
         (by_file.setdefault(f, []) if f is not None else rest).append((start, end))
     plain = [(f, sorted({b for s in ranges for b in s if f.start < b < f.start + f.length}))
-             for f, ranges in by_file.items() if f.kind == PLAIN]
+             for f, ranges in by_file.items() if f.kind.seekable]
     found = dict(zip([f for f, _ in plain], mapper(_cuts_of_file(plan.fs), plain)))
     out = []
     for f, ranges in by_file.items():
-        if f.kind != PLAIN:
+        if not f.kind.seekable:
             out.append((min(s for s, _ in ranges), max(e for _, e in ranges)))
             continue
         moved = dict(found[f])
@@ -168,7 +167,7 @@ def walk_split(plan, start, end):
     if f is None:
         return None, None
     rel = start - f.start
-    if f.kind != PLAIN:
+    if not f.kind.seekable:
         walked = file_units(f, storefs.read_range(fs, f.path), rel, end - f.start)
         damaged_at = None if walked.how != END_DAMAGED else f.start + walked.end
     else:

@@ -121,7 +121,7 @@ def test_data_files_over_two_directories_replay_the_same(store_dledger, expected
         _plan(store, store_dledger)
     for dirs in (f"{a},{b}", f"{b},{a}"):
         planned = _plan(store, store_dledger, commitlog=(dirs,))
-        assert [d.kind for d in planned.layout.log.dirs] == ["dledger", "dledger"]
+        assert [d.kind.name for d in planned.layout.log.dirs] == ["dledger", "dledger"]
         assert_rows_equal(kind(replay_local(planned), "matched").to_pylist(), expected[0])
 
 
