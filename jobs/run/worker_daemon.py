@@ -11,8 +11,11 @@ on a conversion (0.7 s), stays out as in a task (schemas/no_pandas.py); OpenBLAS
 to start no thread (main); the process is checked to have one thread left. On any failure the process
 becomes PySpark's own daemon (exec), whose workers import for themselves, as before."""
 import gc
+import importlib
 import os
 import sys
+
+from schemas import no_pandas
 
 # the job's modules whose import a replay task needs (unpickling its function imports them)
 MODULES = (
@@ -27,10 +30,6 @@ KERNEL_MODULES = ("schemas.kernels", "schemas.dledger", "schemas.cq_rebuild")
 def preload():
     """Import MODULES, load the kernels numba has cached on this machine, import PySpark's worker module; the
     number of kernels loaded."""
-    import importlib
-
-    from schemas import no_pandas
-
     with no_pandas.left_out():
         for name in MODULES:
             importlib.import_module(name)
