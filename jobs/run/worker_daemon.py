@@ -15,8 +15,6 @@ import importlib
 import os
 import sys
 
-from schemas import no_pandas
-
 # the job's modules whose import a replay task needs (unpickling its function imports them)
 MODULES = (
     "numpy", "pyarrow", "pyarrow.compute", "pyarrow.parquet", "numba",
@@ -30,6 +28,8 @@ KERNEL_MODULES = ("schemas.kernels", "schemas.dledger", "schemas.cq_rebuild")
 def preload():
     """Import MODULES, load the kernels numba has cached on this machine, import PySpark's worker module; the
     number of kernels loaded."""
+    # imported here, once main() has told OpenBLAS and jemalloc to start no thread: the schemas package loads numpy
+    no_pandas = importlib.import_module("schemas.no_pandas")
     with no_pandas.left_out():
         for name in MODULES:
             importlib.import_module(name)
