@@ -168,11 +168,6 @@ def _per_broker(data):
         all(isinstance(topics, dict) and all(isinstance(q, dict) for q in topics.values()) for topics in named.values())
 
 
-def parse_offsets(text, flag):
-    """{topic: {queue_id: offset}} of a JSON text or of a file holding one (None: {})."""
-    return _flat_offsets(_offsets_data(text, flag), flag)
-
-
 def _offsets_data(text, flag):
     """The JSON of a text or of a file holding one (None: {})."""
     if text is None:
