@@ -45,7 +45,10 @@ def topic_batch(topic, units, messages, bloom):
         msg_store_time=pc.fill_null(store_time, 0).to_numpy(),
         stored_bitmaps=stored_bitmaps,
         stored_valid=stored_valid,
-        properties=one_array(messages.column("properties")),
+        # what SQL92 reads: a record's own properties (an inner batch's, for each of its messages: the broker
+        # filters the batch as one record, schemas/inner_batch.py)
+        properties=one_array(messages.column("batch_properties" if "batch_properties" in messages.column_names
+                                             else "properties")),
         tags=one_array(messages.column("tags")),
     )
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from filtering import dispatcher
 from filtering.decision import decide_topic
@@ -122,13 +123,25 @@ def counters_table(groups, topic, counters):
 UNIT_FIELDS = ("queue_id", "queue_offset", "commitlog_offset")
 
 
+# the record's own topic, queue and offset where a row's queue is another's (an LMQ queue written by
+# multi-dispatch, schemas/multi_dispatch.py): null where they are the row's
+SOURCE_FIELDS = {"source_topic": "topic", "source_queue_id": "queue_id", "source_queue_offset": "queue_offset"}
+
+
 def message_columns(messages, units, rows=None):
     """The OUTPUT_MESSAGE_FIELDS columns of a batch's messages at `rows` (None: every row, no copy)."""
     take = None if rows is None or len(rows) == units.num_rows else pa.array(rows)
     cols = {}
     for name, _ in OUTPUT_MESSAGE_FIELDS:
+        if name in SOURCE_FIELDS:
+            continue
         column = (units if name in UNIT_FIELDS else messages).column(name)
         cols[name] = column if take is None else column.take(take)
+    own = pc.equal(messages.column("topic"), units.column("topic"))
+    own = own if take is None else own.take(take)
+    for name, field in SOURCE_FIELDS.items():
+        column = messages.column(field) if take is None else messages.column(field).take(take)
+        cols[name] = pc.if_else(own, pa.scalar(None, column.type), column)
     return cols
 
 

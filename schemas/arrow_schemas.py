@@ -54,6 +54,8 @@ OUTPUT_MESSAGE_FIELDS = [
     ("born_timestamp", pa.int64()), ("store_timestamp", pa.int64()), ("born_host", pa.string()),
     ("store_host", pa.string()), ("reconsume_times", pa.int32()), ("sys_flag", pa.int32()),
     ("properties", PROPERTIES_TYPE), ("body", pa.binary()),
+    # an LMQ queue's row (multi-dispatch): the message's own topic, queue and offset; null on its own queue's rows
+    ("source_topic", pa.string()), ("source_queue_id", pa.int32()), ("source_queue_offset", pa.int64()),
 ]
 # Counters of one (group, topic). units = skipped + broker_delivered + filtered out; broker_delivered =
 # client_delivered + collisions; evaluation_errors <= evaluated (messages the expression was evaluated on).

@@ -17,6 +17,7 @@ from schemas.arrow_schemas import MESSAGE_SCHEMA
 from schemas.columns import gather_bytes, slices_to_binary, to_utf8
 from schemas.errors import CorruptStoreError, UnsupportedStoreError
 from schemas.hosts import format_hosts
+from schemas.inner_batch import is_inner_batch
 from schemas.properties import parse_properties, parse_properties_at
 from schemas.tag_codes import tags_code_array
 
@@ -97,7 +98,7 @@ def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True,
         "prepared_transaction_offset": f["prepared_transaction_offset"],
         "body_crc": f["body_crc"],
         "body": ((_bodies(stored_body, sys_flag, base_offset + starts, path, max_body) if inflate else stored_body)
-                 if with_body else pa.nulls(len(starts), pa.binary())),
+                 if with_body else _inner_batch_bodies(buf, f, sys_flag)),
         "tags_code": tags_code_array(tags),
         "properties": properties,
         "tags": tags,
@@ -130,6 +131,15 @@ def _raise_first_error(fields, starts, base_offset, path):
         if bad.any():
             i = int(np.argmax(bad))
             raise CorruptStoreError(path, base_offset + int(starts[i]), reason(fields, i))
+
+
+def _inner_batch_bodies(buf, f, sys_flag):
+    """Without bodies, the bodies of inner batches still: they are the batch's messages (schemas/inner_batch.py)."""
+    batch = is_inner_batch(sys_flag)
+    if not batch.any():
+        return pa.nulls(len(sys_flag), pa.binary())
+    bodies = slices_to_binary(buf, f["body_at"], np.where(batch, f["body_length"], 0))
+    return pc.if_else(pa.array(batch), bodies, pa.scalar(None, pa.binary()))
 
 
 def _hosts(buf, at, v6, ports, v4_keys):

@@ -72,6 +72,20 @@ CQ_UNIT_DTYPE = np.dtype([("commitlog_offset", ">i8"), ("size", ">i4"), ("tags_c
 CQ_UNIT_SIZE = CQ_UNIT_DTYPE.itemsize  # 20
 PRE_BLANK_SIZE = 2147483647  # ConsumeQueue.fillPreBlank writes (0, Integer.MAX_VALUE, 0)
 
+# RocketMQ 5.x BatchConsumeQueue (`batchconsumequeue/<topic>/<queue>/`): a 46-byte unit per commit-log record of a
+# BatchCQ topic; its queue offset is msgBaseOffset (the unit's first message), batch_size its messages
+# (BatchConsumeQueue.putBatchMessagePositionInfo: offset, size, tagsCode, storeTime, msgBaseOffset, batchSize,
+# compactedOffset, 4 reserved bytes)
+BCQ_UNIT_DTYPE = np.dtype([("commitlog_offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8"), ("store_time", ">i8"),
+                           ("base_offset", ">i8"), ("batch_size", ">i2"), ("compacted_offset", ">i4"),
+                           ("reserved", ">i4")])
+BCQ_UNIT_SIZE = BCQ_UNIT_DTYPE.itemsize  # 46
+# MessageSysFlag: a record holding a batch of messages (5.x, BatchCQ topics) that the client unwraps
+NEED_UNWRAP = 0x40
+INNER_BATCH = 0x80
+# MixAll.LMQ_PREFIX: a light message queue, a consume queue written by multi-dispatch (INNER_MULTI_DISPATCH)
+LMQ_PREFIX = "%LMQ%"
+
 EXT_HEAD_DTYPE = np.dtype([("size", ">i2"), ("tags_code", ">i8"), ("msg_store_time", ">i8"), ("bitmap_size", ">i2")])
 EXT_HEAD_SIZE = EXT_HEAD_DTYPE.itemsize  # 20
 EXT_END_BLANK_LENGTH = 4  # ConsumeQueueExt.END_BLANK_DATA_LENGTH

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 from schemas import storefs
 from schemas.commitlog_files import CommitLog, find_log
-from schemas.errors import StoreNotFound, UnsupportedStoreError
+from schemas.errors import StoreNotFound, UnsupportedStoreError  # noqa: F401 - re-exported
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,7 @@ class QueueFiles:
     cq_file_size: int
     ext: tuple = ()
     ext_file_size: int = 0
+    batch: bool = False  # a 5.x BatchConsumeQueue (batchconsumequeue/: 46-byte units, schemas/batch_consume_queue.py)
 
 
 @dataclass(frozen=True)
@@ -32,12 +33,13 @@ class StoreLayout:
     ignored: tuple = field(default=())  # files that are not segments (.tmp etc.), for the audit
     log: CommitLog = field(default_factory=CommitLog)  # where the log's files are (schemas/commitlog_files.py)
     rocksdb_cq: str = None  # consumequeue/ when it is (also) a RocksDB: 5.2+ storeType=defaultRocksDB
+    batch_queues: tuple = ()  # QueueFiles of batchconsumequeue/ (5.x BatchCQ topics)
 
 
 def check_store_root(fs, root, uri=None):
-    """Refuse a store directory this version does not read, with an error naming what it is (a file, missing,
-    batch consume queues); `uri`: the store as given, for the message (default root). Where its commit log is:
-    commitlog_files.find_log."""
+    """Refuse a store directory this version does not read, with an error naming what it is (a file, missing);
+    `uri`: the store as given, for the message (default root). Where its commit log is: commitlog_files.find_log.
+    A topic this version cannot read is refused alone, when a run selects it (jobs/pipeline/plan.py)."""
     uri = root if uri is None else uri
     info = fs.get_file_info(root)
     if info.type.name == "File":
@@ -45,14 +47,10 @@ def check_store_root(fs, root, uri=None):
                             f"that holds commitlog/ and consumequeue/")
     if info.type.name != "Directory":
         raise StoreNotFound(f"store directory not found: {uri}")
-    if fs.get_file_info(f"{root}/batchconsumequeue").type.name == "Directory":
-        topics = sorted({t for t, _, _ in storefs.list_queues(fs, root, "batchconsumequeue")})
-        raise UnsupportedStoreError(f"{uri}: topic(s) {', '.join(topics) or '(none listed)'} have batch consume queues "
-                                    "(5.x BatchCQ: a unit per batch of messages, INNER_NUM): not read by this version")
 
 
 def open_store(fs, root, log_dirs=(), uri=None):
-    """List a store directory (`root` on `fs`): commit log, consume queues and ext queues.
+    """List a store directory (`root` on `fs`): commit log, consume queues, ext queues and batch consume queues.
 
     log_dirs: --commitlog's directories as paths on `fs`, for a log kept elsewhere than under the store root;
     uri: the store as given, for messages."""
@@ -71,9 +69,16 @@ def open_store(fs, root, log_dirs=(), uri=None):
         ext = ext_by_queue.get((topic, qid), [])
         queues.append(QueueFiles(topic, qid, tuple(segs), storefs.file_size_of(segs) or 0,
                                  tuple(ext), storefs.file_size_of(ext) or 0))
+    batch_queues = []
+    if fs.get_file_info(f"{root}/batchconsumequeue").type.name == "Directory":
+        for topic, qid, path in storefs.list_queues(fs, root, "batchconsumequeue"):
+            segs, odd = storefs.list_segments(fs, path)
+            ignored += odd
+            batch_queues.append(QueueFiles(topic, qid, tuple(segs), storefs.file_size_of(segs) or 0, batch=True))
     rocks = f"{root}/consumequeue"
     rocksdb_cq = rocks if fs.get_file_info(f"{rocks}/CURRENT").type.name == "File" else None
-    return StoreLayout(fs, root, log.files, log.file_size, tuple(queues), tuple(ignored), log, rocksdb_cq)
+    return StoreLayout(fs, root, log.files, log.file_size, tuple(queues), tuple(ignored), log, rocksdb_cq,
+                       tuple(batch_queues))
 
 
 __all__ = ["QueueFiles", "StoreLayout", "check_store_root", "open_store", "UnsupportedStoreError"]

@@ -15,12 +15,16 @@ from schemas.columns import one_array
 from schemas.commitlog import compression_types, decode_records, decompress, inflated_into, not_inflated_reason
 from schemas.commitlog_files import header_problems
 from schemas.errors import CorruptStoreError
+from schemas.inner_batch import unwrap
+from schemas.multi_dispatch import dispatched_at
 
 OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL: the commit-log file was deleted (retention)"
 
 EXT_UNREADABLE = "ext unit unreadable"
 
 CRC_MISMATCH = "body CRC mismatch"
+
+INNER_BATCH_DAMAGED = "inner batch damaged: its body does not hold whole messages (the client cannot unwrap it)"
 
 
 def _corrupt(plan, out, units, rows, reason, path, offsets=None, deleted=False, kept=False):
@@ -116,14 +120,43 @@ def decode_messages(plan, units, out):
         _corrupt(plan, out, sel, np.flatnonzero(~crc_ok), CRC_MISMATCH, path)
         keep = pa.array(np.flatnonzero(crc_ok))
         messages, sel = messages.take(keep).drop_columns(["stored_body", "properties_raw"]), sel.take(keep)
-    agree = (pc.equal(messages.column("topic"), sel.column("topic")).to_numpy(zero_copy_only=False)
-             & (messages.column("queue_id").to_numpy() == sel.column("queue_id").to_numpy())
-             & (messages.column("queue_offset").to_numpy() == sel.column("queue_offset").to_numpy()))
+    agree = _agree(messages, sel)
     _corrupt(plan, out, sel, np.flatnonzero(~agree), "record's topic, queue or queue offset differ from the unit", path)
     if agree.all():
         return messages, sel
     keep_rows = pa.array(np.flatnonzero(agree))
     return messages.take(keep_rows), sel.take(keep_rows)
+
+
+def _agree(messages, units):
+    """Per row, whether a record is the one its unit names: the unit's topic, queue and offset are the record's,
+    or the record's multi-dispatch wrote the unit (an LMQ queue's: schemas/multi_dispatch.py)."""
+    agree = (pc.equal(messages.column("topic"), units.column("topic")).to_numpy(zero_copy_only=False)
+             & (messages.column("queue_id").to_numpy() == units.column("queue_id").to_numpy())
+             & (messages.column("queue_offset").to_numpy() == units.column("queue_offset").to_numpy()))
+    if not agree.all():
+        rows = np.flatnonzero(~agree)
+        take = pa.array(rows)
+        agree[rows[dispatched_at(messages.column("topic").take(take), messages.column("queue_id").to_numpy()[rows],
+                                 one_array(messages.column("properties")).take(take),
+                                 units.column("topic").take(take), units.column("queue_id").to_numpy()[rows],
+                                 units.column("queue_offset").to_numpy()[rows])]] = True
+    return agree
+
+
+def unwrapped(plan, messages, units, out):
+    """(messages, units) with every inner batch (a 5.x BatchCQ record) unwrapped into its messages, a row each
+    (schemas/inner_batch.py), each unit repeated for its messages at its queue offset + the message's place in
+    the batch; a batch whose body does not hold whole messages is damaged data (the corruption policy)."""
+    messages, parent, index, damaged = unwrap(messages, plan.with_body)
+    if len(damaged):
+        path = plan.log.file_at(int(units.column("commitlog_offset")[int(damaged[0])].as_py())).path
+        _corrupt(plan, out, units, damaged, INNER_BATCH_DAMAGED, path)
+    if len(parent) == units.num_rows and not len(damaged):
+        return messages, units
+    units = units.take(pa.array(parent))
+    offsets = units.column("queue_offset").to_numpy() + index
+    return messages, units.set_column(units.schema.get_field_index("queue_offset"), "queue_offset", pa.array(offsets))
 
 
 def _entry_headers_ok(plan, out, units, file, buf, starts, offsets, sizes, keep):

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from filtering.decision import in_scope
 from filtering.topic_replay import counters_table, replay_topic
-from jobs.pipeline.split_decode import check_ext, decode_messages, held_split, inflated
+from jobs.pipeline.split_decode import check_ext, decode_messages, held_split, inflated, unwrapped
 from jobs.pipeline.window import Window
 from schemas.columns import batch_bounds, one_array
 
@@ -67,6 +67,8 @@ def decoded_topics(plan, units, out):
                     messages, batch = _in_window(plan, messages, batch)
                 if batch.num_rows:
                     for messages, batch in inflated(plan, messages, batch, out, BATCH_BYTES):
+                        if batch.num_rows:
+                            messages, batch = unwrapped(plan, messages, batch, out)
                         if batch.num_rows:
                             yield names[codes[lo]], batch, messages
 

@@ -264,8 +264,10 @@ def _refuse_second_lake(target, catalog, name):
 def _table(target, catalog, identifier, schema, partition_column):
     """The table, created on first use with its identity partition (None: unpartitioned)."""
     table = _load(catalog, identifier)
-    if table is not None and "broker" not in {f.name for f in table.schema().fields}:
-        with table.update_schema() as update:  # a table made before runs named their brokers: the column added
+    if table is not None and set(schema.names) - {f.name for f in table.schema().fields}:
+        # a table made by an earlier version (before runs named their brokers, before LMQ rows named their
+        # source queue): the new columns added, null in its earlier rows
+        with table.update_schema() as update:
             update.union_by_name(schema)
         table = catalog.load_table(identifier)
     if table is not None:

@@ -195,6 +195,8 @@ class SplitWriter:
             statistics = STATISTICS + ["group", "broker"] if self.spec.for_tables else STATISTICS
             writer = pq.ParquetWriter(stream, table.schema, **parquet_options(table.schema, statistics))
             entry = self.writers[final] = [writer, stream, output, 0]
+        if not table.schema.equals(entry[0].schema):  # msg_id plain where a piece's ids repeat (inner batches)
+            table = table.cast(entry[0].schema)
         entry[0].write_table(table)
         entry[3] += table.num_rows
 

@@ -1,8 +1,8 @@
 """Which source serves each needed queue of a broker (--units-from, the data source's unitsFrom), chosen once
 when the run is planned; the strings of those options live here and nowhere below:
 
-- `consumequeue`: the broker's consume queue: its files (files.py), or on a 5.2+ `storeType=defaultRocksDB`
-  broker its RocksDB (rocksdb.py);
+- `consumequeue`: the broker's consume queue: its files (files.py; a 5.x BatchCQ topic's batchconsumequeue/ files,
+  batch.py), or on a 5.2+ `storeType=defaultRocksDB` broker its RocksDB (rocksdb.py);
 - `commitlog`: rebuilt by the tasks from the records of their splits (rebuilt.py).
 
 `auto` (the default) takes, per queue, the consume-queue files where the queue has them, else the RocksDB
@@ -16,6 +16,7 @@ rebuilding it: its cost is the needed queues' units, where a rebuild hops over e
 from dataclasses import dataclass, field, replace
 
 from jobs.errors import UsageError
+from jobs.pipeline.units.batch import BatchQueueFiles
 from jobs.pipeline.units.files import ConsumeQueueFiles
 from jobs.pipeline.units.rebuilt import RebuiltUnits
 from jobs.pipeline.units.rocksdb import RocksDBQueues
@@ -70,7 +71,7 @@ class BrokerUnits:
 def store_topics(fs, layout, topic_configs):
     """The topics of a store: those of its consume queue (files, RocksDB) and of config/topics.json; None when
     it has neither, and only the commit log knows them."""
-    topics = {q.topic for q in layout.queues} | set(topic_configs)
+    topics = {q.topic for q in layout.queues + layout.batch_queues} | set(topic_configs)
     if RocksDBQueues.readable(fs, layout.rocksdb_cq):
         every = RocksDBQueues.of_store(layout.rocksdb_cq)
         topics |= {t for t, _ in every.served} if every else set()
@@ -85,13 +86,14 @@ def choose(units_from, fs, layout, topics, topic_configs):
         return BrokerUnits((RebuiltUnits(frozenset(topics)),), default=RebuiltUnits.KIND,
                            notes=["units: rebuilt from the commit log (--units-from commitlog)"])
     files = ConsumeQueueFiles(tuple(q for q in layout.queues if q.topic in topics))
-    have = set(files.served)
+    batch = BatchQueueFiles(tuple(q for q in layout.batch_queues if q.topic in topics))
+    have = set(files.served) | batch.served
     rocks = _rocks_queues(fs, layout, topics, have, units_from)
     have |= rocks.served if rocks else set()
     expected = {(t, q) for t in topics if t in topic_configs for q in range(_queue_count(topic_configs[t]))}
     lacking = sorted(expected - have)
     absent_topics = sorted(t for t in topics if not any(k[0] == t for k in have) and t not in topic_configs)
-    units = BrokerUnits((files,) + ((rocks,) if rocks else ()),
+    units = BrokerUnits((files,) + ((batch,) if batch else ()) + ((rocks,) if rocks else ()),
                         default=RocksDBQueues.KIND if rocks and not files else ConsumeQueueFiles.KIND,
                         known=frozenset(have | expected))
     if layout.rocksdb_cq is not None and not storefs.is_local(fs):
@@ -100,6 +102,8 @@ def choose(units_from, fs, layout, topics, topic_configs):
                               "commit log")
     for t, q in sorted(rocks.served) if rocks and files else ():
         units.differs.setdefault(t, {})[q] = RocksDBQueues.KIND
+    for t, q in sorted(batch.served):
+        units.differs.setdefault(t, {})[q] = BatchQueueFiles.KIND
     if units_from == CONSUME_QUEUE:
         units.problems = [dict(file=f"consumequeue/{t}/{q}", offset=None, topic=t, queue_id=q,
                                reason=f"consume queue missing: config/topics.json names "
