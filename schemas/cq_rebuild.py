@@ -11,8 +11,10 @@ The broker's rules:
   string2messageProperties reads it (the last piece of a name wins), except for SCHEDULE_TOPIC_XXXX records with
   a positive DELAY level: the delivery time, store time + that level's delay
   (ScheduleMessageService.computeDeliverTimestamp; a level beyond the highest is the highest);
-- LMQ records (INNER_MULTI_DISPATCH, 4.9.3+) and inner batches (INNER_NUM, 5.x BatchCQ) dispatch to more queues
-  or more offsets than one unit: refused, naming the topic (UnsupportedStoreError).
+- a multi-dispatched record (INNER_MULTI_DISPATCH and INNER_MULTI_QUEUE_OFFSET, 4.9.3+: LMQ) adds a unit in each
+  queue it names, at the offset it names (ConsumeQueue.multiDispatchLmqQueue; schemas/multi_dispatch.py says which);
+- a 5.x inner batch (INNER_NUM and INNER_BASE: CommitLog.setBatchSizeIfNeeded) is one unit at queue offset
+  INNER_BASE covering INNER_NUM messages (`batch_num`; 1 for any other record), as BatchConsumeQueue stores it.
 """
 from dataclasses import dataclass
 
@@ -22,7 +24,6 @@ import pyarrow as pa
 
 from schemas import layout as L
 from schemas.commitlog_files import record_starts
-from schemas.errors import UnsupportedStoreError
 from schemas.kernels import _JIT, BAD_MAGIC, BAD_SIZE, OK, _i32, _i64, _same_bytes, next_piece, record_walk
 from schemas.tag_codes import tags_code
 
@@ -30,8 +31,10 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 # MessageStoreConfig.messageDelayLevel's default, "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 DELAY_LEVELS_MS = np.array([1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200],
                            dtype=np.int64) * 1000
-FAN_OUT = ("INNER_MULTI_DISPATCH", "INNER_NUM")
-_NAMES = ("TAGS", "DELAY") + FAN_OUT
+_NAMES = ("TAGS", "DELAY", "INNER_MULTI_DISPATCH", "INNER_MULTI_QUEUE_OFFSET", "INNER_NUM", "INNER_BASE")
+_TAGS, _DELAY, _DISPATCH, _DISPATCH_OFFSETS, _INNER_NUM, _INNER_BASE = range(len(_NAMES))
+# topics whose records are not multi-dispatched (MultiDispatchUtils.isNeedHandleMultiDispatch), and the LMQ prefix
+_NOT_DISPATCHED = ("%RETRY%", "rmq_sys_")
 
 UNITS_SCHEMA = pa.schema([("topic", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
                           ("commitlog_offset", pa.int64()), ("size", pa.int32()), ("tags_code", pa.int64())])
@@ -39,30 +42,73 @@ UNITS_SCHEMA = pa.schema([("topic", pa.string()), ("queue_id", pa.int32()), ("qu
 # how a pass over records ended: the stop position reached, the end of the data (a blank record or zero fill),
 # a record that is not one (its position is where the pass stopped), a record not whole in the buffer
 END_STOP, END_DATA, END_DAMAGED, END_SHORT = 0, 1, 2, 3
-# per record: whether its properties hold a non-ASCII tag (hashed in Python), a fan-out property, a DELAY
-_NON_ASCII_TAG, _FANNED, _DELAYED = 1, 2, 4
+# per record: whether its properties hold a non-ASCII tag (hashed in Python), a DELAY
+_NON_ASCII_TAG, _DELAYED = 1, 4
 
 
 @numba.njit(**_JIT)
-def _properties(buf, pos, end, names, name_lens):
-    """(TAGS value at, length, DELAY at, length, fanned) of a properties blob as string2messageProperties
-    reads it: pieces split on \\x02, kept when a non-empty name precedes its first \\x01 and a non-empty value
-    follows, a later piece of a name replacing an earlier one. -1 positions: absent."""
-    tag_at, tag_len, delay_at, delay_len, fanned = -1, 0, -1, 0, False
+def _properties(buf, pos, end, names, name_lens, at, length):
+    """Where the values of `names` are in a properties blob (at[t], length[t]; -1: absent), as
+    string2messageProperties reads it: pieces split on \x02, kept when a non-empty name precedes its first \x01 and
+    a non-empty value follows, a later piece of a name replacing an earlier one."""
+    at[:] = -1
+    length[:] = 0
     while pos < end:
         kv, stop = next_piece(buf, pos, end)
         if kv > pos and kv < stop - 1:
             klen = kv - pos
             for t in range(len(name_lens)):
                 if name_lens[t] == klen and _same_bytes(names[t], 0, buf, pos, klen):
-                    if t == 0:
-                        tag_at, tag_len = kv + 1, stop - kv - 1
-                    elif t == 1:
-                        delay_at, delay_len = kv + 1, stop - kv - 1
-                    else:
-                        fanned = True
+                    at[t], length[t] = kv + 1, stop - kv - 1
         pos = stop + 1
-    return tag_at, tag_len, delay_at, delay_len, fanned
+
+
+@numba.njit(**_JIT)
+def _parse_long(buf, at, n):
+    """(Long.parseLong of an ASCII decimal with an optional sign, whether it parses)."""
+    if at < 0 or n == 0:
+        return 0, False
+    sign, k = 1, at
+    if buf[k] == 45 or buf[k] == 43:  # '-', '+'
+        sign, k = (-1 if buf[k] == 45 else 1), k + 1
+    if k == at + n or n - (k - at) > 18:
+        return 0, False
+    v = 0
+    while k < at + n:
+        d = buf[k] - 48
+        if d < 0 or d > 9:
+            return 0, False
+        v = v * 10 + d
+        k += 1
+    return sign * v, True
+
+
+@numba.njit(**_JIT)
+def _pieces(buf, at, n):
+    """The end of a comma-separated value as Java's split(",") reads it (trailing empty pieces dropped) and its
+    pieces' count."""
+    end = at + n
+    while end > at and buf[end - 1] == 44:
+        end -= 1
+    if end == at:
+        return end, 0
+    count = 1
+    for k in range(at, end):
+        if buf[k] == 44:
+            count += 1
+    return end, count
+
+
+@numba.njit(**_JIT)
+def _next_comma(buf, pos, end):
+    while pos < end and buf[pos] != 44:
+        pos += 1
+    return pos
+
+
+@numba.njit(**_JIT)
+def _has_prefix(buf, at, n, prefix):
+    return n >= len(prefix) and _same_bytes(prefix, 0, buf, at, len(prefix))
 
 
 @numba.njit(**_JIT)
@@ -131,17 +177,20 @@ def _reinsert(buf, table, slot_at, slot_len, count):
 
 
 @numba.njit(**_JIT)
-def _units(buf, pos, stop, starts, names, name_lens, schedule, table, slot_at, slot_len, count, c32, c64, flags):
+def _units(buf, pos, stop, starts, names, name_lens, schedule, excluded, lmq, table, slot_at, slot_len, count, c32,
+           c64, flags):
     """Hop over the records from pos while they start before stop (or, when `starts` is not empty, take the
-    records at starts[pos:stop], pos and stop then indexes into it): each record's unit fields into c32 (topic
-    id, queue id, size, delay level), c64 (queue offset, position, tag code, store time, where a non-ASCII tag
-    is) and flags. Returns (units written, position (or index) reached, END_*); stops early, END_STOP, when the
-    columns are full."""
+    records at starts[pos:stop], pos and stop then indexes into it): each unit's fields into c32 (topic id, queue
+    id, size, delay level, batch_num), c64 (queue offset, position, tag code, store time, where a non-ASCII tag is)
+    and flags; a multi-dispatched record's further units follow its own. Returns (units written, position (or
+    index) reached, END_*); stops early, END_STOP, when the columns are full."""
     limit = len(buf)
     n = 0
     cap = c32.shape[1]
     given = len(starts) > 0
     at = pos
+    value_at = np.empty(len(name_lens), np.int64)
+    value_len = np.empty(len(name_lens), np.int64)
     while at < stop:
         pos = starts[at] if given else at
         if pos + 8 > limit:
@@ -165,7 +214,8 @@ def _units(buf, pos, stop, starts, names, name_lens, schedule, table, slot_at, s
             topic = _topic_id(buf, topic_at, topic_len, table, slot_at, slot_len, count)
             if topic < 0:  # the table is full: the caller grows it and goes on from here
                 return n, at, END_STOP
-            tag_at, tag_len, delay_at, delay_len, fanned = _properties(buf, props_at, end, names, name_lens)
+            _properties(buf, props_at, end, names, name_lens, value_at, value_len)
+            tag_at, tag_len = value_at[_TAGS], value_len[_TAGS]
             code = np.int64(0)
             f = 0
             for k in range(tag_len):
@@ -176,19 +226,48 @@ def _units(buf, pos, stop, starts, names, name_lens, schedule, table, slot_at, s
                 code = (code * 31 + b) & 0xFFFFFFFF
             if code >= 0x80000000:
                 code -= 0x100000000
-            if fanned:
-                f |= 2
             store_time = _i64(buf, store_ts_at)
             level = 0
-            if topic_len == len(schedule) and _same_bytes(schedule, 0, buf, topic_at, topic_len) and delay_at >= 0:
-                level = _delay_level(buf, delay_at, delay_len)
+            if topic_len == len(schedule) and _same_bytes(schedule, 0, buf, topic_at, topic_len) and value_at[_DELAY] >= 0:
+                level = _delay_level(buf, value_at[_DELAY], value_len[_DELAY])
                 if level > 0:
                     f |= 4
+            queue_id = _i32(buf, pos + L.QUEUE_ID_AT)
+            queue_offset = _i64(buf, pos + L.QUEUE_OFFSET_AT)
+            batch_num = 1
+            if value_at[_INNER_NUM] >= 0 and value_at[_INNER_BASE] >= 0:  # an inner batch: INNER_BASE, INNER_NUM
+                base, ok_base = _parse_long(buf, value_at[_INNER_BASE], value_len[_INNER_BASE])
+                num, ok_num = _parse_long(buf, value_at[_INNER_NUM], value_len[_INNER_NUM])
+                if ok_base and ok_num and -32768 <= num <= 32767:
+                    queue_offset, batch_num = base, num
+            # multi-dispatch: its queues' units after its own (pieces counted, ids found, before any is written)
+            fan = 0
+            d_end, o_end = 0, 0
+            if value_at[_DISPATCH] >= 0 and value_at[_DISPATCH_OFFSETS] >= 0:
+                d_end, fan = _pieces(buf, value_at[_DISPATCH], value_len[_DISPATCH])
+                o_end, fan_offsets = _pieces(buf, value_at[_DISPATCH_OFFSETS], value_len[_DISPATCH_OFFSETS])
+                skip = topic_len == len(schedule) and _same_bytes(schedule, 0, buf, topic_at, topic_len)
+                for e in range(excluded.shape[0]):
+                    if _has_prefix(buf, topic_at, topic_len, excluded[e, :excluded_len(excluded, e)]):
+                        skip = True
+                if fan != fan_offsets or skip:
+                    fan = 0
+            if n + 1 + fan > cap:
+                return n, at, END_STOP
+            fan_ids = np.empty(fan, np.int64)
+            a = value_at[_DISPATCH]
+            for i in range(fan):
+                b = _next_comma(buf, a, d_end)
+                fan_ids[i] = _topic_id(buf, a, b - a, table, slot_at, slot_len, count) if b > a else -2
+                if fan_ids[i] == -1:
+                    return n, at, END_STOP
+                a = b + 1
             c32[0, n] = topic
-            c32[1, n] = _i32(buf, pos + L.QUEUE_ID_AT)
+            c32[1, n] = queue_id
             c32[2, n] = total
             c32[3, n] = level
-            c64[0, n] = _i64(buf, pos + L.QUEUE_OFFSET_AT)
+            c32[4, n] = batch_num
+            c64[0, n] = queue_offset
             c64[1, n] = pos
             c64[2, n] = code
             c64[3, n] = store_time
@@ -196,8 +275,41 @@ def _units(buf, pos, stop, starts, names, name_lens, schedule, table, slot_at, s
                 c64[4, n] = (tag_at << 16) | tag_len
             flags[n] = f
             n += 1
+            a, c = value_at[_DISPATCH], value_at[_DISPATCH_OFFSETS]
+            for i in range(fan):
+                b = _next_comma(buf, a, d_end)
+                d = _next_comma(buf, c, o_end)
+                offset, parsed = _parse_long(buf, c, d - c)
+                slash = False
+                for k in range(a, b):
+                    if buf[k] == 47:
+                        slash = True
+                if fan_ids[i] >= 0 and parsed and not slash:
+                    c32[0, n] = fan_ids[i]
+                    c32[1, n] = 0 if _has_prefix(buf, a, b - a, lmq) else queue_id
+                    c32[2, n] = total
+                    c32[3, n] = 0
+                    c32[4, n] = 1
+                    c64[0, n] = offset
+                    c64[1, n] = pos
+                    c64[2, n] = code
+                    c64[3, n] = store_time
+                    if (f & 1) != 0:
+                        c64[4, n] = (tag_at << 16) | tag_len
+                    flags[n] = f & 1
+                    n += 1
+                a, c = b + 1, d + 1
         at = at + 1 if given else end
     return n, at, END_STOP
+
+
+@numba.njit(**_JIT)
+def excluded_len(excluded, e):
+    """The length of row e of a zero-padded table of names."""
+    k = excluded.shape[1]
+    while k > 0 and excluded[e, k - 1] == 0:
+        k -= 1
+    return k
 
 
 _NAME_TABLE = np.zeros((len(_NAMES), max(len(x) for x in _NAMES)), np.uint8)
@@ -205,6 +317,10 @@ for _t, _name in enumerate(_NAMES):
     _NAME_TABLE[_t, :len(_name)] = np.frombuffer(_name.encode(), np.uint8)
 _NAME_LENS = np.array([len(x) for x in _NAMES], np.int64)
 _SCHEDULE = np.frombuffer(SCHEDULE_TOPIC.encode(), np.uint8)
+_EXCLUDED = np.zeros((len(_NOT_DISPATCHED), max(len(x) for x in _NOT_DISPATCHED)), np.uint8)
+for _t, _name in enumerate(_NOT_DISPATCHED):
+    _EXCLUDED[_t, :len(_name)] = np.frombuffer(_name.encode(), np.uint8)
+_LMQ = np.frombuffer(L.LMQ_PREFIX.encode(), np.uint8)
 
 
 @dataclass
@@ -236,9 +352,9 @@ def rebuild_units(buf, base, pos=0, stop=None, starts=None, delay_levels_ms=DELA
         # room for every record the rest can hold (at most `batch`): one part, no copy; np.empty's pages are
         # touched only where written, so the room costs no memory beyond the units
         cap = min(batch, (stop - pos) // (1 if starts is not None else L.MIN_RECORD_SIZE) + 1)
-        c32, c64, flags = np.empty((4, cap), np.int32), np.empty((5, cap), np.int64), np.empty(cap, np.int8)
-        n, pos, how = _units(buf, pos, stop, given, _NAME_TABLE, _NAME_LENS, _SCHEDULE, table, slot_at, slot_len,
-                             count, c32, c64, flags)
+        c32, c64, flags = np.empty((5, cap), np.int32), np.empty((5, cap), np.int64), np.empty(cap, np.int8)
+        n, pos, how = _units(buf, pos, stop, given, _NAME_TABLE, _NAME_LENS, _SCHEDULE, _EXCLUDED, _LMQ, table,
+                             slot_at, slot_len, count, c32, c64, flags)
         if n:
             parts.append((c32[:, :n], c64[:, :n], flags[:n]))
         if how != END_STOP:
@@ -252,7 +368,7 @@ def rebuild_units(buf, base, pos=0, stop=None, starts=None, delay_levels_ms=DELA
         c32, c64, flags = parts[0]
     else:
         c32, c64, flags = (np.concatenate([p[k] for p in parts], axis=-1) if parts else
-                           np.zeros(((4, 0), (5, 0), (0,))[k], (np.int32, np.int64, np.int8)[k]) for k in range(3))
+                           np.zeros(((5, 0), (5, 0), (0,))[k], (np.int32, np.int64, np.int8)[k]) for k in range(3))
     return Walked(_table(buf, base, names, c32, c64, flags, delay_levels_ms), int(pos), int(how))
 
 
@@ -269,13 +385,8 @@ def file_units(logfile, buf, pos=0, stop=None):
 
 
 def _table(buf, base, names, c32, c64, flags, delay_levels_ms):
-    """UNITS_SCHEMA plus store_timestamp of a pass's columns: topic names, non-ASCII tags hashed from their
-    decoded text, delivery times of scheduled records; fan-out refused."""
-    fanned = np.flatnonzero(flags & _FANNED)
-    if len(fanned):
-        raise UnsupportedStoreError(f"topic {names[c32[0, fanned[0]]]}: records with {' or '.join(FAN_OUT)} "
-                                    "dispatch more than one consume-queue unit each; rebuilding their units from "
-                                    "the commit log is not supported")
+    """UNITS_SCHEMA plus store_timestamp and batch_num of a pass's columns: topic names, non-ASCII tags hashed
+    from their decoded text, delivery times of scheduled records."""
     codes = c64[2]
     special = np.flatnonzero(flags & (_NON_ASCII_TAG | _DELAYED))
     if len(special):  # rare: a tag outside ASCII, hashed as Java decodes it; a scheduled record's delivery time
@@ -289,7 +400,8 @@ def _table(buf, base, names, c32, c64, flags, delay_levels_ms):
     topics = pa.DictionaryArray.from_arrays(pa.array(c32[0]), pa.array(names, pa.string()))
     return pa.table({"topic": topics.cast(pa.string()), "queue_id": pa.array(c32[1]), "queue_offset": pa.array(c64[0]),
                      "commitlog_offset": pa.array(c64[1] + base if base else c64[1]), "size": pa.array(c32[2]),
-                     "tags_code": pa.array(codes), "store_timestamp": pa.array(c64[3])})
+                     "tags_code": pa.array(codes), "store_timestamp": pa.array(c64[3]),
+                     "batch_num": pa.array(c32[4])})
 
 
 @numba.njit(**_JIT)
