@@ -25,11 +25,21 @@ def audit_units(units, records, ranges):
     would be damaged data) and counted as skipped."""
     if not ranges:
         return CQ_AUDIT_SCHEMA.empty_table(), np.zeros(0, np.int64)
-    at = records.column("commitlog_offset").to_numpy()
-    offsets = units.column("commitlog_offset").to_numpy()
-    k = np.searchsorted(at, offsets)
+    record_keys, unit_keys = _keys(records, units)
+    order = np.argsort(record_keys, kind="stable")
+    at = record_keys[order]
+    k = np.searchsorted(at, unit_keys)
     found = k < len(at)
-    found[found] = at[k[found]] == offsets[found]
+    found[found] = at[k[found]] == unit_keys[found]
+    k[found] = order[k[found]]
+    # a unit whose record starts there but dispatched it to no such queue: compared with the record's own unit,
+    # so that the finding names what the record is
+    own = np.searchsorted(records.column("commitlog_offset").to_numpy(), units.column("commitlog_offset").to_numpy())
+    elsewhere = ~found & (own < records.num_rows)
+    elsewhere[elsewhere] = (records.column("commitlog_offset").to_numpy()[own[elsewhere]]
+                            == units.column("commitlog_offset").to_numpy()[elsewhere])
+    k[elsewhere] = own[elsewhere]
+    found |= elsewhere
     rows, reasons = [np.flatnonzero(~found)], [np.full(int((~found).sum()), NO_RECORD, object)]
     hit = np.flatnonzero(found)
     if len(hit):
@@ -43,8 +53,8 @@ def audit_units(units, records, ranges):
             rows.append(hit[wrong])
             reasons.append(np.array(_record_is(theirs.take(pa.array(wrong))), object))
     audited = records.filter(pa.array(_in_ranges(records, ranges)))
-    pointed = pc.is_in(audited.column("commitlog_offset"), units.column("commitlog_offset")).to_numpy(
-        zero_copy_only=False)
+    audited_keys, _ = _keys(audited, units)
+    pointed = np.isin(audited_keys, unit_keys)
     lacking = audited.filter(pa.array(~pointed))
     wrong_rows = np.concatenate(rows).astype(np.int64)
     found_rows = units.take(pa.array(wrong_rows))
@@ -57,6 +67,17 @@ def audit_units(units, records, ranges):
                      "commitlog_offset": lacking.column("commitlog_offset"),
                      "reason": pa.repeat(pa.scalar(NO_UNIT), lacking.num_rows)}, schema=CQ_AUDIT_SCHEMA)]
     return pa.concat_tables(out), wrong_rows
+
+
+def _keys(records, units):
+    """(keys of records, keys of units): a record's unit and a unit of the same queue at the same commit-log offset
+    share a key (a multi-dispatched record has a unit in each of its queues at one offset)."""
+    both = pa.concat_tables([records.select(["topic", "queue_id"]), units.select(["topic", "queue_id"])])
+    pairs = both.group_by(["topic", "queue_id"]).aggregate([]).to_pylist()
+    queues = tuple((p["topic"], p["queue_id"]) for p in pairs)
+    width = len(queues) + 1
+    return tuple(table.column("commitlog_offset").to_numpy() * width + queue_index(table, queues) + 1
+                 for table in (records, units))
 
 
 def _equal(a, b, name):

@@ -28,6 +28,7 @@ from schemas.config import (
     load_store_config,
 )
 from schemas.errors import ConfigError, CorruptStoreError
+from schemas.multi_dispatch import is_lmq
 from schemas.store_checks import consume_queue_file_size, layout_problems, without_foreign_units
 
 log = logging.getLogger("mqreplay")
@@ -85,6 +86,9 @@ def build_plan(options, broker=None, several=False, layout=None):
     if unknown_topics:  # no consume queue, no topics.json: the names the subscriptions give are taken as they are
         topics_present = {r.topic for r in regs} | {f.topic for f in stored} | \
             {RETRY_PREFIX + g for g in {r.group for r in regs} | {f.consumer_group for f in stored}}
+    lmqs = set() if unknown_topics or layout.queues or layout.rocksdb_cq else \
+        {r.topic for r in regs if is_lmq(r.topic)} | {f.topic for f in stored if is_lmq(f.topic)}
+    topics_present |= lmqs  # LMQ queues are named by their consume queue alone: without one, by the records
     everything = merge_subscriptions(stored, regs, bloom, topics_present, options.retry)
     warnings = [] if several else _names_that_match_nothing(options, regs, everything, topics_present)
     subs = merge_subscriptions(stored, regs, bloom, topics_present, options.retry,
@@ -97,6 +101,10 @@ def build_plan(options, broker=None, several=False, layout=None):
     if unknown_topics:
         warnings.append("topic names not checked: the store has neither a consume queue nor config/topics.json, "
                         "so only its commit log knows its topics (a topic it lacks gets no units)")
+    if lmqs:
+        warnings.append(f"LMQ queue names not checked: {_first_few(sorted(lmqs))}: the store has no consume queue, "
+                        "which alone lists LMQ queues, so their units are rebuilt from the records that name them "
+                        "(INNER_MULTI_DISPATCH; a queue no record names gets no units)")
     if CONSUMER_FILTER_FILE in config.damaged:
         warnings.append(f"bitmap audit not done: config/{CONSUMER_FILTER_FILE} is damaged (audited, read as absent), "
                         "so the store's SQL92 registrations, which its stored bitmaps are compared with, are unknown")
