@@ -225,12 +225,23 @@ def test_record_with_a_bad_body_length_is_isolated_in_skip_mode(damaged, store_a
     assert _matched(result) == _expected_without(store_a_expected, {offset}, store_a)
 
 
-def test_a_batch_consume_queue_is_refused_naming_its_topic(damaged, store_a):
-    from schemas.errors import UnsupportedStoreError
-
+def test_what_a_5x_broker_writes_beside_a_store_is_no_damage(damaged, store_a, store_a_expected):
+    # RocketMQ 5.x's timer wheel, timer log and their config files, the 5-long checkpoint, compaction/,
+    # abort.bak, and a BatchCQ topic the run does not select (issue 45: none of it refuses the store)
     (damaged / "batchconsumequeue" / "BatchTopic" / "0").mkdir(parents=True)
-    with pytest.raises(UnsupportedStoreError, match="topic.s. BatchTopic have batch consume queues"):
-        _plan(damaged, store_a, "fail")
+    (damaged / "batchconsumequeue" / "BatchTopic" / "0" / CLOG).write_bytes(bytes(46 * 4))
+    (damaged / "timerwheel").write_bytes(bytes(4096))
+    (damaged / "timerlog").mkdir()
+    (damaged / "timerlog" / CLOG).write_bytes(bytes(52 * 4))
+    (damaged / "config" / "timercheck").write_bytes(bytes(40))
+    (damaged / "config" / "timermetrics").write_text('{"dataVersion":{},"timingCount":{}}')
+    (damaged / "compaction").mkdir()
+    (damaged / "compaction" / "position-checkpoint").write_bytes(bytes(8))
+    (damaged / "abort.bak").write_bytes(b"")
+    (damaged / "checkpoint").write_bytes(bytes(40))
+    planned, result = _replay(damaged, store_a, "fail")
+    assert planned.problems == []
+    assert _matched(result) == set(store_a_expected[0])
 
 
 @pytest.mark.parametrize("queue", [("TopicTest", "0", CLOG), ("TopicTest", "3", "00000000000000006000"),
