@@ -119,6 +119,7 @@ def build_plan(options, broker=None, several=False, layout=None):
         needed_topics(runnable, stored, options.groups, options.topics)
     if several and not unknown_topics:  # a registration every broker holds, of a topic another broker has:
         topics &= topics_present  # nothing of it here to audit, and no commit log to walk for it
+    warnings += _unreadable_topics(config.topics, topics)
     # a damaged file of a queue this run does not read is not this run's business
     problems = [p for p in problems if p["queue_id"] is None or p["topic"] in topics]
     if problems and options.on_corrupt != "skip":
@@ -201,6 +202,34 @@ def _stored_sql92(config, problems):
             queue_id=None, reason=f"registration of group {fd.consumer_group!r} has expressionType "
                                   f"{fd.expression_type!r}: a broker stores only SQL92 filters; not loaded, not run"))
     return kept
+
+
+# the topic attributes (config/topics.json, 5.x) this version reads: the consume queue's type
+READ_QUEUE_TYPES = ("SimpleCQ", "BatchCQ")
+
+
+def unreadable_reason(config):
+    """Why this version cannot replay a topic (a 5.x attribute it does not read), None when it can."""
+    attributes = config.attributes or {}
+    if str(attributes.get("cleanup.policy", "DELETE")).upper() == "COMPACTION":
+        return ("a compaction topic (cleanup.policy=COMPACTION): its compacted log (compaction/) is not read by "
+                "this version, and its commit-log records may be gone")
+    queue_type = attributes.get("queue.type", "SimpleCQ")
+    if queue_type not in READ_QUEUE_TYPES:
+        return f"its consume queue is of type {queue_type!r}, which this version does not read"
+    return None
+
+
+def _unreadable_topics(topic_configs, selected):
+    """Warnings for the store's topics this version cannot read that the run leaves alone; a UsageError (exit 2,
+    before Spark) naming the first it selects."""
+    unreadable = {t: why for t, c in sorted(topic_configs.items()) if (why := unreadable_reason(c))}
+    chosen = [t for t in unreadable if t in selected]
+    if chosen:
+        raise UsageError(f"topic {chosen[0]!r}: {unreadable[chosen[0]]}"
+                         + (f" (and {len(chosen) - 1} more: {_first_few(chosen[1:])})" if len(chosen) > 1 else "")
+                         + "; leave it out (--topics, --groups) to replay the rest")
+    return [f"topic {t!r} left alone: {why}" for t, why in unreadable.items()]
 
 
 def names_that_match_nothing(options, regs, subs, topics_present):

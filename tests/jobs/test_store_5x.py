@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from jobs.errors import UsageError
 from jobs.pipeline.plan import build_plan
 from jobs.settings import JobOptions
 from schemas.cq_rebuild import rebuild_units
@@ -182,3 +183,16 @@ def test_an_inner_batch_whose_messages_run_past_its_body_is_damaged():
     assert out.column("keys").to_pylist() == ["k", None]
     assert out.column("body").to_pylist() == [b"a", b"bc"]
     assert [dict(p) for p in out.column("batch_properties").to_pylist()] == [{"INNER_NUM": "2"}] * 2
+
+
+def test_a_topic_this_version_cannot_read_refuses_only_a_run_that_selects_it(store_5x, subscriptions, tmp_path):
+    store = tmp_path / "store"
+    shutil.copytree(store_5x / "store", store)
+    topics = json.loads((store / "config" / "topics.json").read_text(encoding="utf-8"))
+    topics["topicConfigTable"]["TopicMix"]["attributes"] = {"cleanup.policy": "COMPACTION"}
+    (store / "config" / "topics.json").write_text(json.dumps(topics), encoding="utf-8")
+    with pytest.raises(UsageError, match="topic 'TopicMix': a compaction topic"):
+        build_plan(JobOptions(store=str(store), subscription_files=(str(subscriptions),), retry=False))
+    planned = build_plan(JobOptions(store=str(store), subscription_files=(str(subscriptions),), retry=False,
+                                    groups=("G_TAG_ALL",)))
+    assert any("topic 'TopicMix' left alone: a compaction topic" in w for w in planned.warnings)
