@@ -228,7 +228,8 @@ def _units(buf, pos, stop, starts, names, name_lens, schedule, excluded, lmq, ta
                 code -= 0x100000000
             store_time = _i64(buf, store_ts_at)
             level = 0
-            if topic_len == len(schedule) and _same_bytes(schedule, 0, buf, topic_at, topic_len) and value_at[_DELAY] >= 0:
+            scheduled = topic_len == len(schedule) and _same_bytes(schedule, 0, buf, topic_at, topic_len)
+            if scheduled and value_at[_DELAY] >= 0:
                 level = _delay_level(buf, value_at[_DELAY], value_len[_DELAY])
                 if level > 0:
                     f |= 4
@@ -246,7 +247,7 @@ def _units(buf, pos, stop, starts, names, name_lens, schedule, excluded, lmq, ta
             if value_at[_DISPATCH] >= 0 and value_at[_DISPATCH_OFFSETS] >= 0:
                 d_end, fan = _pieces(buf, value_at[_DISPATCH], value_len[_DISPATCH])
                 o_end, fan_offsets = _pieces(buf, value_at[_DISPATCH_OFFSETS], value_len[_DISPATCH_OFFSETS])
-                skip = topic_len == len(schedule) and _same_bytes(schedule, 0, buf, topic_at, topic_len)
+                skip = scheduled
                 for e in range(excluded.shape[0]):
                     if _has_prefix(buf, topic_at, topic_len, excluded[e, :excluded_len(excluded, e)]):
                         skip = True

@@ -73,8 +73,9 @@ def unwrap(messages, with_body=True):
     unwraps them: a row per inner message in place of its record (other rows as they are), plus a column
     `batch_properties`, the record's own properties (what the broker's SQL92 filter evaluated: an inner batch is
     filtered as one record); parent: the input row of each output row; damaged: input rows whose body does not
-    hold whole messages (left out); index: each output row's place in its batch (0 for a row not unwrapped). The bodies must be present (decode_records reads an inner batch's body
-    whatever with_body says); with_body False leaves the inner bodies null."""
+    hold whole messages (left out); index: each output row's place in its batch (0 for a row not unwrapped).
+    The bodies must be present (decode_records reads an inner batch's body whatever with_body says); with_body
+    False leaves the inner bodies null."""
     batch = is_inner_batch(messages.column("sys_flag").to_numpy())
     props = messages.column("properties")
     if not batch.any():

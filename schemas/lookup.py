@@ -33,6 +33,14 @@ def queue_files(fs, root, topic, queue_id):
     return QueueFiles(topic, queue_id, tuple(cq), storefs.file_size_of(cq), tuple(ext), storefs.file_size_of(ext) or 0)
 
 
+def batch_queue_files(fs, root, topic, queue_id):
+    """QueueFiles of one 5.x batch consume queue (batchconsumequeue/), from the listing of its folder only."""
+    cq, _ = storefs.list_segments(fs, f"{root}/batchconsumequeue/{topic}/{queue_id}")
+    if not cq or not storefs.file_size_of(cq):
+        raise NotInStore(f"the store has no batch consume queue {queue_id} of topic {topic}")
+    return QueueFiles(topic, queue_id, tuple(cq), storefs.file_size_of(cq), batch=True)
+
+
 def read_units(fs, queue, queue_offsets):
     """CONSUME_QUEUE_SCHEMA table of the units at `queue_offsets` of one queue, in that order, ext units
     resolved; NotInStore names the first offset that holds no message."""

@@ -4,18 +4,20 @@ decision (filtering.decision.decide_topic). The units and their records are read
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow.compute as pc
+import pyarrow as pa
 
 from filtering.decision import STAGE_OF, decide_topic
 from jobs.errors import ExplainError
 from jobs.pipeline.brokers import store_broker
 from jobs.pipeline.plan import config_files, load_store_config_at, plan_from_config
 from jobs.pipeline.replay_plan import ReplayPlan
+from jobs.pipeline.split_decode import INNER_BATCH_DAMAGED, records_agree
 from jobs.pipeline.units.choose import queue_source
 from jobs.pipeline.window import Window
 from schemas import storefs
 from schemas.commitlog_files import find_log
 from schemas.errors import CorruptStoreError, NotInStore
+from schemas.inner_batch import unwrap
 from schemas.lookup import parse_offset_msg_id, read_records, record_size_at
 from schemas.store import check_store_root
 
@@ -70,14 +72,27 @@ def read_queue_units(ctx, topic, queue_id, queue_offsets):
                                 ctx.plan.max_body)
     except NotInStore as exc:
         raise ExplainError(str(exc)) from None
-    agree = (pc.equal(messages.column("topic"), topic).to_numpy(zero_copy_only=False)
-             & (messages.column("queue_id").to_numpy() == queue_id)
-             & (messages.column("queue_offset").to_numpy() == units.column("queue_offset").to_numpy()))
+    agree = records_agree(messages, units)
     if not agree.all():
         row = int(np.argmin(agree))
         raise CorruptStoreError("commitlog", messages.column("commitlog_offset")[row].as_py(),
                                 "record's topic, queue or queue offset differ from the unit", topic, queue_id)
-    return units, messages
+    messages, parent, index, damaged = unwrap(messages)
+    if len(damaged):
+        raise CorruptStoreError("commitlog", units.column("commitlog_offset")[int(damaged[0])].as_py(),
+                                INNER_BATCH_DAMAGED, topic, queue_id)
+    if len(parent) == units.num_rows:
+        return units, messages
+    # an inner batch (a BatchCQ unit holds several messages): the message at each offset asked
+    offsets = units.column("queue_offset").to_numpy()[parent] + index
+    first = {}
+    for row, offset in enumerate(offsets.tolist()):
+        first.setdefault(offset, row)
+    rows = pa.array([first[o] for o in np.asarray(queue_offsets).tolist()])
+    units = units.take(pa.array(parent)).take(rows)
+    units = units.set_column(units.schema.get_field_index("queue_offset"), "queue_offset",
+                             pa.array(np.asarray(queue_offsets, np.int64)))
+    return units, messages.take(rows)
 
 
 def _queue_units(ctx, topic, queue_id, queue_offsets):

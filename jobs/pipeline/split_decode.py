@@ -120,7 +120,7 @@ def decode_messages(plan, units, out):
         _corrupt(plan, out, sel, np.flatnonzero(~crc_ok), CRC_MISMATCH, path)
         keep = pa.array(np.flatnonzero(crc_ok))
         messages, sel = messages.take(keep).drop_columns(["stored_body", "properties_raw"]), sel.take(keep)
-    agree = _agree(messages, sel)
+    agree = records_agree(messages, sel)
     _corrupt(plan, out, sel, np.flatnonzero(~agree), "record's topic, queue or queue offset differ from the unit", path)
     if agree.all():
         return messages, sel
@@ -128,7 +128,7 @@ def decode_messages(plan, units, out):
     return messages.take(keep_rows), sel.take(keep_rows)
 
 
-def _agree(messages, units):
+def records_agree(messages, units):
     """Per row, whether a record is the one its unit names: the unit's topic, queue and offset are the record's,
     or the record's multi-dispatch wrote the unit (an LMQ queue's: schemas/multi_dispatch.py)."""
     agree = (pc.equal(messages.column("topic"), units.column("topic")).to_numpy(zero_copy_only=False)

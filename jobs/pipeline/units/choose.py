@@ -22,6 +22,7 @@ from jobs.pipeline.units.rebuilt import RebuiltUnits
 from jobs.pipeline.units.rocksdb import RocksDBQueues
 from schemas import storefs
 from schemas.errors import NotInStore
+from schemas.lookup import batch_queue_files
 
 AUTO, CONSUME_QUEUE, COMMIT_LOG = "auto", "consumequeue", "commitlog"
 UNITS_FROM = (AUTO, CONSUME_QUEUE, COMMIT_LOG)
@@ -134,6 +135,10 @@ def queue_source(units_from, fs, root, topic, queue_id, topic_configs):
     try:
         return ConsumeQueueFiles.of_queue(fs, root, topic, queue_id)
     except NotInStore:
+        try:
+            return BatchQueueFiles((batch_queue_files(fs, root, topic, queue_id),)).prepared(fs)
+        except NotInStore:
+            pass
         rocks = f"{root}/consumequeue"
         if RocksDBQueues.readable(fs, rocks):
             return RocksDBQueues(rocks)
