@@ -349,10 +349,11 @@ def rebuild_units(buf, base, pos=0, stop=None, starts=None, delay_levels_ms=DELA
     count = np.zeros(1, np.int64)
     parts = []
     how = END_STOP
+    extra = 0  # room beyond a unit per record: a multi-dispatched record makes more than one
     while pos < stop:
         # room for every record the rest can hold (at most `batch`): one part, no copy; np.empty's pages are
         # touched only where written, so the room costs no memory beyond the units
-        cap = min(batch, (stop - pos) // (1 if starts is not None else L.MIN_RECORD_SIZE) + 1)
+        cap = min(batch, (stop - pos) // (1 if starts is not None else L.MIN_RECORD_SIZE) + 1) + extra
         c32, c64, flags = np.empty((5, cap), np.int32), np.empty((5, cap), np.int64), np.empty(cap, np.int8)
         n, pos, how = _units(buf, pos, stop, given, _NAME_TABLE, _NAME_LENS, _SCHEDULE, _EXCLUDED, _LMQ, table,
                              slot_at, slot_len, count, c32, c64, flags)
@@ -364,6 +365,9 @@ def rebuild_units(buf, base, pos=0, stop=None, starts=None, delay_levels_ms=DELA
             table = np.full(2 * len(table), -1, np.int64)
             slot_at, slot_len = (np.concatenate([a, np.zeros(len(a), np.int64)]) for a in (slot_at, slot_len))
             _reinsert(buf, table, slot_at, slot_len, int(count[0]))
+            extra = 0
+        else:  # the columns were full: more room where a record's units did not fit at all
+            extra = 2 * extra + 64 if n == 0 else 0
     names = [bytes(buf[a:a + m]).decode("utf-8", "replace") for a, m in zip(slot_at[:count[0]], slot_len[:count[0]])]
     if len(parts) == 1:
         c32, c64, flags = parts[0]

@@ -10,7 +10,6 @@ import pytest
 import schemas
 from schemas import layout as L
 from schemas.cq_rebuild import END_DAMAGED, END_DATA, rebuild_units
-from schemas.errors import UnsupportedStoreError
 from schemas.local_api import rebuilt_units
 from tools.store_writer import Message, encode_record
 
@@ -94,9 +93,9 @@ def test_every_unit_field_is_the_records():
     second = encode_record(_msg("T2", {}), 1000 + len(first), 8)
     assert units.to_pylist() == [
         dict(topic="订单Topic", queue_id=0, queue_offset=7, commitlog_offset=1000, size=len(first), tags_code=65,
-             store_timestamp=5),
+             store_timestamp=5, batch_num=1),
         dict(topic="T2", queue_id=0, queue_offset=8, commitlog_offset=1000 + len(first), size=len(second),
-             tags_code=0, store_timestamp=1_000_000)]
+             tags_code=0, store_timestamp=1_000_000, batch_num=1)]
 
 
 def test_a_pass_ends_at_the_blank_record_or_at_a_damaged_one():
@@ -116,6 +115,35 @@ def test_many_topics_keep_their_names():
     assert units.column("topic").to_pylist() == names
 
 
-def test_records_that_dispatch_to_several_queues_are_refused_naming_the_topic():
-    with pytest.raises(UnsupportedStoreError, match="topic LMQ_T: records with INNER_MULTI_DISPATCH"):
-        _codes(_msg("LMQ_T", {"INNER_MULTI_DISPATCH": "%LMQ%a,%LMQ%b"}))
+def _queues(*messages):
+    units = rebuild_units(_log(*messages), 1000).units
+    return [(u["topic"], u["queue_id"], u["queue_offset"], u["commitlog_offset"]) for u in units.to_pylist()]
+
+
+def test_a_multi_dispatched_record_adds_a_unit_in_each_queue_it_names():
+    # ConsumeQueue.multiDispatchLmqQueue, by hand: queue 0 for an %LMQ% name, the record's queue id for another
+    # name, the offset INNER_MULTI_QUEUE_OFFSET gives; a name with a path separator skipped
+    got = _queues(_msg("T", {"INNER_MULTI_DISPATCH": "%LMQ%a,plain,%LMQ%b/c,%LMQ%d",
+                             "INNER_MULTI_QUEUE_OFFSET": "3,4,5,6", "TAGS": "A"}))
+    assert got == [("T", 0, 7, 1000), ("%LMQ%a", 0, 3, 1000), ("plain", 0, 4, 1000), ("%LMQ%d", 0, 6, 1000)]
+    assert _codes(_msg("T", {"INNER_MULTI_DISPATCH": "%LMQ%a", "INNER_MULTI_QUEUE_OFFSET": "3", "TAGS": "A"})) == \
+        [65, 65]  # the LMQ unit's tag code is the record's
+
+
+def test_a_record_is_not_multi_dispatched_when_the_lists_differ_or_its_topic_is_a_system_one():
+    assert _queues(_msg("T", {"INNER_MULTI_DISPATCH": "%LMQ%a,%LMQ%b", "INNER_MULTI_QUEUE_OFFSET": "3"})) == \
+        [("T", 0, 7, 1000)]
+    assert _queues(_msg("%RETRY%G", {"INNER_MULTI_DISPATCH": "%LMQ%a", "INNER_MULTI_QUEUE_OFFSET": "3"})) == \
+        [("%RETRY%G", 0, 7, 1000)]
+    assert _queues(_msg("rmq_sys_x", {"INNER_MULTI_DISPATCH": "%LMQ%a", "INNER_MULTI_QUEUE_OFFSET": "3"})) == \
+        [("rmq_sys_x", 0, 7, 1000)]
+    # Java's split(",") drops trailing empty pieces: "a," is one queue, as "3" is one offset
+    assert _queues(_msg("T", {"INNER_MULTI_DISPATCH": "%LMQ%a,", "INNER_MULTI_QUEUE_OFFSET": "3"})) == \
+        [("T", 0, 7, 1000), ("%LMQ%a", 0, 3, 1000)]
+
+
+def test_an_inner_batch_is_one_unit_at_its_base_offset_covering_its_messages():
+    # CommitLog.setBatchSizeIfNeeded: msgBaseOffset INNER_BASE, batchSize INNER_NUM (both needed)
+    units = rebuild_units(_log(_msg("B", {"INNER_NUM": "3", "INNER_BASE": "40"}), _msg("B", {"INNER_NUM": "3"})),
+                          1000).units
+    assert [(u["queue_offset"], u["batch_num"]) for u in units.to_pylist()] == [(40, 3), (8, 1)]
