@@ -13,7 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from pyspark.sql import functions as F
 
+from jobs.datasource import register
 from jobs.errors import UsageError
 from jobs.pipeline.plan import build_plan
 from jobs.settings import JobOptions
@@ -196,3 +198,15 @@ def test_a_topic_this_version_cannot_read_refuses_only_a_run_that_selects_it(sto
     planned = build_plan(JobOptions(store=str(store), subscription_files=(str(subscriptions),), retry=False,
                                     groups=("G_TAG_ALL",)))
     assert any("topic 'TopicMix' left alone: a compaction topic" in w for w in planned.warnings)
+
+
+def test_the_data_source_reads_lmq_queues_and_inner_batches_as_rocketmq_delivers_them(spark, store_5x, groups,
+                                                                                        subscriptions):
+    register(spark)
+    df = spark.read.format("rocketmq").option("subscriptions", str(subscriptions)).option("retry", "false") \
+        .option("topics", "%LMQ%vip_1,TopicBatch").load(str(store_5x / "store"))
+    got = Counter((r["group"], r["topic"], r["queue_id"], r["queue_offset"]) for r in df.select(
+        F.explode("delivered_to").alias("group"), "topic", "queue_id", "queue_offset").collect())
+    want = Counter({k: n for k, n in expected_keys(groups).items() if k[1] in ("%LMQ%vip_1", "TopicBatch")})
+    assert got == want
+    assert df.where(F.col("topic") == "TopicBatch").count() == 266  # a row per message: queue offsets 0-97, 0-167
