@@ -200,8 +200,8 @@ def test_a_topic_this_version_cannot_read_refuses_only_a_run_that_selects_it(sto
     assert any("topic 'TopicMix' left alone: a compaction topic" in w for w in planned.warnings)
 
 
-def test_the_data_source_reads_lmq_queues_and_inner_batches_as_rocketmq_delivers_them(spark, store_5x, groups,
-                                                                                        subscriptions):
+def test_the_data_source_reads_lmq_queues_and_inner_batches_as_rocketmq_delivers_them(
+        spark, store_5x, groups, subscriptions):
     register(spark)
     df = spark.read.format("rocketmq").option("subscriptions", str(subscriptions)).option("retry", "false") \
         .option("topics", "%LMQ%vip_1,TopicBatch").load(str(store_5x / "store"))
