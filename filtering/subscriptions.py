@@ -23,6 +23,7 @@ class Subscription:
     born_time: int = None
     bloom_bits: tuple = None
     stored: bool = False
+    pop_retry_of: str = None  # a POP retry topic's: the topic whose unacked messages it holds (pop_retry_topics)
 
 
 @dataclass
@@ -47,7 +48,8 @@ def merge_subscriptions(stored_filters, registrations, bloom, existing_topics=No
 
     stored_filters: schemas.config.ConsumerFilterData list; registrations: schemas.config.Registration
     list in precedence order (files, then command-line). Each group also gets `%RETRY%<group>` with `*`
-    (a push consumer's retry subscription) when `retry` and the store has that topic."""
+    (a push consumer's retry subscription) when `retry` and the store has that topic, and each of its topics'
+    POP retry topics the store has (a 5.x POP consumer's) with that topic's own expression."""
     subs = {}
     stored = {}
     for fd in stored_filters:
@@ -70,10 +72,25 @@ def merge_subscriptions(stored_filters, registrations, bloom, existing_topics=No
             topic = RETRY_PREFIX + group
             if (group, topic) not in subs and (existing_topics is None or topic in existing_topics):
                 subs[(group, topic)] = Subscription(group, topic, "TAG", "*")
+        for (group, topic), sub in sorted(subs.items()):
+            for pop_topic in pop_retry_topics(group, topic):
+                if (group, pop_topic) not in subs and existing_topics is not None and pop_topic in existing_topics:
+                    bits = tuple(bloom.registration_bits(group, pop_topic)) if sub.expression_type == "SQL92" else None
+                    subs[(group, pop_topic)] = Subscription(group, pop_topic, sub.expression_type, sub.expression,
+                                                            bloom_bits=bits, pop_retry_of=topic)
     out = [s for s in subs.values()
-           if (not groups or s.group in groups) and (not topics or s.topic in topics
+           if (not groups or s.group in groups) and (not topics or s.topic in topics or s.pop_retry_of in topics
                                                      or _retry_of(s.topic) in (groups or ()))]
     return sorted(out, key=lambda s: (s.group, s.topic))
+
+
+def pop_retry_topics(group, topic):
+    """The POP retry topics of a group's topic (KeyBuilder.buildPopRetryTopicV1 and V2: `%RETRY%<group>_<topic>`,
+    `%RETRY%<group>+<topic>`): where PopReviveService puts what a POP consumer did not ack in time, which the
+    group then pops with its own subscription's filter (PopMessageProcessor); none for a retry topic."""
+    if topic.startswith(RETRY_PREFIX):
+        return ()
+    return (f"{RETRY_PREFIX}{group}_{topic}", f"{RETRY_PREFIX}{group}+{topic}")
 
 
 def _retry_of(topic):
