@@ -1,7 +1,7 @@
 """RocketMQ 5.x BatchConsumeQueue files (`batchconsumequeue/<topic>/<queue>/<20-digit offset>`): a 46-byte unit per
 commit-log record of a BatchCQ topic (schemas/layout.BCQ_UNIT_DTYPE). Unlike a ConsumeQueue's, a unit's queue offset
 is not its position: it is msgBaseOffset, the queue offset of its first message, and the unit covers batch_size
-messages (an inner batch, unwrapped by the client: jobs/pipeline/inner_batch.py), so a queue's offsets run
+messages (an inner batch, unwrapped by the client: schemas/inner_batch.py), so a queue's offsets run
 base .. base + batch_size - 1 per unit."""
 import numpy as np
 

@@ -1,6 +1,6 @@
 """Units from a 5.x broker's batch consume queues (`batchconsumequeue/<topic>/<queue>/`, BatchCQ topics: 46-byte
 units, schemas/batch_consume_queue.py). A unit is one commit-log record: a single message, or an inner batch
-whose messages the tasks unwrap (jobs/pipeline/inner_batch.py); its queue offset is its first message's.
+whose messages the tasks unwrap (schemas/inner_batch.py); its queue offset is its first message's.
 
 Each segment's first and last units are read once on the driver (their commit-log offsets say which splits it
 serves, their queue offsets the queue's bounds); a task reads the segments overlapping its split. A window keeps
