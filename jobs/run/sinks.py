@@ -18,6 +18,7 @@ from jobs.errors import UsageError
 from jobs.pipeline.brokers import bare
 from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
 from jobs.run import iceberg_sink as lake_sink
+from jobs.run.timer_ledger import write_ledger
 from jobs.run.sink import SinkSpec, commit, write_driver_part, write_empty_tables
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 
@@ -50,6 +51,13 @@ class ParquetSink:
             write_driver_part(out, "audit/consume_queue", CQ_AUDIT_SCHEMA.empty_table())  # of no row
         return written
 
+    def ledger(self, spark, out, written, clocks, options):
+        """The timer ledger (timers/, jobs/run/timer_ledger.py) from the committed timer events: its
+        {output: (files, rows, bytes)} put into `written`, and its counts per (broker, real topic) returned."""
+        made, counts = write_ledger(spark, out, written, clocks, options.timer_overdue)
+        written.update(made)
+        return counts
+
     def publish(self, out, summary, planned, options, run):
         """What the sink adds to the summary once the outputs are committed, before OUT is published."""
 
@@ -64,6 +72,9 @@ class NoopSink(ParquetSink):
 
     def commit(self, out, reports, planned, options):
         return {}
+
+    def ledger(self, spark, out, written, clocks, options):
+        return None  # nothing written: the events were counted, not kept
 
     def publish(self, out, summary, planned, options, run):
         summary["sink"] = "noop: every decision made, nothing written"

@@ -1,0 +1,120 @@
+"""The timer ledger's events of one decoded batch (docs/output.md, "The timer ledger"): which records are a timer
+message scheduled in the wheel, a cancel marker, or a copy the wheel delivered, with what the ledger joins them on
+(the UNIQ_KEY). Task side: a part per split (`timer_event` pieces); the driver's Spark step pairs them
+(jobs/run/timer_ledger.py).
+
+How RocketMQ 5.x stores them (broker HookUtils.transformTimerMessage, store TimerMessageStore.convertMessage,
+broker RecallMessageProcessor.buildMessage): a timer message is stored in `rmq_sys_wheel_timer` with REAL_TOPIC,
+REAL_QID and TIMER_OUT_MS; when due, a copy is stored in its real topic with the same UNIQ_KEY, adding
+TIMER_ENQUEUE_MS; a cancel is a record in `rmq_sys_wheel_timer` carrying TIMER_DEL_UNIQKEY and the original's
+UNIQ_KEY. A message whose deliver time had passed at send is stored straight into its topic, without
+TIMER_ENQUEUE_MS: it never went through the wheel and is no event."""
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from schemas.arrow_schemas import CORRUPT_SCHEMA
+from schemas.errors import CorruptStoreError
+
+WHEEL_TOPIC = "rmq_sys_wheel_timer"  # TimerMessageStore.TIMER_TOPIC
+SCHEDULED, DELIVERED, CANCEL = "scheduled", "delivered", "cancel"
+TIMER_EVENT_SCHEMA = pa.schema([
+    ("uniq_key", pa.string()), ("kind", pa.string()), ("real_topic", pa.string()), ("real_queue_id", pa.int32()),
+    ("deliver_ms", pa.int64()), ("store_timestamp", pa.int64()), ("commitlog_offset", pa.int64()),
+    ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
+])
+# Long.parseLong / Integer.parseInt of what TimerMessageStore reads (a sign, then digits; at most what never
+# overflows: 18 digits of epoch ms, 9 of a queue id)
+_LONG = r"^[+-]?[0-9]{1,18}$"
+_INT = r"^[+-]?[0-9]{1,9}$"
+
+
+def timer_topics(topics_present, narrowed=()):
+    """The topics the ledger reads whatever the subscriptions: the timer wheel's, when the store has it and
+    --topics (`narrowed`) does not leave it out."""
+    if WHEEL_TOPIC not in topics_present or (narrowed and WHEEL_TOPIC not in narrowed):
+        return set()
+    return {WHEEL_TOPIC}
+
+
+def timer_events(plan, topic, messages, out):
+    """The TIMER_EVENT_SCHEMA rows of a decoded batch of `topic` (None when it holds none). A wheel record the
+    wheel itself could not read (no REAL_TOPIC, a TIMER_OUT_MS or REAL_QID that is not a number) is damaged
+    data under the corruption policy: the run stops, or (--on-corrupt skip) it is audited and left out of the
+    ledger; its groups still decide it, as the broker delivers it to a consumer of the wheel topic."""
+    props = messages.column("properties")
+    if topic == WHEEL_TOPIC:
+        rows = np.arange(messages.num_rows)
+        cancel = pc.is_valid(_lookup(props, "TIMER_DEL_UNIQKEY")).to_numpy(zero_copy_only=False)
+    else:
+        delivered = pc.is_valid(_lookup(props, "TIMER_ENQUEUE_MS")).to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(delivered)
+        cancel = np.zeros(len(rows), dtype=bool)
+    if not len(rows):
+        return None
+    sel = messages if len(rows) == messages.num_rows else messages.take(pa.array(rows))
+    props = sel.column("properties")
+    real_topic = _lookup(props, "REAL_TOPIC")
+    out_ms, out_ok = _number(_lookup(props, "TIMER_OUT_MS"), _LONG, pa.int64())
+    qid, qid_ok = _number(_lookup(props, "REAL_QID"), _INT, pa.int32())
+    if topic == WHEEL_TOPIC:
+        has_topic = pc.is_valid(real_topic).to_numpy(zero_copy_only=False)
+        bad = ~(has_topic & out_ok & qid_ok)
+        if bad.any():
+            _audit(plan, out, sel, bad, has_topic, out_ok)
+            keep = pa.array(np.flatnonzero(~bad))
+            sel, real_topic, out_ms, qid, cancel = (sel.take(keep), real_topic.take(keep), out_ms.take(keep),
+                                                    qid.take(keep), cancel[~bad])
+    if not sel.num_rows:
+        return None
+    n = sel.num_rows
+    kind = np.full(n, SCHEDULED if topic == WHEEL_TOPIC else DELIVERED, dtype=object)
+    kind[cancel] = CANCEL
+    uniq = pc.coalesce(_lookup(sel.column("properties"), "UNIQ_KEY"), sel.column("msg_id"))
+    return pa.table([uniq, pa.array(kind, pa.string()), real_topic, qid, out_ms,
+                     sel.column("store_timestamp"), sel.column("commitlog_offset"), sel.column("queue_id"),
+                     sel.column("queue_offset")], schema=TIMER_EVENT_SCHEMA)
+
+
+def _lookup(props, name):
+    """The property's value per row (null where absent; a repeated name's last value, as a HashMap keeps)."""
+    return pc.map_lookup(props, pa.scalar(name), "last")
+
+
+def _number(values, pattern, type_):
+    """(the values parsed where they are numbers, null elsewhere; where they are numbers)."""
+    ok = pc.fill_null(pc.match_substring_regex(values, pattern), False)
+    parsed = pc.cast(pc.if_else(ok, pc.utf8_ltrim(values, characters="+"), pa.scalar(None, pa.string())), type_)
+    return parsed, ok.to_numpy(zero_copy_only=False)
+
+
+def _audit(plan, out, sel, bad, has_topic, out_ok):
+    """The wheel records at `bad` to the corruption policy (jobs/pipeline/split_decode.py's): raise, or
+    audit/corrupt rows, kept for the groups (not counted as skipped)."""
+    rows = np.flatnonzero(bad)
+    reasons = np.where(~has_topic[rows], "timer record without REAL_TOPIC: left out of the timer ledger",
+                       np.where(~out_ok[rows], "timer record whose TIMER_OUT_MS is not a number: left out of the "
+                                               "timer ledger",
+                                "timer record whose REAL_QID is not a number: left out of the timer ledger"))
+    bad_rows = sel.take(pa.array(rows))
+    offsets = bad_rows.column("commitlog_offset").to_numpy()
+    paths = [plan.log.file_at(int(o)).path for o in offsets]
+    if plan.on_corrupt != "skip":
+        raise CorruptStoreError(paths[0], int(offsets[0]), str(reasons[0]), WHEEL_TOPIC,
+                                bad_rows.column("queue_id")[0].as_py())
+    out.add("corrupt", pa.table({
+        "file": pa.array(paths, pa.string()), "offset": bad_rows.column("commitlog_offset"),
+        "topic": bad_rows.column("topic"), "queue_id": bad_rows.column("queue_id"),
+        "queue_offset": bad_rows.column("queue_offset"), "commitlog_offset": bad_rows.column("commitlog_offset"),
+        "reason": pa.array(reasons.astype(object), pa.string())}, schema=CORRUPT_SCHEMA))
+
+
+def add_timer_pieces(plan, topic, messages, out):
+    """A decoded batch's `timer_event` piece (when it holds any) and its `timer_clock` (the latest store time
+    it holds: overdue timers are counted against the latest record the run read)."""
+    if not messages.num_rows:
+        return
+    events = timer_events(plan, topic, messages, out)
+    if events is not None:
+        out.add("timer_event", events)
+    out.add("timer_clock", int(pc.max(messages.column("store_timestamp")).as_py()))

@@ -1,0 +1,153 @@
+"""The timer ledger (OUT/timers/, docs/output.md): every message that went through the timer wheel, one row each,
+with its fate. The tasks wrote the events of their splits (jobs/pipeline/timer_events.py: scheduled records,
+delivered copies, cancel markers) under the temporary OUT; here one Spark step pairs them by (broker, UNIQ_KEY)
+(the copies of a message lie in different splits) and writes the ledger with Spark's writer: no ledger row goes
+through the driver, only the counts per real topic the summary shows."""
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from jobs.pipeline.timer_events import CANCEL, DELIVERED, SCHEDULED, TIMER_EVENT_SCHEMA
+from jobs.run.sink import TIMER_EVENTS, write_driver_part
+from schemas import storefs
+from schemas.arrow_schemas import spark_schema
+
+TIMERS = "timers"
+DELIVERED_STATE, PENDING, CANCELLED = "delivered", "pending", "cancelled"
+LEDGER_SCHEMA = pa.schema([
+    ("uniq_key", pa.string()), ("real_topic", pa.string()), ("real_queue_id", pa.int32()), ("deliver_ms", pa.int64()),
+    ("state", pa.string()), ("scheduled_store_timestamp", pa.int64()), ("scheduled_commitlog_offset", pa.int64()),
+    ("delivered_store_timestamp", pa.int64()), ("delivered_queue_offset", pa.int64()),
+    ("delivered_commitlog_offset", pa.int64()), ("cancelled_store_timestamp", pa.int64()), ("lag_ms", pa.int64()),
+    ("broker", pa.string()),
+])
+COUNT_FIELDS = ("delivered", "pending", "cancelled", "overdue", "lag_ms_median", "lag_ms_max")
+
+
+def spark_path(uri):
+    """A path or URI as Spark's Hadoop filesystems name it (S3 is s3a:// there, s3:// for pyarrow)."""
+    return "s3a://" + uri[len("s3://"):] if uri.startswith("s3://") else uri
+
+
+def write_ledger(spark, out_uri, written, clocks, overdue_ms):
+    """OUT/timers/ from the run's committed timer events (`written`: the sink's {output: (files, rows, bytes)}),
+    then the events removed. Returns ({output: (files, rows, bytes)} of timers/, the counts per (broker, real
+    topic): count_rows' rows). `clocks`: {broker: the latest store time the run read of it}; a pending timer due
+    more than `overdue_ms` before it is overdue. A run without events writes a table of no row."""
+    events = written.pop(TIMER_EVENTS, (0, 0, 0))
+    fs, root = storefs.resolve(out_uri)
+    if not events[1]:
+        write_driver_part(out_uri, TIMERS, LEDGER_SCHEMA.empty_table(), "empty")
+        _remove(fs, f"{root}/{TIMER_EVENTS}")
+        return {TIMERS: _sizes(fs, f"{root}/{TIMERS}")}, []
+    schema = spark_schema(TIMER_EVENT_SCHEMA.append(pa.field("broker", pa.string())))
+    rows = spark.read.schema(schema).parquet(spark_path(f"{out_uri.rstrip('/')}/{TIMER_EVENTS}"))
+    ledger = pair(rows)
+    ledger.write.option("compression", "zstd").parquet(spark_path(f"{out_uri.rstrip('/')}/{TIMERS}"))
+    counts = count_rows(spark.read.schema(spark_schema(LEDGER_SCHEMA))
+                        .parquet(spark_path(f"{out_uri.rstrip('/')}/{TIMERS}")), clocks, overdue_ms)
+    _remove(fs, f"{root}/{TIMER_EVENTS}")
+    if fs.get_file_info(f"{root}/{TIMERS}/_SUCCESS").type == pafs.FileType.File:
+        fs.delete_file(f"{root}/{TIMERS}/_SUCCESS")  # Spark's marker: OUT's own _SUCCESS says the run is whole
+    return {TIMERS: _sizes(fs, f"{root}/{TIMERS}")}, counts
+
+
+def pair(events):
+    """The ledger (LEDGER_SCHEMA's columns) of a DataFrame of timer events: per (broker, UNIQ_KEY) its first
+    scheduled record, delivered copy and cancel marker (the first in commit-log order: a message parked beyond
+    the roll window is stored again in the wheel, one message still), joined. Delivered wins over a cancel that
+    came too late; a copy or marker whose scheduled record the run did not read (retention, the window) is a
+    row with what it tells."""
+    from pyspark.sql import functions as F
+
+    def first_of(kind, name, fields):
+        chosen = events.where(F.col("kind") == kind).groupBy("broker", "uniq_key").agg(
+            F.min_by(F.struct(*fields), F.col("commitlog_offset")).alias(name))
+        return chosen
+
+    common = ["real_topic", "real_queue_id", "deliver_ms", "store_timestamp", "commitlog_offset"]
+    keys = ["broker", "uniq_key"]
+    joined = first_of(SCHEDULED, "s", common) \
+        .join(first_of(DELIVERED, "d", common + ["queue_offset"]), keys, "full") \
+        .join(first_of(CANCEL, "c", common), keys, "full")
+    delivered = F.col("d").isNotNull()
+    state = F.when(delivered, DELIVERED_STATE).when(F.col("c").isNotNull(), CANCELLED).otherwise(PENDING)
+    deliver_ms = F.coalesce(F.col("s.deliver_ms"), F.col("d.deliver_ms"), F.col("c.deliver_ms"))
+    return joined.select(
+        "uniq_key",
+        F.coalesce(F.col("s.real_topic"), F.col("d.real_topic"), F.col("c.real_topic")).alias("real_topic"),
+        F.coalesce(F.col("s.real_queue_id"), F.col("d.real_queue_id"), F.col("c.real_queue_id")).alias("real_queue_id"),
+        deliver_ms.alias("deliver_ms"),
+        state.alias("state"),
+        F.col("s.store_timestamp").alias("scheduled_store_timestamp"),
+        F.col("s.commitlog_offset").alias("scheduled_commitlog_offset"),
+        F.col("d.store_timestamp").alias("delivered_store_timestamp"),
+        F.col("d.queue_offset").alias("delivered_queue_offset"),
+        F.col("d.commitlog_offset").alias("delivered_commitlog_offset"),
+        F.when(~delivered, F.col("c.store_timestamp")).alias("cancelled_store_timestamp"),
+        (F.col("d.store_timestamp") - deliver_ms).alias("lag_ms"),
+        "broker")
+
+
+def count_rows(ledger, clocks, overdue_ms):
+    """Per (broker, real topic): delivered, pending, cancelled, overdue (pending, due more than overdue_ms before
+    its broker's clock: `clocks`), and the delivery lag's exact median and max (ms; null without a delivered
+    row). Small: a row per real topic, collected."""
+    from pyspark.sql import functions as F
+
+    state = F.col("state")
+    pairs = [F.lit(x) for broker, last in sorted(clocks.items()) for x in (broker, last - overdue_ms)]
+    due_before = F.element_at(F.create_map(*pairs), F.col("broker")) if pairs else F.lit(None).cast("long")
+    rows = ledger.groupBy("broker", "real_topic").agg(
+        F.sum((state == DELIVERED_STATE).cast("long")).alias("delivered"),
+        F.sum((state == PENDING).cast("long")).alias("pending"),
+        F.sum((state == CANCELLED).cast("long")).alias("cancelled"),
+        F.sum(((state == PENDING) & (F.col("deliver_ms") < due_before)).cast("long")).alias("overdue"),
+        F.percentile(F.col("lag_ms"), F.lit(0.5)).alias("lag_ms_median"),
+        F.max("lag_ms").alias("lag_ms_max")).collect()
+    return sorted(({"broker": r["broker"], "real_topic": r["real_topic"],
+                    **{k: (None if r[k] is None else int(r[k]) if k != "lag_ms_median" else float(r[k]))
+                       for k in COUNT_FIELDS}} for r in rows), key=lambda r: (r["broker"] or "", r["real_topic"] or ""))
+
+
+def timer_clocks(reports):
+    """{broker: the latest store time of the records its tasks read} from the tasks' `timer_clock` rows."""
+    clocks = {}
+    for r in reports:
+        if r["kind"] == "timer_clock":
+            clocks[r["broker"]] = max(clocks.get(r["broker"], r["last"]), r["last"])
+    return clocks
+
+
+def timers_summary(counts):
+    """summary.json's `timers`: the counts per (broker, real topic) and their totals (the lag's largest)."""
+    lags = [r["lag_ms_max"] for r in counts if r["lag_ms_max"] is not None]
+    totals = {k: sum(r[k] for r in counts) for k in ("delivered", "pending", "cancelled", "overdue")}
+    return {"topics": counts, "totals": dict(totals, lag_ms_max=max(lags) if lags else None)}
+
+
+def overdue_warnings(counts, overdue_ms):
+    """The operator's alarm: pending timers due well before the latest record read (a stuck wheel)."""
+    out = []
+    for r in counts:
+        if r["overdue"]:
+            out.append(f"timer wheel: {r['overdue']} message(s) of {r['real_topic']} (broker {r['broker']}) still "
+                       f"pending more than {overdue_ms / 1000:g} s after their due time (OUT/timers/, state "
+                       "pending): is the broker's timer wheel stuck?")
+    return out
+
+
+def _remove(fs, path):
+    if fs.get_file_info(path).type != pafs.FileType.NotFound:
+        fs.delete_dir(path)
+
+
+def _sizes(fs, path):
+    """(files, rows, bytes) of a Parquet table's directory (rows read from the footers)."""
+    files = [i for i in fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+             if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")]
+    rows = 0
+    for info in files:
+        with fs.open_input_file(info.path) as f:
+            rows += pq.ParquetFile(f).metadata.num_rows
+    return len(files), rows, sum(i.size for i in files)
