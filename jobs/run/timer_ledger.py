@@ -47,8 +47,9 @@ def write_ledger(spark, out_uri, written, clocks, overdue_ms):
     counts = count_rows(spark.read.schema(spark_schema(LEDGER_SCHEMA))
                         .parquet(spark_path(f"{out_uri.rstrip('/')}/{TIMERS}")), clocks, overdue_ms)
     _remove(fs, f"{root}/{TIMER_EVENTS}")
-    if fs.get_file_info(f"{root}/{TIMERS}/_SUCCESS").type == pafs.FileType.File:
-        fs.delete_file(f"{root}/{TIMERS}/_SUCCESS")  # Spark's marker: OUT's own _SUCCESS says the run is whole
+    for info in fs.get_file_info(pafs.FileSelector(f"{root}/{TIMERS}")):  # Spark's _SUCCESS and checksums:
+        if info.base_name.startswith(("_", ".")):  # OUT's own _SUCCESS says the run is whole
+            fs.delete_file(info.path)
     return {TIMERS: _sizes(fs, f"{root}/{TIMERS}")}, counts
 
 

@@ -1,0 +1,212 @@
+"""The timer ledger (OUT/timers/) of store_5x's timer messages, against RocketMQ 5.3.3's own record of them
+(expected/timer_ledger.json): every message that went through the wheel once, with its fate; across two
+nights; and the wheel records the wheel itself could not read, under the corruption policy."""
+import json
+import tarfile
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+
+from jobs.pipeline.timer_events import timer_events
+from jobs.run.timer_ledger import LEDGER_SCHEMA
+from schemas.errors import CorruptStoreError
+from tests.conftest import DATA
+from tests.jobs.conftest import submit_job
+from tests.test_fixture_copies import SHARED, needs_shared
+
+pytestmark = pytest.mark.spark
+SUBSCRIPTIONS = ("--subscription", "G_T", "TopicTimer", "TAG", "*", "--subscription", "G_O", "TopicOrder", "TAG", "*",
+                 "--no-retry")
+MIDDLE = 1795778665420  # a delivered copy's store time: about half of the deliveries come before it
+
+
+def _ledger(fixture):
+    return json.loads((fixture / "expected" / "timer_ledger.json").read_text(encoding="utf-8"))["ledger"]
+
+
+def _through_wheel(fixture):
+    return {k: e for k, e in _ledger(fixture).items() if not e["direct"]}
+
+
+def _rows(out):
+    table = ds.dataset(out / "timers", format="parquet").to_table()
+    return table, {r["uniq_key"]: r for r in table.to_pylist()}
+
+
+def _expected_row(e, since=None, until=None):
+    """The ledger row RocketMQ's record gives of a message in the window [since, until): what the records stored
+    in it tell."""
+    def seen(ts):
+        return ts is not None and (since is None or ts >= since) and (until is None or ts < until)
+    scheduled, delivered, marker = seen(e["scheduledStoreTs"]), seen(e["deliveredStoreTs"]), \
+        seen(e["cancelMarkerStoreTs"])
+    if not (scheduled or delivered or marker):
+        return None
+    state = "delivered" if delivered else "cancelled" if marker else "pending"
+    return {
+        "real_topic": e["realTopic"], "real_queue_id": e["realQueueId"], "deliver_ms": e["deliverMs"], "state": state,
+        "scheduled_store_timestamp": e["scheduledStoreTs"] if scheduled else None,
+        "scheduled_commitlog_offset": e["scheduledCommitLogOffset"] if scheduled else None,
+        "delivered_store_timestamp": e["deliveredStoreTs"] if delivered else None,
+        "delivered_queue_offset": e["deliveredQueueOffset"] if delivered else None,
+        "delivered_commitlog_offset": e["deliveredCommitLogOffset"] if delivered else None,
+        "cancelled_store_timestamp": e["cancelMarkerStoreTs"] if state == "cancelled" else None,
+        "lag_ms": e["deliveredStoreTs"] - e["deliverMs"] if delivered else None,
+        "broker": "broker"}
+
+
+def _assert_ledger(rows, want):
+    got = {k: {f: r[f] for f in want[next(iter(want))]} for k, r in rows.items()}
+    assert sorted(set(want) - set(got))[:3] == [] and sorted(set(got) - set(want))[:3] == []
+    wrong = [(k, f, got[k][f], v) for k, w in want.items() for f, v in w.items() if got[k][f] != v]
+    assert wrong[:3] == []
+
+
+@pytest.fixture(scope="module")
+def whole(store_5x_timers, tmp_path_factory):
+    out = tmp_path_factory.mktemp("timers") / "out"
+    proc = submit_job("--store", store_5x_timers / "store", "--out", out, *SUBSCRIPTIONS)
+    assert proc.returncode == 0, proc.console[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def nights(store_5x_timers, tmp_path_factory):
+    root = tmp_path_factory.mktemp("nights")
+    first = submit_job("--store", store_5x_timers / "store", "--out", root / "n1", *SUBSCRIPTIONS, "--until", MIDDLE)
+    assert first.returncode == 0, first.console[-3000:]
+    second = submit_job("--store", store_5x_timers / "store", "--out", root / "n2", *SUBSCRIPTIONS,
+                        "--starting-offsets", root / "n1" / "offsets.json")
+    assert second.returncode == 0, second.console[-3000:]
+    return root / "n1", root / "n2"
+
+
+def test_every_message_through_the_wheel_is_one_row_with_the_fate_rocketmq_recorded(whole, store_5x_timers):
+    table, rows = _rows(whole)
+    assert table.num_rows == len(rows) == 293  # 225 delivered, 33 cancelled, 35 pending (run.json's counts)
+    _assert_ledger(rows, {k: _expected_row(e) for k, e in _through_wheel(store_5x_timers).items()})
+
+
+def test_a_message_stored_straight_into_its_topic_is_no_ledger_row(whole, store_5x_timers):
+    direct = [k for k, e in _ledger(store_5x_timers).items() if e["direct"]]
+    assert len(direct) == 10
+    assert not set(direct) & set(_rows(whole)[1])
+
+
+def test_the_ledger_has_the_documented_columns(whole):
+    table = ds.dataset(whole / "timers", format="parquet").to_table()
+    assert table.schema.names == LEDGER_SCHEMA.names
+
+
+def test_the_summary_counts_each_real_topic_s_fates(whole, store_5x_timers):
+    summary = json.loads((whole / "summary.json").read_text(encoding="utf-8"))
+    want = Counter((e["realTopic"], e["state"]) for e in _through_wheel(store_5x_timers).values())
+    got = {(t["real_topic"], s): t[s] for t in summary["timers"]["topics"]
+           for s in ("delivered", "pending", "cancelled")}
+    assert {k: v for k, v in got.items() if v} == dict(want)
+    lags = sorted(e["deliveredStoreTs"] - e["deliverMs"] for e in _through_wheel(store_5x_timers).values()
+                  if e["realTopic"] == "TopicOrder" and e["state"] == "delivered")
+    order = next(t for t in summary["timers"]["topics"] if t["real_topic"] == "TopicOrder")
+    half = len(lags) // 2
+    median = (lags[half - 1] + lags[half]) / 2 if len(lags) % 2 == 0 else float(lags[half])
+    assert (order["lag_ms_max"], order["lag_ms_median"]) == (lags[-1], median)
+    assert summary["timers"]["totals"]["overdue"] == 0  # stopped 4 s after the last short deliver time
+    assert summary["outputs"]["timers"]["rows"] == 293
+
+
+def test_a_message_scheduled_in_one_night_and_delivered_in_the_next_is_pending_then_delivered(nights, store_5x_timers):
+    n1, n2 = nights
+    ledger = _through_wheel(store_5x_timers)
+    first = {k: w for k, w in ((k, _expected_row(e, until=MIDDLE)) for k, e in ledger.items()) if w}
+    second = {k: w for k, w in ((k, _expected_row(e, since=MIDDLE)) for k, e in ledger.items()) if w}
+    assert Counter(w["state"] for w in first.values()) == {"pending": 150, "delivered": 110, "cancelled": 33}
+    assert Counter(w["state"] for w in second.values()) == {"delivered": 115}
+    _assert_ledger(_rows(n1)[1], first)
+    _assert_ledger(_rows(n2)[1], second)  # copies whose scheduled record is in the first night: what they tell
+
+
+def test_a_store_without_timer_messages_writes_an_empty_ledger(store_a, tmp_path):
+    out = tmp_path / "out"
+    proc = submit_job("--store", store_a / "store", "--out", out, "--subscriptions", store_a / "registrations.json",
+                      "--groups", "G_TAG_A")
+    assert proc.returncode == 0, proc.console[-3000:]
+    table = ds.dataset(out / "timers", format="parquet").to_table()
+    assert (table.num_rows, table.schema) == (0, LEDGER_SCHEMA)
+
+
+class _Plan:
+    """What timer_events asks of a plan: the corruption policy and the commit log's file of an offset."""
+
+    def __init__(self, on_corrupt):
+        self.on_corrupt = on_corrupt
+        self.log = self
+
+    def file_at(self, offset):
+        return type("File", (), {"path": "commitlog/00000000000000000000"})
+
+
+class _Out:
+    def __init__(self):
+        self.pieces = []
+
+    def add(self, kind, piece):
+        self.pieces.append((kind, piece))
+
+
+def _wheel_batch(*properties):
+    n = len(properties)
+    return pa.table({
+        "topic": ["rmq_sys_wheel_timer"] * n, "queue_id": pa.array([0] * n, pa.int32()),
+        "queue_offset": pa.array(range(n), pa.int64()),
+        "commitlog_offset": pa.array([100 * i for i in range(n)], pa.int64()),
+        "store_timestamp": pa.array([1000 + i for i in range(n)], pa.int64()),
+        "msg_id": [f"OFFSET{i}" for i in range(n)],
+        "properties": pa.array([list(p.items()) for p in properties], pa.map_(pa.string(), pa.string()))})
+
+
+GOOD = {"UNIQ_KEY": "K1", "REAL_TOPIC": "TopicTimer", "REAL_QID": "2", "TIMER_OUT_MS": "5000"}
+NO_TOPIC = {"UNIQ_KEY": "K2", "REAL_QID": "1", "TIMER_OUT_MS": "5000"}
+BAD_DUE = {"UNIQ_KEY": "K3", "REAL_TOPIC": "TopicTimer", "REAL_QID": "1", "TIMER_OUT_MS": "soon"}
+
+
+def test_a_wheel_record_without_real_topic_or_with_a_non_numeric_due_time_is_audited_under_skip():
+    out = _Out()
+    events = timer_events(_Plan("skip"), "rmq_sys_wheel_timer", _wheel_batch(GOOD, NO_TOPIC, BAD_DUE), out)
+    assert events.to_pylist() == [{"uniq_key": "K1", "kind": "scheduled", "real_topic": "TopicTimer",
+                                   "real_queue_id": 2, "deliver_ms": 5000, "store_timestamp": 1000,
+                                   "commitlog_offset": 0, "queue_id": 0, "queue_offset": 0}]
+    [(kind, audit)] = out.pieces
+    assert kind == "corrupt"
+    assert [(r["commitlog_offset"], r["reason"]) for r in audit.to_pylist()] == [
+        (100, "timer record without REAL_TOPIC: left out of the timer ledger"),
+        (200, "timer record whose TIMER_OUT_MS is not a number: left out of the timer ledger")]
+
+
+def test_a_wheel_record_the_wheel_cannot_read_stops_a_run_that_does_not_skip():
+    with pytest.raises(CorruptStoreError, match="TIMER_OUT_MS is not a number"):
+        timer_events(_Plan("fail"), "rmq_sys_wheel_timer", _wheel_batch(GOOD, BAD_DUE), _Out())
+
+
+def test_a_cancel_marker_is_an_event_of_the_original_s_key():
+    marker = dict(GOOD, TIMER_DEL_UNIQKEY="TopicTimerK1", TAGS="_RECALL_TAG_")
+    events = timer_events(_Plan("fail"), "rmq_sys_wheel_timer", _wheel_batch(marker), _Out())
+    assert [(r["uniq_key"], r["kind"]) for r in events.to_pylist()] == [("K1", "cancel")]
+
+
+def test_only_copies_the_wheel_delivered_are_events_of_a_real_topic():
+    delivered = dict(GOOD, TIMER_ENQUEUE_MS="4000", TIMER_DEQUEUE_MS="5001")
+    direct = {"UNIQ_KEY": "K9", "TIMER_DELIVER_MS": "10"}  # deliver time past at send: stored straight
+    batch = _wheel_batch(delivered, direct).set_column(0, "topic", pa.array(["TopicTimer"] * 2))
+    events = timer_events(_Plan("fail"), "TopicTimer", batch, _Out())
+    assert [(r["uniq_key"], r["kind"], r["deliver_ms"]) for r in events.to_pylist()] == [("K1", "delivered", 5000)]
+
+
+@needs_shared
+def test_the_fixture_copy_equals_store_5x():
+    with tarfile.open(DATA / "stores" / "store_5x_timers.tar.gz") as tar:
+        for member in tar.getmembers():
+            rel = member.name.split("/", 1)[1] if "/" in member.name else ""
+            if member.isfile() and rel != "README.md":
+                assert tar.extractfile(member).read() == (SHARED / "stores" / "store_5x" / rel).read_bytes(), rel
