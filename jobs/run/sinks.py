@@ -18,8 +18,8 @@ from jobs.errors import UsageError
 from jobs.pipeline.brokers import bare
 from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
 from jobs.run import iceberg_sink as lake_sink
-from jobs.run.timer_ledger import write_ledger
 from jobs.run.sink import SinkSpec, commit, write_driver_part, write_empty_tables
+from jobs.run.timer_ledger import write_ledger
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 
 
