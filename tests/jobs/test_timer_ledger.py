@@ -10,7 +10,8 @@ import pyarrow.dataset as ds
 import pytest
 
 from jobs.pipeline.timer_events import timer_events
-from jobs.run.timer_ledger import LEDGER_SCHEMA
+from jobs.run import report
+from jobs.run.timer_ledger import LEDGER_SCHEMA, count_rows
 from schemas.errors import CorruptStoreError
 from tests.conftest import DATA
 from tests.jobs.conftest import submit_job
@@ -210,3 +211,42 @@ def test_the_fixture_copy_equals_store_5x():
             rel = member.name.split("/", 1)[1] if "/" in member.name else ""
             if member.isfile() and rel != "README.md":
                 assert tar.extractfile(member).read() == (SHARED / "stores" / "store_5x" / rel).read_bytes(), rel
+
+
+def test_the_report_shows_the_ledger_per_real_topic(whole):
+    summary = json.loads((whole / "summary.json").read_text(encoding="utf-8"))
+    page = (whole / "report.html").read_text(encoding="utf-8")
+    data = json.loads(page.split('id="report-data">', 1)[1].split("</script>", 1)[0])
+    assert data["timers"] == summary["timers"]
+    assert "Timer messages per real topic" in page and "Timer wheel: messages overdue" not in page
+
+
+def test_overdue_timers_are_the_report_s_first_alarm(whole):
+    summary = json.loads((whole / "summary.json").read_text(encoding="utf-8"))
+    summary["timers"]["topics"][0]["overdue"] = 3
+    summary["timers"]["totals"]["overdue"] = 3
+    page = report.render(summary, {}, 0)
+    headline = page.split("<h1>", 1)[1].split("</h1>", 1)[0]
+    assert "3 timer message(s) overdue" in headline
+    body = page.split("</h1>", 1)[1]
+    assert body.index("<h2") == body.index("<h2 class=\"bad\">Timer wheel: messages overdue")
+    assert body.index("Timer wheel: messages overdue") < body.index("Subscriptions")
+
+
+def test_a_pending_timer_due_well_before_the_latest_record_read_is_overdue(spark):
+    rows = [  # (uniq_key, real_topic, deliver_ms, state, lag_ms, broker)
+        ("a", "T", 1_000, "pending", None, "b1"),  # due 9 s before b1's clock: overdue
+        ("b", "T", 8_000, "pending", None, "b1"),  # due 2 s before: within the 5 s allowed
+        ("c", "T", 1_000, "delivered", 40, "b1"),
+        ("d", "T", 3_000, "delivered", 60, "b1"),
+        ("e", "T", 1_000, "cancelled", None, "b1"),
+        ("f", "T", 1_000, "pending", None, "b2"),  # b2's clock is 3 s: not overdue
+    ]
+    frame = spark.createDataFrame(rows, "uniq_key string, real_topic string, deliver_ms long, "
+                                  "state string, lag_ms long, broker string")
+    got = count_rows(frame, {"b1": 10_000, "b2": 3_000}, 5_000)
+    assert got == [
+        {"broker": "b1", "real_topic": "T", "delivered": 2, "pending": 2, "cancelled": 1, "overdue": 1,
+         "lag_ms_median": 50.0, "lag_ms_max": 60},
+        {"broker": "b2", "real_topic": "T", "delivered": 0, "pending": 1, "cancelled": 0, "overdue": 0,
+         "lag_ms_median": None, "lag_ms_max": None}]
