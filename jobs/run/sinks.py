@@ -19,6 +19,7 @@ from jobs.pipeline.brokers import bare
 from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
 from jobs.run import iceberg_sink as lake_sink
 from jobs.run.sink import SinkSpec, commit, write_driver_part, write_empty_tables
+from jobs.run.timer_lake import commit_timers, merge_ledger
 from jobs.run.timer_ledger import write_ledger
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 
@@ -89,6 +90,7 @@ class IcebergSink(ParquetSink):
 
     def __init__(self, target):
         self.target = target
+        self.held_timers = None  # what NS.timers held when the run merged its ledger (ledger, then publish)
 
     def spec(self, out, options):
         return SinkSpec(out, options.layout, options.with_body, for_tables=True)
@@ -114,10 +116,17 @@ class IcebergSink(ParquetSink):
                   f"(runs that died before their commit, or parts compacted away whose snapshots expired): "
                   f"{listed}; --clean-stale (or jobs.maintain, once they are old) removes them", file=sys.stderr)
 
+    def ledger(self, spark, out, written, clocks, options):
+        """NS.timers' rows merged with the night's (jobs/run/timer_lake.py), committed by `publish`."""
+        (made, counts), self.held_timers = merge_ledger(spark, self.target, out, written, clocks, options.timer_overdue)
+        written.update(made)
+        return counts
+
     def publish(self, out, summary, planned, options, run):
         started = time.time()
         written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
-        added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts)
+        timers = (lambda: commit_timers(self.target, out, run, self.held_timers),)
+        added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts, timers)
         summary["iceberg"] = {"catalog": self.target.describe(), "namespace": self.target.namespace,
                               "tables": added, "commit_seconds": round(time.time() - started, 3)}
 

@@ -29,27 +29,31 @@ def spark_path(uri):
     return "s3a://" + uri[len("s3://"):] if uri.startswith("s3://") else uri
 
 
-def write_ledger(spark, out_uri, written, clocks, overdue_ms):
+def write_ledger(spark, out_uri, written, clocks, overdue_ms, held=None):
     """OUT/timers/ from the run's committed timer events (`written`: the sink's {output: (files, rows, bytes)}),
     then the events removed. Returns ({output: (files, rows, bytes)} of timers/, the counts per (broker, real
     topic): count_rows' rows). `clocks`: {broker: the latest store time the run read of it}; a pending timer due
-    more than `overdue_ms` before it is overdue. A run without events writes a table of no row."""
+    more than `overdue_ms` before it is overdue. `held`: a DataFrame of the ledger rows a table holds (Iceberg:
+    jobs/run/timer_lake.py), merged with the run's. No row at all: a table of no row."""
     events = written.pop(TIMER_EVENTS, (0, 0, 0))
     fs, root = storefs.resolve(out_uri)
-    if not events[1]:
+    base = out_uri.rstrip("/")
+    night = None
+    if events[1]:
+        schema = spark_schema(TIMER_EVENT_SCHEMA.append(pa.field("broker", pa.string())))
+        night = pair(spark.read.schema(schema).parquet(spark_path(f"{base}/{TIMER_EVENTS}")))
+    rows = night if held is None else held if night is None else merged(held, night)
+    counts = []
+    if rows is None:
         write_driver_part(out_uri, TIMERS, LEDGER_SCHEMA.empty_table(), "empty")
-        _remove(fs, f"{root}/{TIMER_EVENTS}")
-        return {TIMERS: _sizes(fs, f"{root}/{TIMERS}")}, []
-    schema = spark_schema(TIMER_EVENT_SCHEMA.append(pa.field("broker", pa.string())))
-    rows = spark.read.schema(schema).parquet(spark_path(f"{out_uri.rstrip('/')}/{TIMER_EVENTS}"))
-    ledger = pair(rows)
-    ledger.write.option("compression", "zstd").parquet(spark_path(f"{out_uri.rstrip('/')}/{TIMERS}"))
-    counts = count_rows(spark.read.schema(spark_schema(LEDGER_SCHEMA))
-                        .parquet(spark_path(f"{out_uri.rstrip('/')}/{TIMERS}")), clocks, overdue_ms)
+    else:
+        rows.write.option("compression", "zstd").parquet(spark_path(f"{base}/{TIMERS}"))
+        counts = count_rows(spark.read.schema(spark_schema(LEDGER_SCHEMA)).parquet(spark_path(f"{base}/{TIMERS}")),
+                            clocks, overdue_ms)
+        for info in fs.get_file_info(pafs.FileSelector(f"{root}/{TIMERS}")):  # Spark's _SUCCESS and checksums:
+            if info.base_name.startswith(("_", ".")):  # OUT's own _SUCCESS says the run is whole
+                fs.delete_file(info.path)
     _remove(fs, f"{root}/{TIMER_EVENTS}")
-    for info in fs.get_file_info(pafs.FileSelector(f"{root}/{TIMERS}")):  # Spark's _SUCCESS and checksums:
-        if info.base_name.startswith(("_", ".")):  # OUT's own _SUCCESS says the run is whole
-            fs.delete_file(info.path)
     return {TIMERS: _sizes(fs, f"{root}/{TIMERS}")}, counts
 
 
@@ -71,23 +75,48 @@ def pair(events):
     joined = first_of(SCHEDULED, "s", common) \
         .join(first_of(DELIVERED, "d", common + ["queue_offset"]), keys, "full") \
         .join(first_of(CANCEL, "c", common), keys, "full")
-    delivered = F.col("d").isNotNull()
-    state = F.when(delivered, DELIVERED_STATE).when(F.col("c").isNotNull(), CANCELLED).otherwise(PENDING)
-    deliver_ms = F.coalesce(F.col("s.deliver_ms"), F.col("d.deliver_ms"), F.col("c.deliver_ms"))
-    return joined.select(
-        "uniq_key",
-        F.coalesce(F.col("s.real_topic"), F.col("d.real_topic"), F.col("c.real_topic")).alias("real_topic"),
-        F.coalesce(F.col("s.real_queue_id"), F.col("d.real_queue_id"), F.col("c.real_queue_id")).alias("real_queue_id"),
-        deliver_ms.alias("deliver_ms"),
-        state.alias("state"),
+    return settled(joined.select(
+        "broker", "uniq_key",
+        *(F.coalesce(*(F.col(f"{side}.{name}") for side in "sdc")).alias(name)
+          for name in ("real_topic", "real_queue_id", "deliver_ms")),
         F.col("s.store_timestamp").alias("scheduled_store_timestamp"),
         F.col("s.commitlog_offset").alias("scheduled_commitlog_offset"),
         F.col("d.store_timestamp").alias("delivered_store_timestamp"),
         F.col("d.queue_offset").alias("delivered_queue_offset"),
         F.col("d.commitlog_offset").alias("delivered_commitlog_offset"),
-        F.when(~delivered, F.col("c.store_timestamp")).alias("cancelled_store_timestamp"),
-        (F.col("d.store_timestamp") - deliver_ms).alias("lag_ms"),
-        "broker")
+        F.col("c.store_timestamp").alias("cancelled_store_timestamp")))
+
+
+KNOWN = ("real_topic", "real_queue_id", "deliver_ms", "scheduled_store_timestamp", "scheduled_commitlog_offset",
+         "delivered_store_timestamp", "delivered_queue_offset", "delivered_commitlog_offset",
+         "cancelled_store_timestamp")
+
+
+def merged(old, new):
+    """Ledger rows of two runs (an Iceberg table's and a night's) as one row per (broker, UNIQ_KEY): each
+    column what the night tells, else what the table held (a pending row's scheduled record and a later
+    night's delivered copy), the state settled again. Merging a night twice gives the same rows."""
+    from pyspark.sql import functions as F
+
+    both = old.alias("o").join(new.alias("n"), ["broker", "uniq_key"], "full")
+    return settled(both.select("broker", "uniq_key", *(F.coalesce(F.col(f"n.{name}"), F.col(f"o.{name}")).alias(name)
+                                                       for name in KNOWN)))
+
+
+def settled(rows):
+    """LEDGER_SCHEMA's columns of rows holding what is known (KNOWN, broker, uniq_key): delivered when a copy
+    was delivered (a cancel that came too late then counts for nothing), else cancelled when a marker was
+    stored, else pending; the lag of a delivered one."""
+    from pyspark.sql import functions as F
+
+    delivered = F.col("delivered_store_timestamp").isNotNull()
+    state = F.when(delivered, DELIVERED_STATE).when(F.col("cancelled_store_timestamp").isNotNull(), CANCELLED) \
+        .otherwise(PENDING)
+    columns = {"state": state.alias("state"),
+               "cancelled_store_timestamp": F.when(~delivered, F.col("cancelled_store_timestamp"))
+               .alias("cancelled_store_timestamp"),
+               "lag_ms": (F.col("delivered_store_timestamp") - F.col("deliver_ms")).alias("lag_ms")}
+    return rows.select(*(columns.get(name, F.col(name)) for name in LEDGER_SCHEMA.names))
 
 
 def count_rows(ledger, clocks, overdue_ms):
