@@ -11,6 +11,7 @@ import pytest
 
 from jobs.pipeline.timer_events import timer_events
 from jobs.run import report
+from jobs.run.iceberg_sink import IcebergTarget
 from jobs.run.timer_ledger import LEDGER_SCHEMA, count_rows
 from schemas.errors import CorruptStoreError
 from tests.conftest import DATA
@@ -250,3 +251,27 @@ def test_a_pending_timer_due_well_before_the_latest_record_read_is_overdue(spark
          "lag_ms_median": 50.0, "lag_ms_max": 60},
         {"broker": "b2", "real_topic": "T", "delivered": 0, "pending": 1, "cancelled": 0, "overdue": 0,
          "lag_ms_median": None, "lag_ms_max": None}]
+
+
+@pytest.mark.system
+def test_the_lake_holds_one_row_per_timer_message_with_its_latest_state(store_5x_timers, tmp_path):
+    target = IcebergTarget("nightly", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh"))
+    common = ["--store", store_5x_timers / "store", *SUBSCRIPTIONS, "--sink", "iceberg", "--catalog-uri", target.uri,
+              "--warehouse", target.warehouse, "--namespace", "nightly"]
+    ledger = _through_wheel(store_5x_timers)
+
+    def table_rows():
+        table = target.catalog().load_table("nightly.timers").scan().to_arrow()
+        rows = {r["uniq_key"]: r for r in table.to_pylist()}
+        assert len(rows) == table.num_rows  # one row per message
+        return rows
+
+    first = submit_job(*common, "--out", tmp_path / "n1", "--until", MIDDLE)
+    assert first.returncode == 0, first.console[-3000:]
+    _assert_ledger(table_rows(), {k: w for k, w in ((k, _expected_row(e, until=MIDDLE)) for k, e in ledger.items())
+                                  if w})
+    second = submit_job(*common, "--out", tmp_path / "n2", "--starting-offsets", "iceberg")
+    assert second.returncode == 0, second.console[-3000:]
+    _assert_ledger(table_rows(), {k: _expected_row(e) for k, e in ledger.items()})
+    summary = json.loads((tmp_path / "n2" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["timers"]["totals"]["pending"] == 35  # the table's, after the night: what is still pending
