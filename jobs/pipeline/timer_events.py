@@ -118,3 +118,27 @@ def add_timer_pieces(plan, topic, messages, out):
     if events is not None:
         out.add("timer_event", events)
     out.add("timer_clock", int(pc.max(messages.column("store_timestamp")).as_py()))
+
+
+def fate(events):
+    """The ledger row (jobs/run/timer_ledger.LEDGER_SCHEMA's columns but broker) of one message's events (dicts
+    of TIMER_EVENT_SCHEMA, a handful: explain --key's), by the rules the job's Spark step pairs them with: the
+    first scheduled record, delivered copy and cancel marker in commit-log order; delivered over cancelled over
+    pending."""
+    first = {}
+    for e in sorted(events, key=lambda e: e["commitlog_offset"]):
+        first.setdefault(e["kind"], e)
+    s, d, c = (first.get(k) for k in (SCHEDULED, DELIVERED, CANCEL))
+    known = [x for x in (s, d, c) if x is not None]
+
+    def pick(name):
+        return next((x[name] for x in known if x[name] is not None), None)
+    deliver_ms = pick("deliver_ms")
+    return {"uniq_key": known[0]["uniq_key"], "real_topic": pick("real_topic"), "real_queue_id": pick("real_queue_id"),
+            "deliver_ms": deliver_ms, "state": "delivered" if d else "cancelled" if c else "pending",
+            "scheduled_store_timestamp": s and s["store_timestamp"],
+            "scheduled_commitlog_offset": s and s["commitlog_offset"],
+            "delivered_store_timestamp": d and d["store_timestamp"], "delivered_queue_offset": d and d["queue_offset"],
+            "delivered_commitlog_offset": d and d["commitlog_offset"],
+            "cancelled_store_timestamp": c["store_timestamp"] if c and not d else None,
+            "lag_ms": d["store_timestamp"] - deliver_ms if d and deliver_ms is not None else None}

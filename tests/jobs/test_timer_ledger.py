@@ -2,6 +2,8 @@
 (expected/timer_ledger.json): every message that went through the wheel once, with its fate; across two
 nights; and the wheel records the wheel itself could not read, under the corruption policy."""
 import json
+import subprocess
+import sys
 import tarfile
 from collections import Counter
 
@@ -9,6 +11,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
+from jobs.datasource import register, timer_ledger
 from jobs.pipeline.timer_events import timer_events
 from jobs.run import report
 from jobs.run.iceberg_sink import IcebergTarget
@@ -16,6 +19,7 @@ from jobs.run.timer_ledger import LEDGER_SCHEMA, count_rows
 from schemas.errors import CorruptStoreError
 from tests.conftest import DATA
 from tests.jobs.conftest import submit_job
+from tests.jobs.test_replay_spark import ROOT
 from tests.test_fixture_copies import SHARED, needs_shared
 
 pytestmark = pytest.mark.spark
@@ -275,3 +279,36 @@ def test_the_lake_holds_one_row_per_timer_message_with_its_latest_state(store_5x
     _assert_ledger(table_rows(), {k: _expected_row(e) for k, e in ledger.items()})
     summary = json.loads((tmp_path / "n2" / "summary.json").read_text(encoding="utf-8"))
     assert summary["timers"]["totals"]["pending"] == 35  # the table's, after the night: what is still pending
+
+
+def _one_of_each_state(store_5x_timers):
+    chosen = {}
+    for k, e in sorted(_through_wheel(store_5x_timers).items()):
+        chosen.setdefault(e["state"], (k, e))
+    return chosen
+
+
+def test_explain_key_tells_a_timer_message_s_fate(store_5x_timers):
+    subs = ("--subscription", "G_T", "TopicTimer", "TAG", "*", "--subscription", "G_W", "rmq_sys_wheel_timer", "TAG",
+            "*")
+    for state, (key, e) in _one_of_each_state(store_5x_timers).items():
+        proc = subprocess.run([sys.executable, "-m", "jobs.explain", "--store", str(store_5x_timers / "store"), *subs,
+                               "--key", key, "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        rows = json.loads(proc.stdout)
+        want = dict(_expected_row(e), uniq_key=key)
+        del want["broker"]
+        assert {json.dumps(r["timer"], sort_keys=True) for r in rows} == {json.dumps(want, sort_keys=True)}, state
+        text = subprocess.run([sys.executable, "-m", "jobs.explain", "--store", str(store_5x_timers / "store"), *subs,
+                               "--key", key], capture_output=True, text=True, cwd=ROOT, timeout=300).stdout
+        assert {"delivered": f"delivered at {e['deliveredStoreTs']}", "pending": "pending",
+                "cancelled": f"cancelled at {e['cancelMarkerStoreTs']}"}[state] in text
+        assert f"due at {e['deliverMs']}" in text
+
+
+def test_the_data_source_pairs_timer_events_into_the_same_ledger(spark, store_5x_timers):
+    register(spark)
+    events = spark.read.format("rocketmq").option("timers", "true") \
+        .option("topics", "rmq_sys_wheel_timer,TopicTimer,TopicOrder").load(str(store_5x_timers / "store"))
+    rows = {r["uniq_key"]: r.asDict() for r in timer_ledger(events).collect()}
+    _assert_ledger(rows, {k: _expected_row(e) for k, e in _through_wheel(store_5x_timers).items()})
