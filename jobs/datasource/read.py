@@ -42,17 +42,17 @@ def read_split(job, start, end, schema):
         if keep is not None and not keep.all():
             topic_units, messages = topic_units.filter(pa.array(keep)), messages.filter(pa.array(keep))
         if job.timers:
-            yield from _timer_rows(job.plan, topic, messages, out)
+            yield from _timer_rows(job.plan, topic, topic_units, messages, out)
         elif topic_units.num_rows:
             yield from _rows(job.plan, topic, topic_units, messages, out, schema).to_batches()
 
 
-def _timer_rows(plan, topic, messages, out):
+def _timer_rows(plan, topic, units, messages, out):
     """The timer events of one topic's batch, with their broker; a wheel record the wheel could not read fails
     the read, or (onCorrupt=skip) is left out with a warning, as the job audits it."""
     if not messages.num_rows:
         return
-    events = timer_events(plan, topic, messages, out)
+    events = timer_events(plan, topic, messages, out, units)
     for kind, piece in out.flush():
         if kind == "corrupt":
             for problem in piece.to_pylist():

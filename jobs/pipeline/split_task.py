@@ -41,7 +41,7 @@ def iter_split(plan, units, left_out=None):
     for topic, topic_units, messages in decoded_topics(plan, units, out):
         yield from out.flush()
         replay_topic(plan, topic, topic_units, messages, out)
-        add_timer_pieces(plan, topic, messages, out)
+        add_timer_pieces(plan, topic, topic_units, messages, out)
         yield from out.flush()
     _skipped_stats(plan, out)
     yield from out.flush()

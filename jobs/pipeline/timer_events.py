@@ -8,7 +8,17 @@ broker RecallMessageProcessor.buildMessage): a timer message is stored in `rmq_s
 REAL_QID and TIMER_OUT_MS; when due, a copy is stored in its real topic with the same UNIQ_KEY, adding
 TIMER_ENQUEUE_MS; a cancel is a record in `rmq_sys_wheel_timer` carrying TIMER_DEL_UNIQKEY and the original's
 UNIQ_KEY. A message whose deliver time had passed at send is stored straight into its topic, without
-TIMER_ENQUEUE_MS: it never went through the wheel and is no event."""
+TIMER_ENQUEUE_MS: it never went through the wheel and is no event.
+
+RocketMQ 4.x's delay levels (store CommitLog.putMessage, ScheduleMessageService.messageTimeup): a message with
+DELAY is stored in `SCHEDULE_TOPIC_XXXX` (queue level - 1) with REAL_TOPIC and REAL_QID, its consume-queue unit's
+tag code the deliver time the broker computed (store time + the level's delay); when due, a copy is stored in its
+real topic whose properties are the scheduled record's (DELAY, REAL_TOPIC and REAL_QID still in them: the broker
+writes the properties string before it clears DELAY), same UNIQ_KEY.
+
+Left out: messages whose real topic is a system topic (`rmq_sys_`: 5.x POP's checkpoints, which the wheel carries
+to the revive log) or a retry or dead-letter topic (a consumer's retries go through the same queues, several per
+UNIQ_KEY): they are no scheduled message a producer sent."""
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,7 +26,9 @@ import pyarrow.compute as pc
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 from schemas.errors import CorruptStoreError
 
-WHEEL_TOPIC = "rmq_sys_wheel_timer"  # TimerMessageStore.TIMER_TOPIC
+WHEEL_TOPIC = "rmq_sys_wheel_timer"  # 5.x TimerMessageStore.TIMER_TOPIC
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # 4.x TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
+NOT_SCHEDULED = ("rmq_sys_", "%RETRY%", "%DLQ%")  # real topics of records that are no producer's timer message
 SCHEDULED, DELIVERED, CANCEL = "scheduled", "delivered", "cancel"
 TIMER_EVENT_SCHEMA = pa.schema([
     ("uniq_key", pa.string()), ("kind", pa.string()), ("real_topic", pa.string()), ("real_queue_id", pa.int32()),
@@ -30,50 +42,63 @@ _INT = r"^[+-]?[0-9]{1,9}$"
 
 
 def timer_topics(topics_present, narrowed=()):
-    """The topics the ledger reads whatever the subscriptions: the timer wheel's, when the store has it and
-    --topics (`narrowed`) does not leave it out."""
-    if WHEEL_TOPIC not in topics_present or (narrowed and WHEEL_TOPIC not in narrowed):
-        return set()
-    return {WHEEL_TOPIC}
+    """The topics the ledger reads whatever the subscriptions: the timer wheel's (5.x), when the store has it and
+    --topics (`narrowed`) does not leave it out. Not 4.x's SCHEDULE_TOPIC_XXXX: a broker lists its 18 queues in
+    topics.json and writes only those of the levels used, so reading it unasked would rebuild (walk the whole
+    commit log for) or, under --units-from consumequeue, refuse every run of such a store; its records are
+    events when the run reads it (a subscription of it)."""
+    return {WHEEL_TOPIC} if WHEEL_TOPIC in topics_present and (not narrowed or WHEEL_TOPIC in narrowed) else set()
 
 
-def timer_events(plan, topic, messages, out):
-    """The TIMER_EVENT_SCHEMA rows of a decoded batch of `topic` (None when it holds none). A wheel record the
-    wheel itself could not read (no REAL_TOPIC, a TIMER_OUT_MS or REAL_QID that is not a number) is damaged
-    data under the corruption policy: the run stops, or (--on-corrupt skip) it is audited and left out of the
-    ledger; its groups still decide it, as the broker delivers it to a consumer of the wheel topic."""
+def timer_events(plan, topic, messages, out, units=None):
+    """The TIMER_EVENT_SCHEMA rows of a decoded batch of `topic` (None when it holds none); `units`: the batch's
+    consume-queue units, row for row (a 4.x scheduled record's deliver time is its unit's tag code; None: unknown,
+    as for explain, which reads records, not units). A wheel
+    record the wheel itself could not read (no REAL_TOPIC, a TIMER_OUT_MS or REAL_QID that is not a number) is
+    damaged data under the corruption policy: the run stops, or (--on-corrupt skip) it is audited and left out of
+    the ledger; its groups still decide it, as the broker delivers it to a consumer of the wheel topic."""
     props = messages.column("properties")
-    if topic == WHEEL_TOPIC:
+    wheel = topic in (WHEEL_TOPIC, SCHEDULE_TOPIC)
+    if wheel:
         rows = np.arange(messages.num_rows)
         cancel = pc.is_valid(_lookup(props, "TIMER_DEL_UNIQKEY")).to_numpy(zero_copy_only=False)
     else:
-        delivered = pc.is_valid(_lookup(props, "TIMER_ENQUEUE_MS")).to_numpy(zero_copy_only=False)
-        rows = np.flatnonzero(delivered)
+        copied = pc.or_(pc.is_valid(_lookup(props, "TIMER_ENQUEUE_MS")),
+                        pc.and_(pc.is_valid(_lookup(props, "DELAY")), pc.is_valid(_lookup(props, "REAL_TOPIC"))))
+        rows = np.flatnonzero(copied.to_numpy(zero_copy_only=False))
         cancel = np.zeros(len(rows), dtype=bool)
     if not len(rows):
         return None
-    sel = messages if len(rows) == messages.num_rows else messages.take(pa.array(rows))
+    take = None if len(rows) == messages.num_rows else pa.array(rows)
+    sel = messages if take is None else messages.take(take)
     props = sel.column("properties")
     real_topic = _lookup(props, "REAL_TOPIC")
-    out_ms, out_ok = _number(_lookup(props, "TIMER_OUT_MS"), _LONG, pa.int64())
+    if topic == SCHEDULE_TOPIC:  # the broker's own deliver time, kept in the unit (unknown without it)
+        tags = pa.nulls(len(rows), pa.int64()) if units is None else \
+            units.column("tags_code") if take is None else units.column("tags_code").take(take)
+        out_ms, out_ok = tags, np.ones(len(rows), dtype=bool)
+    else:
+        out_ms, out_ok = _number(_lookup(props, "TIMER_OUT_MS"), _LONG, pa.int64())
+        out_ok |= topic != WHEEL_TOPIC  # a delivered copy tells its due time where it can
     qid, qid_ok = _number(_lookup(props, "REAL_QID"), _INT, pa.int32())
-    if topic == WHEEL_TOPIC:
-        has_topic = pc.is_valid(real_topic).to_numpy(zero_copy_only=False)
-        bad = ~(has_topic & out_ok & qid_ok)
-        if bad.any():
-            _audit(plan, out, sel, bad, has_topic, out_ok)
-            keep = pa.array(np.flatnonzero(~bad))
-            sel, real_topic, out_ms, qid, cancel = (sel.take(keep), real_topic.take(keep), out_ms.take(keep),
-                                                    qid.take(keep), cancel[~bad])
-    if not sel.num_rows:
+    has_topic = pc.is_valid(real_topic).to_numpy(zero_copy_only=False)
+    bad = ~(has_topic & out_ok & qid_ok) if wheel else np.zeros(len(rows), dtype=bool)
+    if bad.any():
+        _audit(plan, out, sel, bad, has_topic, out_ok)
+    foreign = pc.fill_null(pc.starts_with(real_topic, NOT_SCHEDULED[0]), False).to_numpy(zero_copy_only=False)
+    for prefix in NOT_SCHEDULED[1:]:
+        foreign |= pc.fill_null(pc.starts_with(real_topic, prefix), False).to_numpy(zero_copy_only=False)
+    keep = ~bad & ~foreign
+    if not keep.any():
         return None
-    n = sel.num_rows
-    kind = np.full(n, SCHEDULED if topic == WHEEL_TOPIC else DELIVERED, dtype=object)
+    n = len(rows)
+    kind = np.full(n, SCHEDULED if wheel else DELIVERED, dtype=object)
     kind[cancel] = CANCEL
-    uniq = pc.coalesce(_lookup(sel.column("properties"), "UNIQ_KEY"), sel.column("msg_id"))
-    return pa.table([uniq, pa.array(kind, pa.string()), real_topic, qid, out_ms,
-                     sel.column("store_timestamp"), sel.column("commitlog_offset"), sel.column("queue_id"),
-                     sel.column("queue_offset")], schema=TIMER_EVENT_SCHEMA)
+    uniq = pc.coalesce(_lookup(props, "UNIQ_KEY"), sel.column("msg_id"))
+    events = pa.table([uniq, pa.array(kind, pa.string()), real_topic, qid, pc.cast(out_ms, pa.int64()),
+                       sel.column("store_timestamp"), sel.column("commitlog_offset"), sel.column("queue_id"),
+                       sel.column("queue_offset")], schema=TIMER_EVENT_SCHEMA)
+    return events if keep.all() else events.filter(pa.array(keep))
 
 
 def _lookup(props, name):
@@ -109,12 +134,12 @@ def _audit(plan, out, sel, bad, has_topic, out_ok):
         "reason": pa.array(reasons.astype(object), pa.string())}, schema=CORRUPT_SCHEMA))
 
 
-def add_timer_pieces(plan, topic, messages, out):
+def add_timer_pieces(plan, topic, units, messages, out):
     """A decoded batch's `timer_event` piece (when it holds any) and its `timer_clock` (the latest store time
     it holds: overdue timers are counted against the latest record the run read)."""
     if not messages.num_rows:
         return
-    events = timer_events(plan, topic, messages, out)
+    events = timer_events(plan, topic, messages, out, units)
     if events is not None:
         out.add("timer_event", events)
     out.add("timer_clock", int(pc.max(messages.column("store_timestamp")).as_py()))

@@ -28,7 +28,7 @@ from jobs.run import stage as T
 from jobs.run.progress import Progress
 from jobs.run.session import is_connect
 from jobs.run.summary import Counters, build_summary, cluster_summary, exit_code
-from jobs.run.timer_ledger import overdue_warnings, timer_clocks, timers_summary
+from jobs.run.timer_ledger import overdue_warnings, timer_reads, timers_summary
 from schemas import storefs
 
 TMP_MARK = ".tmp-"
@@ -276,7 +276,7 @@ def _run_with(spark, planned, out, options, sink, ranges, progress):
     fs, path = storefs.resolve(out)
     fs.create_dir(path, recursive=True)
     written = sink.commit(out, reports, planned, options)
-    timers = sink.ledger(spark, out, written, timer_clocks(reports), options)
+    timers = sink.ledger(spark, out, written, timer_reads(reports, planned), options)
     several = len(planned.parts) > 1
     summaries, timelines = [], {}
     for b, part in planned.parts:

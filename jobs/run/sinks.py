@@ -52,10 +52,10 @@ class ParquetSink:
             write_driver_part(out, "audit/consume_queue", CQ_AUDIT_SCHEMA.empty_table())  # of no row
         return written
 
-    def ledger(self, spark, out, written, clocks, options):
+    def ledger(self, spark, out, written, reads, options):
         """The timer ledger (timers/, jobs/run/timer_ledger.py) from the committed timer events: its
         {output: (files, rows, bytes)} put into `written`, and its counts per (broker, real topic) returned."""
-        made, counts = write_ledger(spark, out, written, clocks, options.timer_overdue)
+        made, counts = write_ledger(spark, out, written, reads, options.timer_overdue)
         written.update(made)
         return counts
 
@@ -74,7 +74,7 @@ class NoopSink(ParquetSink):
     def commit(self, out, reports, planned, options):
         return {}
 
-    def ledger(self, spark, out, written, clocks, options):
+    def ledger(self, spark, out, written, reads, options):
         return None  # nothing written: the events were counted, not kept
 
     def publish(self, out, summary, planned, options, run):
@@ -116,9 +116,10 @@ class IcebergSink(ParquetSink):
                   f"(runs that died before their commit, or parts compacted away whose snapshots expired): "
                   f"{listed}; --clean-stale (or jobs.maintain, once they are old) removes them", file=sys.stderr)
 
-    def ledger(self, spark, out, written, clocks, options):
+    def ledger(self, spark, out, written, reads, options):
         """NS.timers' rows merged with the night's (jobs/run/timer_lake.py), committed by `publish`."""
-        (made, counts), self.held_timers = merge_ledger(spark, self.target, out, written, clocks, options.timer_overdue)
+        (made, counts), self.held_timers = merge_ledger(spark, self.target, out, written, reads,
+                                                        options.timer_overdue)
         written.update(made)
         return counts
 

@@ -23,7 +23,7 @@ class HeldTimers:
         self.snapshot_id, self.files = snapshot_id, tuple(files)
 
 
-def merge_ledger(spark, target, out_uri, written, clocks, overdue_ms):
+def merge_ledger(spark, target, out_uri, written, reads, overdue_ms):
     """OUT.tmp/timers/: the night's ledger merged with NS.timers' rows. Returns (write_ledger's answer, the
     HeldTimers its commit replaces)."""
     identifier = f"{target.namespace}.{TABLE}"
@@ -34,7 +34,7 @@ def merge_ledger(spark, target, out_uri, written, clocks, overdue_ms):
     rows = None
     if files:
         rows = spark.read.schema(spark_schema(LEDGER_SCHEMA)).parquet(*(spark_path(f.file_path) for f in files))
-    return write_ledger(spark, out_uri, written, clocks, overdue_ms, held=rows), held
+    return write_ledger(spark, out_uri, written, reads, overdue_ms, held=rows), held
 
 
 def commit_timers(target, out_uri, run, held):

@@ -3,6 +3,8 @@ with its fate. The tasks wrote the events of their splits (jobs/pipeline/timer_e
 delivered copies, cancel markers) under the temporary OUT; here one Spark step pairs them by (broker, UNIQ_KEY)
 (the copies of a message lie in different splits) and writes the ledger with Spark's writer: no ledger row goes
 through the driver, only the counts per real topic the summary shows."""
+from dataclasses import dataclass
+
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -29,12 +31,12 @@ def spark_path(uri):
     return "s3a://" + uri[len("s3://"):] if uri.startswith("s3://") else uri
 
 
-def write_ledger(spark, out_uri, written, clocks, overdue_ms, held=None):
+def write_ledger(spark, out_uri, written, reads, overdue_ms, held=None):
     """OUT/timers/ from the run's committed timer events (`written`: the sink's {output: (files, rows, bytes)}),
     then the events removed. Returns ({output: (files, rows, bytes)} of timers/, the counts per (broker, real
-    topic): count_rows' rows). `clocks`: {broker: the latest store time the run read of it}; a pending timer due
-    more than `overdue_ms` before it is overdue. `held`: a DataFrame of the ledger rows a table holds (Iceberg:
-    jobs/run/timer_lake.py), merged with the run's. No row at all: a table of no row."""
+    topic): count_rows' rows). `reads`: what the run read of each broker (Reads); a pending timer of a topic it
+    read due more than `overdue_ms` before its latest record is overdue. `held`: a DataFrame of the ledger rows
+    a table holds (Iceberg: jobs/run/timer_lake.py), merged with the run's. No row at all: a table of no row."""
     events = written.pop(TIMER_EVENTS, (0, 0, 0))
     fs, root = storefs.resolve(out_uri)
     base = out_uri.rstrip("/")
@@ -49,7 +51,7 @@ def write_ledger(spark, out_uri, written, clocks, overdue_ms, held=None):
     else:
         rows.write.option("compression", "zstd").parquet(spark_path(f"{base}/{TIMERS}"))
         counts = count_rows(spark.read.schema(spark_schema(LEDGER_SCHEMA)).parquet(spark_path(f"{base}/{TIMERS}")),
-                            clocks, overdue_ms)
+                            reads, overdue_ms)
         for info in fs.get_file_info(pafs.FileSelector(f"{root}/{TIMERS}")):  # Spark's _SUCCESS and checksums:
             if info.base_name.startswith(("_", ".")):  # OUT's own _SUCCESS says the run is whole
                 fs.delete_file(info.path)
@@ -119,34 +121,49 @@ def settled(rows):
     return rows.select(*(columns.get(name, F.col(name)) for name in LEDGER_SCHEMA.names))
 
 
-def count_rows(ledger, clocks, overdue_ms):
-    """Per (broker, real topic): delivered, pending, cancelled, overdue (pending, due more than overdue_ms before
-    its broker's clock: `clocks`), and the delivery lag's exact median and max (ms; null without a delivered
-    row). Small: a row per real topic, collected."""
+def count_rows(ledger, reads, overdue_ms):
+    """Per (broker, real topic): delivered, pending, cancelled, overdue (pending, of a topic the run read, due
+    more than overdue_ms before the latest record the run read of its broker: `reads`), the delivery lag's exact
+    median and max (ms; null without a delivered row), and `copies_looked_for` (whether the run read the real
+    topic, where a delivered copy would be). Small: a row per real topic, collected."""
     from pyspark.sql import functions as F
 
     state = F.col("state")
-    pairs = [F.lit(x) for broker, last in sorted(clocks.items()) for x in (broker, last - overdue_ms)]
+    pairs = [F.lit(x) for broker, last in sorted(reads.clocks.items()) for x in (broker, last - overdue_ms)]
     due_before = F.element_at(F.create_map(*pairs), F.col("broker")) if pairs else F.lit(None).cast("long")
+    topics = [x for broker, names in sorted(reads.topics.items())
+              for x in (F.lit(broker), F.array(*(F.lit(t) for t in sorted(names))).cast("array<string>"))]
+    read = F.coalesce(F.array_contains(F.element_at(F.create_map(*topics), F.col("broker")), F.col("real_topic")),
+                      F.lit(False)) if topics else F.lit(False)
     rows = ledger.groupBy("broker", "real_topic").agg(
         F.sum((state == DELIVERED_STATE).cast("long")).alias("delivered"),
         F.sum((state == PENDING).cast("long")).alias("pending"),
         F.sum((state == CANCELLED).cast("long")).alias("cancelled"),
-        F.sum(((state == PENDING) & (F.col("deliver_ms") < due_before)).cast("long")).alias("overdue"),
+        F.sum(((state == PENDING) & read & (F.col("deliver_ms") < due_before)).cast("long")).alias("overdue"),
         F.percentile(F.col("lag_ms"), F.lit(0.5)).alias("lag_ms_median"),
         F.max("lag_ms").alias("lag_ms_max")).collect()
     return sorted(({"broker": r["broker"], "real_topic": r["real_topic"],
                     **{k: (None if r[k] is None else int(r[k]) if k != "lag_ms_median" else float(r[k]))
-                       for k in COUNT_FIELDS}} for r in rows), key=lambda r: (r["broker"] or "", r["real_topic"] or ""))
+                       for k in COUNT_FIELDS},
+                    "copies_looked_for": r["real_topic"] in reads.topics.get(r["broker"], ())} for r in rows),
+                  key=lambda r: (r["broker"] or "", r["real_topic"] or ""))
 
 
-def timer_clocks(reports):
-    """{broker: the latest store time of the records its tasks read} from the tasks' `timer_clock` rows."""
+@dataclass(frozen=True)
+class Reads:
+    """What a run read of each broker: the latest store time of its records, and its topics."""
+
+    clocks: dict  # {broker: epoch ms}
+    topics: dict  # {broker: frozenset of topic names}
+
+
+def timer_reads(reports, planned):
+    """Reads of a run: the clocks from the tasks' `timer_clock` rows, the topics from each broker's plan."""
     clocks = {}
     for r in reports:
         if r["kind"] == "timer_clock":
             clocks[r["broker"]] = max(clocks.get(r["broker"], r["last"]), r["last"])
-    return clocks
+    return Reads(clocks, {b.name: frozenset(t for t, *_ in part.ranges) for b, part in planned.parts})
 
 
 def timers_summary(counts):
@@ -157,8 +174,14 @@ def timers_summary(counts):
 
 
 def overdue_warnings(counts, overdue_ms):
-    """The operator's alarm: pending timers due well before the latest record read (a stuck wheel)."""
+    """The operator's alarm: pending timers due well before the latest record read (a stuck wheel); and the
+    pending ones whose real topic the run did not read (their state is only what the wheel's records tell)."""
     out = []
+    unread = sorted({r["real_topic"] for r in counts if r["pending"] and not r["copies_looked_for"]})
+    if unread:
+        out.append(f"timer ledger: the run did not read {', '.join(unread[:5])}{' ...' if len(unread) > 5 else ''}, "
+                   "real topics of pending timer messages: their delivered copies were not looked for (give a "
+                   "subscription of those topics to see them delivered)")
     for r in counts:
         if r["overdue"]:
             out.append(f"timer wheel: {r['overdue']} message(s) of {r['real_topic']} (broker {r['broker']}) still "

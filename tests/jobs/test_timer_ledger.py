@@ -15,7 +15,7 @@ from jobs.datasource import register, timer_ledger
 from jobs.pipeline.timer_events import timer_events
 from jobs.run import report
 from jobs.run.iceberg_sink import IcebergTarget
-from jobs.run.timer_ledger import LEDGER_SCHEMA, count_rows
+from jobs.run.timer_ledger import LEDGER_SCHEMA, Reads, count_rows, overdue_warnings
 from schemas.errors import CorruptStoreError
 from tests.conftest import DATA
 from tests.jobs.conftest import submit_job
@@ -119,6 +119,7 @@ def test_the_summary_counts_each_real_topic_s_fates(whole, store_5x_timers):
     median = (lags[half - 1] + lags[half]) / 2 if len(lags) % 2 == 0 else float(lags[half])
     assert (order["lag_ms_max"], order["lag_ms_median"]) == (lags[-1], median)
     assert summary["timers"]["totals"]["overdue"] == 0  # stopped 4 s after the last short deliver time
+    assert all(t["copies_looked_for"] for t in summary["timers"]["topics"])  # both real topics were read
     assert summary["outputs"]["timers"]["rows"] == 293
 
 
@@ -249,12 +250,21 @@ def test_a_pending_timer_due_well_before_the_latest_record_read_is_overdue(spark
     ]
     frame = spark.createDataFrame(rows, "uniq_key string, real_topic string, deliver_ms long, "
                                   "state string, lag_ms long, broker string")
-    got = count_rows(frame, {"b1": 10_000, "b2": 3_000}, 5_000)
+    got = count_rows(frame, Reads({"b1": 10_000, "b2": 3_000}, {"b1": {"T"}, "b2": {"T"}}), 5_000)
     assert got == [
         {"broker": "b1", "real_topic": "T", "delivered": 2, "pending": 2, "cancelled": 1, "overdue": 1,
-         "lag_ms_median": 50.0, "lag_ms_max": 60},
+         "lag_ms_median": 50.0, "lag_ms_max": 60, "copies_looked_for": True},
         {"broker": "b2", "real_topic": "T", "delivered": 0, "pending": 1, "cancelled": 0, "overdue": 0,
-         "lag_ms_median": None, "lag_ms_max": None}]
+         "lag_ms_median": None, "lag_ms_max": None, "copies_looked_for": True}]
+
+
+def test_a_pending_timer_of_a_topic_the_run_did_not_read_is_not_overdue_and_is_said(spark):
+    frame = spark.createDataFrame([("a", "U", 1_000, "pending", None, "b1")], "uniq_key string, real_topic string, "
+                                  "deliver_ms long, state string, lag_ms long, broker string")
+    got = count_rows(frame, Reads({"b1": 10_000}, {"b1": {"T"}}), 5_000)
+    assert (got[0]["overdue"], got[0]["copies_looked_for"]) == (0, False)
+    [warning] = overdue_warnings(got, 5_000)
+    assert warning.startswith("timer ledger: the run did not read U, real topics of pending timer messages")
 
 
 @pytest.mark.system
@@ -312,3 +322,26 @@ def test_the_data_source_pairs_timer_events_into_the_same_ledger(spark, store_5x
         .option("topics", "rmq_sys_wheel_timer,TopicTimer,TopicOrder").load(str(store_5x_timers / "store"))
     rows = {r["uniq_key"]: r.asDict() for r in timer_ledger(events).collect()}
     _assert_ledger(rows, {k: _expected_row(e) for k, e in _through_wheel(store_5x_timers).items()})
+
+
+def test_a_4x_delay_level_record_is_scheduled_for_its_unit_s_deliver_time():
+    record = {"UNIQ_KEY": "K4", "REAL_TOPIC": "TopicDL", "REAL_QID": "2", "DELAY": "6"}
+    batch = _wheel_batch(record).set_column(0, "topic", pa.array(["SCHEDULE_TOPIC_XXXX"]))
+    units = pa.table({"tags_code": pa.array([1000 + 120_000], pa.int64())})  # store time + level 6 (2 min)
+    events = timer_events(_Plan("fail"), "SCHEDULE_TOPIC_XXXX", batch, _Out(), units)
+    assert [(r["uniq_key"], r["kind"], r["real_topic"], r["real_queue_id"], r["deliver_ms"])
+            for r in events.to_pylist()] == [("K4", "scheduled", "TopicDL", 2, 121_000)]
+
+
+def test_a_4x_delivered_copy_keeps_delay_and_real_topic_and_is_delivered():
+    copy = {"UNIQ_KEY": "K4", "REAL_TOPIC": "TopicDL", "REAL_QID": "2", "DELAY": "6"}  # messageTimeup's properties
+    batch = _wheel_batch(copy).set_column(0, "topic", pa.array(["TopicDL"]))
+    events = timer_events(_Plan("fail"), "TopicDL", batch, _Out())
+    assert [(r["uniq_key"], r["kind"], r["deliver_ms"]) for r in events.to_pylist()] == [("K4", "delivered", None)]
+
+
+def test_pop_checkpoints_and_retries_through_the_wheel_are_no_ledger_events():
+    pop = dict(GOOD, UNIQ_KEY="PopTopicA@2@0@G@1@broker-g@ck", REAL_TOPIC="rmq_sys_REVIVE_LOG_OracleCluster5")
+    retry = dict(GOOD, UNIQ_KEY="K5", REAL_TOPIC="%RETRY%G_T")
+    events = timer_events(_Plan("fail"), "rmq_sys_wheel_timer", _wheel_batch(pop, retry, GOOD), _Out())
+    assert [r["uniq_key"] for r in events.to_pylist()] == ["K1"]
