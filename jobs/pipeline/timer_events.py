@@ -23,8 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from schemas.arrow_schemas import CORRUPT_SCHEMA
-from schemas.errors import CorruptStoreError
+from jobs.pipeline.split_decode import _corrupt as report_damage
 
 WHEEL_TOPIC = "rmq_sys_wheel_timer"  # 5.x TimerMessageStore.TIMER_TOPIC
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # 4.x TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
@@ -114,24 +113,16 @@ def _number(values, pattern, type_):
 
 
 def _audit(plan, out, sel, bad, has_topic, out_ok):
-    """The wheel records at `bad` to the corruption policy (jobs/pipeline/split_decode.py's): raise, or
-    audit/corrupt rows, kept for the groups (not counted as skipped)."""
+    """The wheel records at `bad` to the corruption policy (jobs/pipeline/split_decode.py's, by its own function):
+    the run stops, or they are audit/corrupt rows, still decided for the groups (not counted as skipped)."""
+    reasons = np.where(~has_topic, "timer record without REAL_TOPIC",
+                       np.where(~out_ok, "timer record whose TIMER_OUT_MS is not a number",
+                                "timer record whose REAL_QID is not a number"))
+    paths = np.array([plan.log.file_at(int(o)).path for o in sel.column("commitlog_offset").to_numpy()], dtype=object)
     rows = np.flatnonzero(bad)
-    reasons = np.where(~has_topic[rows], "timer record without REAL_TOPIC: left out of the timer ledger",
-                       np.where(~out_ok[rows], "timer record whose TIMER_OUT_MS is not a number: left out of the "
-                                               "timer ledger",
-                                "timer record whose REAL_QID is not a number: left out of the timer ledger"))
-    bad_rows = sel.take(pa.array(rows))
-    offsets = bad_rows.column("commitlog_offset").to_numpy()
-    paths = [plan.log.file_at(int(o)).path for o in offsets]
-    if plan.on_corrupt != "skip":
-        raise CorruptStoreError(paths[0], int(offsets[0]), str(reasons[0]), WHEEL_TOPIC,
-                                bad_rows.column("queue_id")[0].as_py())
-    out.add("corrupt", pa.table({
-        "file": pa.array(paths, pa.string()), "offset": bad_rows.column("commitlog_offset"),
-        "topic": bad_rows.column("topic"), "queue_id": bad_rows.column("queue_id"),
-        "queue_offset": bad_rows.column("queue_offset"), "commitlog_offset": bad_rows.column("commitlog_offset"),
-        "reason": pa.array(reasons.astype(object), pa.string())}, schema=CORRUPT_SCHEMA))
+    for reason, path in sorted({(reasons[i], paths[i]) for i in rows}):
+        at = rows[(reasons[rows] == reason) & (paths[rows] == path)]
+        report_damage(plan, out, sel, at, f"{reason}: left out of the timer ledger", path, kept=True)
 
 
 def add_timer_pieces(plan, topic, units, messages, out):

@@ -52,10 +52,11 @@ class ParquetSink:
             write_driver_part(out, "audit/consume_queue", CQ_AUDIT_SCHEMA.empty_table())  # of no row
         return written
 
-    def ledger(self, spark, out, written, reads, options):
+    def ledger(self, spark, out, where, written, reads, options):
         """The timer ledger (timers/, jobs/run/timer_ledger.py) from the committed timer events: its
-        {output: (files, rows, bytes)} put into `written`, and its counts per (broker, real topic) returned."""
-        made, counts = write_ledger(spark, out, written, reads, options.timer_overdue)
+        {output: (files, rows, bytes)} put into `written`, and its counts per (broker, real topic) returned.
+        `where`: OUT's (filesystem, path)."""
+        made, counts = write_ledger(spark, out, where, written, reads, options.timer_overdue)
         written.update(made)
         return counts
 
@@ -74,7 +75,7 @@ class NoopSink(ParquetSink):
     def commit(self, out, reports, planned, options):
         return {}
 
-    def ledger(self, spark, out, written, reads, options):
+    def ledger(self, spark, out, where, written, reads, options):
         return None  # nothing written: the events were counted, not kept
 
     def publish(self, out, summary, planned, options, run):
@@ -91,6 +92,7 @@ class IcebergSink(ParquetSink):
     def __init__(self, target):
         self.target = target
         self.held_timers = None  # what NS.timers held when the run merged its ledger (ledger, then publish)
+        self.out_where = None  # the temporary OUT's (filesystem, path), where the merged ledger waits for publish
 
     def spec(self, out, options):
         return SinkSpec(out, options.layout, options.with_body, for_tables=True)
@@ -116,17 +118,18 @@ class IcebergSink(ParquetSink):
                   f"(runs that died before their commit, or parts compacted away whose snapshots expired): "
                   f"{listed}; --clean-stale (or jobs.maintain, once they are old) removes them", file=sys.stderr)
 
-    def ledger(self, spark, out, written, reads, options):
+    def ledger(self, spark, out, where, written, reads, options):
         """NS.timers' rows merged with the night's (jobs/run/timer_lake.py), committed by `publish`."""
-        (made, counts), self.held_timers = merge_ledger(spark, self.target, out, written, reads,
+        (made, counts), self.held_timers = merge_ledger(spark, self.target, out, where, written, reads,
                                                         options.timer_overdue)
+        self.out_where = where
         written.update(made)
         return counts
 
     def publish(self, out, summary, planned, options, run):
         started = time.time()
         written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
-        timers = (lambda: commit_timers(self.target, out, run, self.held_timers),)
+        timers = (lambda: commit_timers(self.target, self.out_where, run, self.held_timers),)
         added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts, timers)
         summary["iceberg"] = {"catalog": self.target.describe(), "namespace": self.target.namespace,
                               "tables": added, "commit_seconds": round(time.time() - started, 3)}

@@ -10,7 +10,6 @@ from jobs.errors import UsageError
 from jobs.run import lake
 from jobs.run.iceberg_sink import RUN, _move_parts, _table
 from jobs.run.timer_ledger import LEDGER_SCHEMA, TIMERS, spark_path, write_ledger
-from schemas import storefs
 from schemas.arrow_schemas import spark_schema
 
 TABLE = "timers"
@@ -23,7 +22,7 @@ class HeldTimers:
         self.snapshot_id, self.files = snapshot_id, tuple(files)
 
 
-def merge_ledger(spark, target, out_uri, written, reads, overdue_ms):
+def merge_ledger(spark, target, out_uri, where, written, reads, overdue_ms):
     """OUT.tmp/timers/: the night's ledger merged with NS.timers' rows. Returns (write_ledger's answer, the
     HeldTimers its commit replaces)."""
     identifier = f"{target.namespace}.{TABLE}"
@@ -34,15 +33,16 @@ def merge_ledger(spark, target, out_uri, written, reads, overdue_ms):
     rows = None
     if files:
         rows = spark.read.schema(spark_schema(LEDGER_SCHEMA)).parquet(*(spark_path(f.file_path) for f in files))
-    return write_ledger(spark, out_uri, written, reads, overdue_ms, held=rows), held
+    return write_ledger(spark, out_uri, where, written, reads, overdue_ms, held=rows), held
 
 
-def commit_timers(target, out_uri, run, held):
+def commit_timers(target, where, run, held):
     """{table: files added}: one snapshot of NS.timers naming the run: the files it held (`held`) replaced by the
-    merged ones under OUT.tmp/timers/ (moved into the table's location first). UsageError (exit 2) when another
-    run committed to the table since this one read it: its merge would be lost."""
+    merged ones under OUT.tmp/timers/ (`where`: OUT's (filesystem, path); moved into the table's location
+    first). UsageError (exit 2) when another run committed to the table since this one read it: its merge
+    would be lost."""
     identifier = f"{target.namespace}.{TABLE}"
-    fs, root = storefs.resolve(out_uri)
+    fs, root = where
     table = target.waiting(lambda c: _table(target, c, identifier, LEDGER_SCHEMA, None),
                            f"--sink iceberg ({identifier})")
     current = table.current_snapshot()

@@ -11,7 +11,6 @@ import pyarrow.parquet as pq
 
 from jobs.pipeline.timer_events import CANCEL, DELIVERED, SCHEDULED, TIMER_EVENT_SCHEMA
 from jobs.run.sink import TIMER_EVENTS, write_driver_part
-from schemas import storefs
 from schemas.arrow_schemas import spark_schema
 
 TIMERS = "timers"
@@ -31,14 +30,15 @@ def spark_path(uri):
     return "s3a://" + uri[len("s3://"):] if uri.startswith("s3://") else uri
 
 
-def write_ledger(spark, out_uri, written, reads, overdue_ms, held=None):
+def write_ledger(spark, out_uri, where, written, reads, overdue_ms, held=None):
     """OUT/timers/ from the run's committed timer events (`written`: the sink's {output: (files, rows, bytes)}),
-    then the events removed. Returns ({output: (files, rows, bytes)} of timers/, the counts per (broker, real
-    topic): count_rows' rows). `reads`: what the run read of each broker (Reads); a pending timer of a topic it
-    read due more than `overdue_ms` before its latest record is overdue. `held`: a DataFrame of the ledger rows
-    a table holds (Iceberg: jobs/run/timer_lake.py), merged with the run's. No row at all: a table of no row."""
+    then the events removed (`where`: OUT's (filesystem, path)). Returns ({output: (files, rows, bytes)} of
+    timers/, the counts per (broker, real topic): count_rows' rows). `reads`: what the run read of each broker
+    (Reads); a pending timer of a topic it read due more than `overdue_ms` before its latest record is overdue.
+    `held`: a DataFrame of the ledger rows a table holds (Iceberg: jobs/run/timer_lake.py), merged with the
+    run's. No row at all: a table of no row."""
     events = written.pop(TIMER_EVENTS, (0, 0, 0))
-    fs, root = storefs.resolve(out_uri)
+    fs, root = where
     base = out_uri.rstrip("/")
     night = None
     if events[1]:
