@@ -68,9 +68,8 @@ def pair(events):
     from pyspark.sql import functions as F
 
     def first_of(kind, name, fields):
-        chosen = events.where(F.col("kind") == kind).groupBy("broker", "uniq_key").agg(
+        return events.where(F.col("kind") == kind).groupBy("broker", "uniq_key").agg(
             F.min_by(F.struct(*fields), F.col("commitlog_offset")).alias(name))
-        return chosen
 
     common = ["real_topic", "real_queue_id", "deliver_ms", "store_timestamp", "commitlog_offset"]
     keys = ["broker", "uniq_key"]

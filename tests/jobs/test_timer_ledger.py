@@ -2,6 +2,7 @@
 (expected/timer_ledger.json): every message that went through the wheel once, with its fate; across two
 nights; and the wheel records the wheel itself could not read, under the corruption policy."""
 import json
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -345,3 +346,35 @@ def test_pop_checkpoints_and_retries_through_the_wheel_are_no_ledger_events():
     retry = dict(GOOD, UNIQ_KEY="K5", REAL_TOPIC="%RETRY%G_T")
     events = timer_events(_Plan("fail"), "rmq_sys_wheel_timer", _wheel_batch(pop, retry, GOOD), _Out())
     assert [r["uniq_key"] for r in events.to_pylist()] == ["K1"]
+
+
+def _damaged_copy(store_5x_timers, tmp_path):
+    """A copy of the store whose first wheel record (a delivered message's) names no REAL_TOPIC: the property's
+    name changed in place (same length: sizes hold; RocketMQ keeps no CRC of properties). Its UNIQ_KEY."""
+    key, e = next((k, e) for k, e in sorted(_through_wheel(store_5x_timers).items()) if e["state"] == "delivered")
+    store = tmp_path / "store"
+    shutil.copytree(store_5x_timers / "store", store)
+    log = store / "commitlog" / "00000000000000000000"
+    data = bytearray(log.read_bytes())
+    start = e["scheduledCommitLogOffset"]
+    at = data.index(b"REAL_TOPIC\x01", start)
+    assert at < start + int.from_bytes(data[start:start + 4], "big")  # within the record (its totalSize)
+    data[at:at + 10] = b"REAL_TOPIX"
+    log.write_bytes(bytes(data))
+    return store, key, e
+
+
+def test_a_wheel_record_without_real_topic_stops_a_run_or_is_audited_and_its_copy_is_a_row(store_5x_timers, tmp_path):
+    store, key, e = _damaged_copy(store_5x_timers, tmp_path)
+    failed = submit_job("--store", store, "--out", tmp_path / "fail", *SUBSCRIPTIONS)
+    assert failed.returncode == 1 and "timer record without REAL_TOPIC" in failed.console
+    assert not (tmp_path / "fail").exists()
+    skipped = submit_job("--store", store, "--out", tmp_path / "skip", *SUBSCRIPTIONS, "--on-corrupt", "skip")
+    assert skipped.returncode == 4, skipped.console[-3000:]
+    audit = ds.dataset(tmp_path / "skip" / "audit" / "corrupt", format="parquet").to_table().to_pylist()
+    assert [(r["commitlog_offset"], r["reason"]) for r in audit] == [
+        (e["scheduledCommitLogOffset"], "timer record without REAL_TOPIC: left out of the timer ledger")]
+    rows = _rows(tmp_path / "skip")[1]
+    assert len(rows) == 293  # the message is still a row: its delivered copy's
+    assert (rows[key]["state"], rows[key]["scheduled_store_timestamp"], rows[key]["delivered_queue_offset"]) == \
+        ("delivered", None, e["deliveredQueueOffset"])
