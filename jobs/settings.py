@@ -12,11 +12,11 @@ from schemas.errors import ConfigError
 DEFAULTS = {
     "split_size_mb": 128, "bloom_f": BROKER_BLOOM_F, "bloom_n": BROKER_BLOOM_N, "rocketmq_version": "5",
     "from": "earliest", "retry_subscriptions": True, "filter_support_retry": False, "with_body": True,
-    "on_corrupt": "fail", "verify_crc": False, "max_body_mb": 64, "spark": {},
+    "on_corrupt": "fail", "verify_crc": False, "max_body_mb": 64, "timer_overdue_seconds": 300, "spark": {},
 }
 CHOICES = {"rocketmq_version": ("4", "5"), "from": ("earliest", "committed"), "on_corrupt": ("fail", "skip")}
 FLAGS = ("retry_subscriptions", "filter_support_retry", "with_body", "verify_crc")
-SIZES = ("split_size_mb", "bloom_f", "bloom_n", "max_body_mb")
+SIZES = ("split_size_mb", "bloom_f", "bloom_n", "max_body_mb", "timer_overdue_seconds")
 DEFAULT_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf", "replay.json")
 
 
@@ -84,6 +84,8 @@ class JobOptions:
     commitlog: tuple = ()  # --commitlog: the directories of a log kept elsewhere than under the store root
     units_from: str = "auto"  # --units-from: where units come from (jobs/pipeline/units/choose.py)
     audit_consume_queue: bool = False  # --audit-consume-queue: every unit checked against the commit log
+    # a pending timer message due this long before the latest record the run read is overdue (a stuck wheel)
+    timer_overdue: int = DEFAULTS["timer_overdue_seconds"] * 1000
 
 
 def job_options(settings, store, **given):
@@ -98,6 +100,6 @@ def job_options(settings, store, **given):
         with_body=settings["with_body"], max_body=settings["max_body_mb"] << 20,
         support_retry=settings["filter_support_retry"], bloom_f=settings["bloom_f"], bloom_n=settings["bloom_n"],
         split_size=settings["split_size_mb"] << 20, on_corrupt=settings["on_corrupt"],
-        verify_crc=settings["verify_crc"])
+        verify_crc=settings["verify_crc"], timer_overdue=settings["timer_overdue_seconds"] * 1000)
     base.update({k: v for k, v in given.items() if v is not None})
     return JobOptions(store=store, **base)

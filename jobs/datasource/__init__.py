@@ -29,13 +29,14 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs.cli import commitlog_dirs
 from jobs.datasource.filters import option_narrowing
-from jobs.datasource.read import SplitRead, read_split
+from jobs.datasource.read import TIMER_EVENTS_SCHEMA, SplitRead, read_split
 from jobs.errors import UsageError
 from jobs.pipeline.brokers import brokers_of, split_store
 from jobs.pipeline.plan import build_plan
 from jobs.pipeline.split_units import commitlog_splits, snap_to_records
 from jobs.pipeline.units.choose import UNITS_FROM
 from jobs.run.session import is_connect
+from jobs.run.timer_ledger import pair
 from jobs.settings import CHOICES as SETTING_CHOICES
 from jobs.settings import JobOptions, job_options, load_settings
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, spark_schema
@@ -46,12 +47,18 @@ from schemas.key_lookup import find_key_units
 log = logging.getLogger("mqreplay")
 
 WORKER_PYTHON_CONF = "spark.pyspark.python"
-FLAGS = ("withBody", "verifyCrc", "retry", "filterSupportRetry")
+FLAGS = ("withBody", "verifyCrc", "retry", "filterSupportRetry", "timers")
 CHOICES = {"rocketmqVersion": SETTING_CHOICES["rocketmq_version"], "onCorrupt": SETTING_CHOICES["on_corrupt"],
            "onSubscriptionError": ("fail", "skip"), "unitsFrom": UNITS_FROM}
 NARROWING = ("topics", "key", "since", "until", "startingOffsets", "endingOffsets")
 OPTIONS = ("path", "brokers", "subscriptions") + FLAGS + tuple(CHOICES) + NARROWING + ("commitlog",)
 GROUP_COLUMNS = ("delivered_to", "collided_for")
+
+
+def timer_ledger(events):
+    """The timer ledger (the job's OUT/timers/ columns, docs/output.md) of a DataFrame read with option
+    timers: the same pairing by (broker, UNIQ_KEY) the job runs after its stage, done by Spark."""
+    return pair(events)
 
 
 def register(spark):
@@ -108,6 +115,8 @@ class RocketMQDataSource(DataSource):
 
     def schema(self):
         read = read_options(self.options)  # here, so that a bad option fails load(), not the first query
+        if read.timers:
+            return spark_schema(TIMER_EVENTS_SCHEMA)
         return spark_schema(arrow_schema(read.job.with_body, bool(read.job.subscription_files)))
 
     def reader(self, schema):
@@ -123,6 +132,7 @@ class ReadOptions:
     narrowing: object  # jobs.datasource.filters.Narrowing of the topics and window options
     on_subscription_error: str
     brokers: tuple  # jobs/pipeline/brokers.Broker: one for a path, each of option brokers' NAME=STORE
+    timers: bool = False  # option timers: a row per timer event (timer_ledger pairs them), not per message
 
 
 def read_options(options):
@@ -148,7 +158,8 @@ def read_options(options):
     defaults = {"rocketmqVersion": settings["rocketmq_version"], "onCorrupt": settings["on_corrupt"],
                 "onSubscriptionError": "fail", "unitsFrom": "auto", "withBody": settings["with_body"],
                 "verifyCrc": settings["verify_crc"],
-                "retry": settings["retry_subscriptions"], "filterSupportRetry": settings["filter_support_retry"]}
+                "retry": settings["retry_subscriptions"], "filterSupportRetry": settings["filter_support_retry"],
+                "timers": False}
     value = {name: _choice(options, name, defaults[name]) for name in CHOICES}
     value.update((name, _flag(options, name, defaults[name])) for name in FLAGS)
     try:
@@ -169,7 +180,9 @@ def read_options(options):
         units_from=value["unitsFrom"],
         dialect=value["rocketmqVersion"], retry=value["retry"], support_retry=value["filterSupportRetry"],
         with_body=value["withBody"], on_corrupt=value["onCorrupt"], verify_crc=value["verifyCrc"], read_all=True)
-    return ReadOptions(job, narrowing, value["onSubscriptionError"], brokers)
+    if value["timers"] and subscriptions is not None:
+        raise UsageError("rocketmq: option timers reads timer events, which no group decides: leave out subscriptions")
+    return ReadOptions(job, narrowing, value["onSubscriptionError"], brokers, value["timers"])
 
 
 def _from_launch_dir(path):
@@ -234,6 +247,7 @@ class RocketMQReader(DataSourceReader):
         self.on_subscription_error = read.on_subscription_error
         self.narrowing = read.narrowing
         self.brokers = read.brokers
+        self.timers = read.timers
         self.arrow = to_arrow_schema(schema, timezone="UTC")  # what Spark checks each batch against
 
     def partitions(self):
@@ -259,7 +273,7 @@ class RocketMQReader(DataSourceReader):
         for start, end in ranges:
             if any(s.split_holds(start, end) for s in plan.units) and (narrowing.offsets is None or any(
                     start <= o < end for o in narrowing.offsets)):
-                job = SplitRead(plan.for_split(start, end), narrowing)
+                job = SplitRead(plan.for_split(start, end), narrowing, self.timers)
                 parts.append(SplitPartition(first + len(parts), start, end, job))
         return parts
 

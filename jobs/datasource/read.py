@@ -11,8 +11,10 @@ from filtering.decision import decide_topic
 from filtering.topic_replay import message_columns
 from jobs.pipeline.split_task import Pieces, decoded_topics
 from jobs.pipeline.split_units import split_units
+from jobs.pipeline.timer_events import TIMER_EVENT_SCHEMA, timer_events
 
 log = logging.getLogger("mqreplay")
+TIMER_EVENTS_SCHEMA = TIMER_EVENT_SCHEMA.append(pa.field("broker", pa.string()))  # option timers' rows
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,7 @@ class SplitRead:
 
     plan: object  # ReplayPlan, its units sources cut to the partition's split (ReplayPlan.for_split)
     narrowing: object  # jobs.datasource.filters.Narrowing
+    timers: bool = False  # a row per timer event (jobs/pipeline/timer_events.py), not per message
 
 
 def read_split(job, start, end, schema):
@@ -38,8 +41,25 @@ def read_split(job, start, end, schema):
         keep = job.narrowing.message_mask(messages)
         if keep is not None and not keep.all():
             topic_units, messages = topic_units.filter(pa.array(keep)), messages.filter(pa.array(keep))
-        if topic_units.num_rows:
+        if job.timers:
+            yield from _timer_rows(job.plan, topic, topic_units, messages, out)
+        elif topic_units.num_rows:
             yield from _rows(job.plan, topic, topic_units, messages, out, schema).to_batches()
+
+
+def _timer_rows(plan, topic, units, messages, out):
+    """The timer events of one topic's batch, with their broker; a wheel record the wheel could not read fails
+    the read, or (onCorrupt=skip) is left out with a warning, as the job audits it."""
+    if not messages.num_rows:
+        return
+    events = timer_events(plan, topic, messages, out, units)
+    for kind, piece in out.flush():
+        if kind == "corrupt":
+            for problem in piece.to_pylist():
+                log.warning("rocketmq: %s at offset %d: %s", problem["file"], problem["offset"], problem["reason"])
+    if events is not None:
+        yield from events.append_column("broker", pa.array([plan.broker] * events.num_rows, pa.string())) \
+            .to_batches()
 
 
 def _warn_of_null_bodies(out):

@@ -3,10 +3,13 @@ token or the UNIQ_KEY) are found through the broker's index, or a scan where it 
 (schemas/key_lookup.py); each one's unit is read where explain reads units (jobs/explain/question.py) and every
 group subscribed to its topic gets the decision the job makes (question.decide), one row per (message, group).
 """
+import sys
+
 from filtering import decision as D
 from jobs.errors import ExplainError
 from jobs.explain.question import decide, read_queue_units
 from jobs.explain.report import VERDICTS
+from jobs.pipeline.timer_events import fate, timer_events
 from schemas import layout as L
 from schemas.key_lookup import locate_keys, store_topics
 from schemas.lookup import read_records, record_size_at
@@ -43,7 +46,36 @@ def find(ctx, key, topic=None, window=None, group=None):
     for (t, q), messages in by_queue.items():
         rows += _verdicts(ctx, t, q, messages, window, group)
     rows.sort(key=lambda r: (order[r["commit_log_offset"]], r["group"] or ""))
+    fates = timer_fates(ctx, found.messages)
+    for r in rows:
+        if r["uniq_key"] in fates:
+            r["timer"] = fates[r["uniq_key"]]
     return rows, found
+
+
+def timer_fates(ctx, messages):
+    """{UNIQ_KEY: its timer ledger row} of the timer messages among the records found (their scheduled record,
+    delivered copy, cancel marker: jobs/pipeline/timer_events.py), by the rules of the job's OUT/timers/. A
+    wheel record the wheel cannot read is damaged data under the corruption policy, as in a run."""
+    events = []
+    topics = messages.column("topic").to_pylist()
+    for topic in sorted(set(topics)):
+        rows = [i for i, t in enumerate(topics) if t == topic]
+        found = timer_events(ctx.plan, topic, messages.take(rows), _Audited())
+        events += found.to_pylist() if found is not None else []
+    by_key = {}
+    for e in events:
+        by_key.setdefault(e["uniq_key"], []).append(e)
+    return {key: fate(group) for key, group in by_key.items()}
+
+
+class _Audited:
+    """Where timer_events puts what it audits under --on-corrupt skip: explain's answer leaves those records out
+    of a fate, as the job leaves them out of its ledger."""
+
+    def add(self, kind, piece):
+        for row in piece.to_pylist():
+            print(f"note: {row['file']} offset {row['offset']}: {row['reason']}", file=sys.stderr)
 
 
 def _verdicts(ctx, topic, queue_id, found, window, group):
@@ -101,7 +133,7 @@ def notes(found):
 def render(rows):
     """The answer as text: a line per message (its broker first when the rows come from several), then a line
     per group's verdict."""
-    lines, last = [], None
+    lines, last, timers = [], None, set()
     several = len({r.get("broker") for r in rows}) > 1
     for r in rows:
         if (r.get("broker"), r["commit_log_offset"]) != last:
@@ -109,6 +141,23 @@ def render(rows):
             lines.append(f"{r['broker'] + ' ' if several else ''}{r['topic']} queue {r['queue_id']} offset "
                          f"{r['queue_offset']}: msgId {r['msg_id']}, commit-log offset {r['commit_log_offset']}, "
                          f"storeTimestamp {r['store_timestamp']}, keys {r['keys']!r}, UNIQ_KEY {r['uniq_key']}")
+            if r.get("timer") and r["uniq_key"] not in timers:
+                timers.add(r["uniq_key"])
+                lines.append(f"  {timer_line(r['timer'])}")
         outcome = "DELIVERED" if r["delivered"] else f"NOT DELIVERED ({r['reason']})"
         lines.append(f"  {r['group']}: {outcome}" if r["group"] is not None else f"  {r['verdict']}")
     return lines or ["no message carries the key"]
+
+
+def timer_line(t):
+    """A timer message's fate in words: scheduled at, due at, then delivered at (where, how late), pending, or
+    cancelled at."""
+    scheduled = (f"scheduled at {t['scheduled_store_timestamp']}" if t["scheduled_store_timestamp"] is not None
+                 else "its scheduled record not found")
+    head = f"timer message to {t['real_topic']} queue {t['real_queue_id']}: {scheduled}, due at {t['deliver_ms']}"
+    if t["state"] == "delivered":
+        return (f"{head}, delivered at {t['delivered_store_timestamp']} (queue offset {t['delivered_queue_offset']}, "
+                f"{t['lag_ms']} ms after its due time)")
+    if t["state"] == "cancelled":
+        return f"{head}, cancelled at {t['cancelled_store_timestamp']}"
+    return f"{head}, pending (no delivered copy found)"

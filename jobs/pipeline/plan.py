@@ -15,6 +15,7 @@ from jobs.errors import UsageError
 from jobs.pipeline.brokers import store_broker
 from jobs.pipeline.cq_index import SegmentIndex
 from jobs.pipeline.replay_plan import ReplayPlan, replay_plan
+from jobs.pipeline.timer_events import timer_topics
 from jobs.pipeline.units.choose import BrokerUnits, choose, store_topics
 from jobs.pipeline.window import resolve
 from schemas import layout as L
@@ -116,7 +117,7 @@ def build_plan(options, broker=None, several=False, layout=None):
             warnings.append(f"{c.sub.group}/{c.sub.topic}: {c.warning}")
     runnable = tuple(c for c in compiled if not c.error)
     topics = read_topics(options, topics_present) if options.read_all else \
-        needed_topics(runnable, stored, options.groups, options.topics)
+        needed_topics(runnable, stored, options.groups, options.topics) | timer_topics(topics_present, options.topics)
     if several and not unknown_topics:  # a registration every broker holds, of a topic another broker has:
         topics &= topics_present  # nothing of it here to audit, and no commit log to walk for it
     warnings += _unreadable_topics(config.topics, topics)

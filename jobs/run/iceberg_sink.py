@@ -180,12 +180,13 @@ def _named(parts):
     return [(b.name, p) for b, p in parts]
 
 
-def publish_tables(target, out_uri, written, run, with_body, parts):
+def publish_tables(target, out_uri, written, run, with_body, parts, before_ranges=()):
     """Commit the parts of the run's temporary OUT (sink.commit's `written`: {output: (files, rows, bytes)}) to
     the tables: {table: files added}. Runs killed between two commits are removed first; rows a group holds are
     trimmed (a continuing run) or refused (exit 2, nothing committed: a night that committed the same offsets
     meanwhile); then one snapshot per table, the answer tables every run, the audits when they have rows, matched
-    last; then the run's ranges."""
+    last; then `before_ranges` (callables returning {table: files added}: the timer ledger's, jobs/run/timer_lake.py);
+    then the run's ranges."""
     ranges = lake.run_ranges(_named(parts))
     held = target.waiting(lambda catalog: _prepare_commit(target, catalog, run), "--sink iceberg (repairing)")
     if not target.continuing:
@@ -209,6 +210,8 @@ def publish_tables(target, out_uri, written, run, with_body, parts):
         files = _move_parts(fs, root, output, table.location(), run)
         target.waiting(lambda c: _add(c, identifier, files, properties), f"--sink iceberg (committing {identifier})")
         added[name] = len(files)
+    for commit in before_ranges:
+        added.update(commit())
     rows = lake.ranges_rows(target.refs, ranges, run)
     target.waiting(lambda c: _append_ranges(target, c, rows, run), "--sink iceberg (committing the ranges)")
     return added

@@ -15,15 +15,17 @@ import pyarrow.fs as pafs
 from jobs.errors import UsageError
 from jobs.run import lake
 from jobs.run.iceberg_sink import TABLES
+from jobs.run.timer_lake import TABLE as TIMERS_TABLE
 from schemas import storefs
 
 COMPACTED = "mqreplay.compacted"  # a compaction's snapshot: the files it rewrote
 
 
-def _tables(catalog, namespace):
-    """The namespace's tables that mqreplay writes, loaded."""
+def _tables(catalog, namespace, timers=True):
+    """The namespace's tables that mqreplay writes, loaded (NS.timers with `timers`: every night rewrites it
+    whole, jobs/run/timer_lake.py, so it is never compacted; its old snapshots expire and their files go)."""
     out = []
-    for name in list(TABLES.values()) + [lake.RANGES]:
+    for name in list(TABLES.values()) + [lake.RANGES] + ([TIMERS_TABLE] if timers else []):
         table = lake.load(catalog, f"{namespace}.{name}")
         if table is not None:
             out.append((name, table))
@@ -53,7 +55,7 @@ def compact(target):
     the driver holds one partition's rows (a group's deliveries, a topic's messages), never a whole table:
     {table: (files before, after)}, or a reason it was left as it is."""
     out = {}
-    for name, _ in target.waiting(lambda c: _tables(c, target.namespace), "--compact"):
+    for name, _ in target.waiting(lambda c: _tables(c, target.namespace, timers=False), "--compact"):
         out[name] = target.waiting(lambda c: _compact(c, target.namespace, name), f"--compact {name}")
     return out
 

@@ -28,6 +28,7 @@ from jobs.run import stage as T
 from jobs.run.progress import Progress
 from jobs.run.session import is_connect
 from jobs.run.summary import Counters, build_summary, cluster_summary, exit_code
+from jobs.run.timer_ledger import overdue_warnings, timer_reads, timers_summary
 from schemas import storefs
 
 TMP_MARK = ".tmp-"
@@ -275,6 +276,7 @@ def _run_with(spark, planned, out, options, sink, ranges, progress):
     fs, path = storefs.resolve(out)
     fs.create_dir(path, recursive=True)
     written = sink.commit(out, reports, planned, options)
+    timers = sink.ledger(spark, out, (fs, path), written, timer_reads(reports, planned), options)
     several = len(planned.parts) > 1
     summaries, timelines = [], {}
     for b, part in planned.parts:
@@ -287,5 +289,8 @@ def _run_with(spark, planned, out, options, sink, ranges, progress):
         timelines.update({((b.name,) + k if several else k): t for k, t in counters.timelines.items()})
     summary = cluster_summary(summaries)
     summary["warnings"] = list(planned.warnings) + summary["warnings"]
+    if timers is not None:
+        summary["timers"] = timers_summary(timers)
+        summary["warnings"] += overdue_warnings(timers, options.timer_overdue)
     summary["outputs"] = {name: {"files": f, "rows": r, "bytes": b} for name, (f, r, b) in sorted(written.items())}
     return summary, timelines

@@ -36,15 +36,19 @@ def report_data(summary, timelines, status):
                      "collided_timeline": [[b, c[1]] for b, c in zip(axis, counts) if c[1]],
                      "filtered_timeline": [[b, c[2]] for b, c in zip(axis, counts) if c[2]]})
     attention = needs_attention(subs)
+    timers = summary.get("timers") or {"topics": [], "totals": {}}
+    overdue = timers["totals"].get("overdue") or 0
     text = STATUS.get(status, "")
     if attention and status == 0:  # never "clean" while a group's expression throws or delivers nothing
         text = f"finished, {len(attention)} subscription(s) need attention"
+    if overdue and status == 0 and not attention:  # nor while the timer wheel looks stuck
+        text = f"finished, {overdue} timer message(s) overdue"
     return {"status": status, "status_text": text, "attention": attention, "bucket_ms": width,
             "run": {k: summary.get(k) for k in ("store", "from", "rocketmq_version", "window", "job_seconds",
                                                 "sink", "corrupt_items", "skipped_units", "uninflated_bodies")},
             "warnings": summary.get("warnings", []), "store_problems": summary.get("store_problems", []),
             "bitmap_audit": summary.get("bitmap_audit", {}).get("topics", []), "subscriptions": subs,
-            "brokers": summary.get("brokers") or {}}
+            "brokers": summary.get("brokers") or {}, "timers": timers}
 
 
 def needs_attention(subs):
@@ -90,7 +94,8 @@ def render(summary, timelines, status):
     """The whole page: trouble first (the headline, what needs attention, every subscription in one table),
     then the run and the charts."""
     data = report_data(summary, timelines, status)
-    parts = [_head(), _headline(data), _attention(data), _overview(data), _run(data), _timelines(data),
+    parts = [_head(), _headline(data), _timer_alarm(data), _attention(data), _overview(data), _run(data),
+             _timers(data), _timelines(data),
              _funnels(data), _errors(data, summary), _bloom(data), _audit(data), _damage(data), _embedded(data),
              "</body></html>\n"]
     return "".join(parts)
@@ -126,6 +131,30 @@ def _attention(data):
     return ("<h2 class=\"bad\">Needs attention</h2><ul>" + "".join(
         f"<li><strong>{_e(a['group'])} / {_e(a['topic'])}</strong>: {_e(a['why'])}</li>" for a in data["attention"])
         + "</ul>\n")
+
+
+def _timer_alarm(data):
+    """First of all: pending timer messages long past their due time (a stuck timer wheel), per real topic."""
+    late = [t for t in data["timers"]["topics"] if t["overdue"]]
+    if not late:
+        return ""
+    return ("<h2 class=\"bad\">Timer wheel: messages overdue</h2><ul>" + "".join(
+        f"<li><strong>{_e(t['real_topic'])}</strong> (broker {_e(t['broker'])}): {t['overdue']:,} message(s) still "
+        f"pending well after their due time (OUT/timers/, state pending)</li>" for t in late) + "</ul>\n")
+
+
+def _timers(data):
+    """The timer ledger per real topic (OUT/timers/): what the wheel delivered, holds, and had cancelled."""
+    topics = data["timers"]["topics"]
+    if not topics:
+        return ""
+    out = ["<h2>Timer messages per real topic (OUT/timers/)</h2><table><tr><th>real topic</th><th>broker</th>"
+           "<th>delivered</th><th>pending</th><th>cancelled</th><th>overdue</th><th>lag median (ms)</th>"
+           "<th>lag max (ms)</th></tr>"]
+    out += [f"<tr><td>{_e(t['real_topic'])}</td><td class=\"t\">{_e(t['broker'])}</td><td>{t['delivered']}</td>"
+            f"<td>{t['pending']}</td><td>{t['cancelled']}</td><td>{t['overdue']}</td><td>{_e(t['lag_ms_median'])}</td>"
+            f"<td>{_e(t['lag_ms_max'])}</td></tr>" for t in topics]
+    return "".join(out) + "</table>\n"
 
 
 def _overview(data):

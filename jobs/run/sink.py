@@ -29,6 +29,7 @@ from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, STAT_FIELDS, TOPIC_STAT
 from schemas.columns import batch_bounds, one_array
 
 ATTEMPTS = "_attempts"
+TIMER_EVENTS = "_timer_events"  # a run's timer events, until the driver has paired them into timers/
 # the narrow row of matched/ and audit/collisions/ (besides group and topic)
 NARROW_FIELDS = ["queue_id", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys", "born_timestamp",
                  "store_timestamp"]
@@ -102,6 +103,7 @@ class SplitWriter:
         self.stats, self.topic_stats, self.examples = {}, {}, {}
         self.timelines = {}  # (group, topic) -> Timeline of the split
         self.marks = []  # rows of split_units.QUEUE_MARKS_SCHEMA: the offsets rebuilt queues reach
+        self.clock = None  # the latest store time of the records decoded (the timer ledger's overdue count)
 
     def write(self, kind, piece):
         getattr(self, "_" + kind)(piece)
@@ -157,6 +159,14 @@ class SplitWriter:
 
     def _bodies(self, table):
         self._append("audit/bodies", f"audit/bodies/part-{self.split:05d}.parquet", table)
+
+    def _timer_event(self, table):
+        """The timer ledger's events (jobs/pipeline/timer_events.py): paired by the driver's Spark step, which
+        writes timers/ and removes them (jobs/run/timer_ledger.py)."""
+        self._append(TIMER_EVENTS, f"{TIMER_EVENTS}/part-{self.split:05d}.parquet", table)
+
+    def _timer_clock(self, last):
+        self.clock = last if self.clock is None else max(self.clock, last)
 
     def _stats(self, table):
         for row in table.to_pylist():
@@ -220,6 +230,8 @@ class SplitWriter:
         for (group, topic), timeline in sorted(self.timelines.items()):
             rows.append(dict(kind="timeline", group=group, topic=topic, **timeline.report()))
         rows += [dict(kind="queue_marks", **m) for m in self.marks]
+        if self.clock is not None:
+            rows.append(dict(kind="timer_clock", last=self.clock))
         return [dict(r, broker=self.broker) for r in rows]
 
     def abort(self):

@@ -19,6 +19,8 @@ from jobs.pipeline.brokers import bare
 from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
 from jobs.run import iceberg_sink as lake_sink
 from jobs.run.sink import SinkSpec, commit, write_driver_part, write_empty_tables
+from jobs.run.timer_lake import commit_timers, merge_ledger
+from jobs.run.timer_ledger import write_ledger
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 
 
@@ -50,6 +52,14 @@ class ParquetSink:
             write_driver_part(out, "audit/consume_queue", CQ_AUDIT_SCHEMA.empty_table())  # of no row
         return written
 
+    def ledger(self, spark, out, where, written, reads, options):
+        """The timer ledger (timers/, jobs/run/timer_ledger.py) from the committed timer events: its
+        {output: (files, rows, bytes)} put into `written`, and its counts per (broker, real topic) returned.
+        `where`: OUT's (filesystem, path)."""
+        made, counts = write_ledger(spark, out, where, written, reads, options.timer_overdue)
+        written.update(made)
+        return counts
+
     def publish(self, out, summary, planned, options, run):
         """What the sink adds to the summary once the outputs are committed, before OUT is published."""
 
@@ -65,6 +75,9 @@ class NoopSink(ParquetSink):
     def commit(self, out, reports, planned, options):
         return {}
 
+    def ledger(self, spark, out, where, written, reads, options):
+        return None  # nothing written: the events were counted, not kept
+
     def publish(self, out, summary, planned, options, run):
         summary["sink"] = "noop: every decision made, nothing written"
 
@@ -78,6 +91,8 @@ class IcebergSink(ParquetSink):
 
     def __init__(self, target):
         self.target = target
+        self.held_timers = None  # what NS.timers held when the run merged its ledger (ledger, then publish)
+        self.out_where = None  # the temporary OUT's (filesystem, path), where the merged ledger waits for publish
 
     def spec(self, out, options):
         return SinkSpec(out, options.layout, options.with_body, for_tables=True)
@@ -103,10 +118,19 @@ class IcebergSink(ParquetSink):
                   f"(runs that died before their commit, or parts compacted away whose snapshots expired): "
                   f"{listed}; --clean-stale (or jobs.maintain, once they are old) removes them", file=sys.stderr)
 
+    def ledger(self, spark, out, where, written, reads, options):
+        """NS.timers' rows merged with the night's (jobs/run/timer_lake.py), committed by `publish`."""
+        (made, counts), self.held_timers = merge_ledger(spark, self.target, out, where, written, reads,
+                                                        options.timer_overdue)
+        self.out_where = where
+        written.update(made)
+        return counts
+
     def publish(self, out, summary, planned, options, run):
         started = time.time()
         written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
-        added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts)
+        timers = (lambda: commit_timers(self.target, self.out_where, run, self.held_timers),)
+        added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts, timers)
         summary["iceberg"] = {"catalog": self.target.describe(), "namespace": self.target.namespace,
                               "tables": added, "commit_seconds": round(time.time() - started, 3)}
 

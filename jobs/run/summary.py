@@ -182,6 +182,12 @@ def summary_table(summary):
         out += _table(["topic", "compared", "mismatches", "explained"],
                       [[t["topic"], str(t["bitmaps_compared"]), str(t["bitmap_mismatches"]),
                         str(t["bitmap_mismatches_explained"])] for t in audit])
+    timers = (summary.get("timers") or {}).get("topics") or []
+    if timers:
+        out += ["", "timer messages per real topic (OUT/timers/):"]
+        out += _table(["broker", "real_topic", "delivered", "pending", "cancelled", "overdue", "lag_ms_median",
+                       "lag_ms_max"], [[str(t[k]) for k in ("broker", "real_topic", "delivered", "pending", "cancelled",
+                                                            "overdue", "lag_ms_median", "lag_ms_max")] for t in timers])
     out += [""] + summary["units_source_notes"] if summary.get("units_source_notes") else []
     if several:
         for name, window in sorted((summary.get("window") or {}).items()):
