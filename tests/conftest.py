@@ -100,11 +100,10 @@ def store_cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def store_5x_timers(tmp_path_factory):
-    """Fixture store_5x_timers (store_5x's commit log, written by RocketMQ 5.3.3's timer wheel, with the consume
-    queues of the wheel's topic and of its real topics, and expected/timer_ledger.json), unpacked once per
-    session."""
+def store_5x(tmp_path_factory):
+    """Fixture store_5x (a RocketMQ 5.3.3 store: timer wheel, LMQ queues, a BatchCQ topic, and RocketMQ's answers in
+    expected/), unpacked once per session."""
     root = tmp_path_factory.mktemp("fixtures")
-    with tarfile.open(DATA / "stores" / "store_5x_timers.tar.gz") as tar:
+    with tarfile.open(DATA / "stores" / "store_5x.tar.gz") as tar:
         tar.extractall(root, filter="data")
-    return root / "store_5x_timers"
+    return root / "store_5x"

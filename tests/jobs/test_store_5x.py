@@ -6,7 +6,6 @@ BatchCQ units equal the store's (RocketMQ's lmq.json, batchcq.json); nothing a 5
 Expectations come from the fixture's expected/ files (RocketMQ's getMessage and its client's unwrap)."""
 import json
 import shutil
-import tarfile
 from collections import Counter
 
 import numpy as np
@@ -22,16 +21,7 @@ from jobs.settings import JobOptions
 from schemas.cq_rebuild import rebuild_units
 from schemas.inner_batch import unwrap
 from schemas.multi_dispatch import dispatched_at
-from tests.conftest import DATA
 from tests.local_replay import kind, replay_local
-
-
-@pytest.fixture(scope="module")
-def store_5x(tmp_path_factory):
-    root = tmp_path_factory.mktemp("fixtures")
-    with tarfile.open(DATA / "stores" / "store_5x.tar.gz") as tar:
-        tar.extractall(root, filter="data")
-    return root / "store_5x"
 
 
 @pytest.fixture(scope="module")

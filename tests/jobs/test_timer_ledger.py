@@ -72,32 +72,32 @@ def _assert_ledger(rows, want):
 
 
 @pytest.fixture(scope="module")
-def whole(store_5x_timers, tmp_path_factory):
+def whole(store_5x, tmp_path_factory):
     out = tmp_path_factory.mktemp("timers") / "out"
-    proc = submit_job("--store", store_5x_timers / "store", "--out", out, *SUBSCRIPTIONS)
+    proc = submit_job("--store", store_5x / "store", "--out", out, *SUBSCRIPTIONS)
     assert proc.returncode == 0, proc.console[-3000:]
     return out
 
 
 @pytest.fixture(scope="module")
-def nights(store_5x_timers, tmp_path_factory):
+def nights(store_5x, tmp_path_factory):
     root = tmp_path_factory.mktemp("nights")
-    first = submit_job("--store", store_5x_timers / "store", "--out", root / "n1", *SUBSCRIPTIONS, "--until", MIDDLE)
+    first = submit_job("--store", store_5x / "store", "--out", root / "n1", *SUBSCRIPTIONS, "--until", MIDDLE)
     assert first.returncode == 0, first.console[-3000:]
-    second = submit_job("--store", store_5x_timers / "store", "--out", root / "n2", *SUBSCRIPTIONS,
+    second = submit_job("--store", store_5x / "store", "--out", root / "n2", *SUBSCRIPTIONS,
                         "--starting-offsets", root / "n1" / "offsets.json")
     assert second.returncode == 0, second.console[-3000:]
     return root / "n1", root / "n2"
 
 
-def test_every_message_through_the_wheel_is_one_row_with_the_fate_rocketmq_recorded(whole, store_5x_timers):
+def test_every_message_through_the_wheel_is_one_row_with_the_fate_rocketmq_recorded(whole, store_5x):
     table, rows = _rows(whole)
     assert table.num_rows == len(rows) == 293  # 225 delivered, 33 cancelled, 35 pending (run.json's counts)
-    _assert_ledger(rows, {k: _expected_row(e) for k, e in _through_wheel(store_5x_timers).items()})
+    _assert_ledger(rows, {k: _expected_row(e) for k, e in _through_wheel(store_5x).items()})
 
 
-def test_a_message_stored_straight_into_its_topic_is_no_ledger_row(whole, store_5x_timers):
-    direct = [k for k, e in _ledger(store_5x_timers).items() if e["direct"]]
+def test_a_message_stored_straight_into_its_topic_is_no_ledger_row(whole, store_5x):
+    direct = [k for k, e in _ledger(store_5x).items() if e["direct"]]
     assert len(direct) == 10
     assert not set(direct) & set(_rows(whole)[1])
 
@@ -107,13 +107,13 @@ def test_the_ledger_has_the_documented_columns(whole):
     assert table.schema.names == LEDGER_SCHEMA.names
 
 
-def test_the_summary_counts_each_real_topic_s_fates(whole, store_5x_timers):
+def test_the_summary_counts_each_real_topic_s_fates(whole, store_5x):
     summary = json.loads((whole / "summary.json").read_text(encoding="utf-8"))
-    want = Counter((e["realTopic"], e["state"]) for e in _through_wheel(store_5x_timers).values())
+    want = Counter((e["realTopic"], e["state"]) for e in _through_wheel(store_5x).values())
     got = {(t["real_topic"], s): t[s] for t in summary["timers"]["topics"]
            for s in ("delivered", "pending", "cancelled")}
     assert {k: v for k, v in got.items() if v} == dict(want)
-    lags = sorted(e["deliveredStoreTs"] - e["deliverMs"] for e in _through_wheel(store_5x_timers).values()
+    lags = sorted(e["deliveredStoreTs"] - e["deliverMs"] for e in _through_wheel(store_5x).values()
                   if e["realTopic"] == "TopicOrder" and e["state"] == "delivered")
     order = next(t for t in summary["timers"]["topics"] if t["real_topic"] == "TopicOrder")
     half = len(lags) // 2
@@ -124,9 +124,9 @@ def test_the_summary_counts_each_real_topic_s_fates(whole, store_5x_timers):
     assert summary["outputs"]["timers"]["rows"] == 293
 
 
-def test_a_message_scheduled_in_one_night_and_delivered_in_the_next_is_pending_then_delivered(nights, store_5x_timers):
+def test_a_message_scheduled_in_one_night_and_delivered_in_the_next_is_pending_then_delivered(nights, store_5x):
     n1, n2 = nights
-    ledger = _through_wheel(store_5x_timers)
+    ledger = _through_wheel(store_5x)
     first = {k: w for k, w in ((k, _expected_row(e, until=MIDDLE)) for k, e in ledger.items()) if w}
     second = {k: w for k, w in ((k, _expected_row(e, since=MIDDLE)) for k, e in ledger.items()) if w}
     assert Counter(w["state"] for w in first.values()) == {"pending": 150, "delivered": 110, "cancelled": 33}
@@ -213,7 +213,7 @@ def test_only_copies_the_wheel_delivered_are_events_of_a_real_topic():
 
 @needs_shared
 def test_the_fixture_copy_equals_store_5x():
-    with tarfile.open(DATA / "stores" / "store_5x_timers.tar.gz") as tar:
+    with tarfile.open(DATA / "stores" / "store_5x.tar.gz") as tar:
         for member in tar.getmembers():
             rel = member.name.split("/", 1)[1] if "/" in member.name else ""
             if member.isfile() and rel != "README.md":
@@ -269,11 +269,11 @@ def test_a_pending_timer_of_a_topic_the_run_did_not_read_is_not_overdue_and_is_s
 
 
 @pytest.mark.system
-def test_the_lake_holds_one_row_per_timer_message_with_its_latest_state(store_5x_timers, tmp_path):
+def test_the_lake_holds_one_row_per_timer_message_with_its_latest_state(store_5x, tmp_path):
     target = IcebergTarget("nightly", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh"))
-    common = ["--store", store_5x_timers / "store", *SUBSCRIPTIONS, "--sink", "iceberg", "--catalog-uri", target.uri,
+    common = ["--store", store_5x / "store", *SUBSCRIPTIONS, "--sink", "iceberg", "--catalog-uri", target.uri,
               "--warehouse", target.warehouse, "--namespace", "nightly"]
-    ledger = _through_wheel(store_5x_timers)
+    ledger = _through_wheel(store_5x)
 
     def table_rows():
         table = target.catalog().load_table("nightly.timers").scan().to_arrow()
@@ -292,37 +292,37 @@ def test_the_lake_holds_one_row_per_timer_message_with_its_latest_state(store_5x
     assert summary["timers"]["totals"]["pending"] == 35  # the table's, after the night: what is still pending
 
 
-def _one_of_each_state(store_5x_timers):
+def _one_of_each_state(store_5x):
     chosen = {}
-    for k, e in sorted(_through_wheel(store_5x_timers).items()):
+    for k, e in sorted(_through_wheel(store_5x).items()):
         chosen.setdefault(e["state"], (k, e))
     return chosen
 
 
-def test_explain_key_tells_a_timer_message_s_fate(store_5x_timers):
+def test_explain_key_tells_a_timer_message_s_fate(store_5x):
     subs = ("--subscription", "G_T", "TopicTimer", "TAG", "*", "--subscription", "G_W", "rmq_sys_wheel_timer", "TAG",
             "*")
-    for state, (key, e) in _one_of_each_state(store_5x_timers).items():
-        proc = subprocess.run([sys.executable, "-m", "jobs.explain", "--store", str(store_5x_timers / "store"), *subs,
+    for state, (key, e) in _one_of_each_state(store_5x).items():
+        proc = subprocess.run([sys.executable, "-m", "jobs.explain", "--store", str(store_5x / "store"), *subs,
                                "--key", key, "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
         rows = json.loads(proc.stdout)
         want = dict(_expected_row(e), uniq_key=key)
         del want["broker"]
         assert {json.dumps(r["timer"], sort_keys=True) for r in rows} == {json.dumps(want, sort_keys=True)}, state
-        text = subprocess.run([sys.executable, "-m", "jobs.explain", "--store", str(store_5x_timers / "store"), *subs,
+        text = subprocess.run([sys.executable, "-m", "jobs.explain", "--store", str(store_5x / "store"), *subs,
                                "--key", key], capture_output=True, text=True, cwd=ROOT, timeout=300).stdout
         assert {"delivered": f"delivered at {e['deliveredStoreTs']}", "pending": "pending",
                 "cancelled": f"cancelled at {e['cancelMarkerStoreTs']}"}[state] in text
         assert f"due at {e['deliverMs']}" in text
 
 
-def test_the_data_source_pairs_timer_events_into_the_same_ledger(spark, store_5x_timers):
+def test_the_data_source_pairs_timer_events_into_the_same_ledger(spark, store_5x):
     register(spark)
     events = spark.read.format("rocketmq").option("timers", "true") \
-        .option("topics", "rmq_sys_wheel_timer,TopicTimer,TopicOrder").load(str(store_5x_timers / "store"))
+        .option("topics", "rmq_sys_wheel_timer,TopicTimer,TopicOrder").load(str(store_5x / "store"))
     rows = {r["uniq_key"]: r.asDict() for r in timer_ledger(events).collect()}
-    _assert_ledger(rows, {k: _expected_row(e) for k, e in _through_wheel(store_5x_timers).items()})
+    _assert_ledger(rows, {k: _expected_row(e) for k, e in _through_wheel(store_5x).items()})
 
 
 def test_a_4x_delay_level_record_is_scheduled_for_its_unit_s_deliver_time():
@@ -348,12 +348,12 @@ def test_pop_checkpoints_and_retries_through_the_wheel_are_no_ledger_events():
     assert [r["uniq_key"] for r in events.to_pylist()] == ["K1"]
 
 
-def _damaged_copy(store_5x_timers, tmp_path):
+def _damaged_copy(store_5x, tmp_path):
     """A copy of the store whose first wheel record (a delivered message's) names no REAL_TOPIC: the property's
     name changed in place (same length: sizes hold; RocketMQ keeps no CRC of properties). Its UNIQ_KEY."""
-    key, e = next((k, e) for k, e in sorted(_through_wheel(store_5x_timers).items()) if e["state"] == "delivered")
+    key, e = next((k, e) for k, e in sorted(_through_wheel(store_5x).items()) if e["state"] == "delivered")
     store = tmp_path / "store"
-    shutil.copytree(store_5x_timers / "store", store)
+    shutil.copytree(store_5x / "store", store)
     log = store / "commitlog" / "00000000000000000000"
     data = bytearray(log.read_bytes())
     start = e["scheduledCommitLogOffset"]
@@ -364,8 +364,8 @@ def _damaged_copy(store_5x_timers, tmp_path):
     return store, key, e
 
 
-def test_a_wheel_record_without_real_topic_stops_a_run_or_is_audited_and_its_copy_is_a_row(store_5x_timers, tmp_path):
-    store, key, e = _damaged_copy(store_5x_timers, tmp_path)
+def test_a_wheel_record_without_real_topic_stops_a_run_or_is_audited_and_its_copy_is_a_row(store_5x, tmp_path):
+    store, key, e = _damaged_copy(store_5x, tmp_path)
     failed = submit_job("--store", store, "--out", tmp_path / "fail", *SUBSCRIPTIONS)
     assert failed.returncode == 1 and "timer record without REAL_TOPIC" in failed.console
     assert not (tmp_path / "fail").exists()
