@@ -144,7 +144,7 @@ def open_lake(target, catalog):
                          f"its offsets in snapshot summaries ({STORE}, {OFFSETS}, {BROKERS}) and has no "
                          f"{target.namespace}.{lake.RANGES}: its continuation cannot be read per group. Continue in a "
                          "new --namespace (and rebuild this one's history there with a backfill run)")
-    return lake.Held.of(catalog, target.namespace)
+    return lake.Held.of(catalog, target.namespace, target.refs)
 
 
 def check_lake(target, parts):
@@ -176,24 +176,31 @@ def starting_offsets(target, parts=None):
                           "--starting-offsets iceberg")
 
 
+def held_scope(target, parts):
+    """{broker: ((group, topic, queue, first, end), ...)}: the offsets of the run's ranges its groups hold in the
+    lake already (lake.held_scope), which the plan leaves out of their scope (ReplayPlan.held)."""
+    ranges = lake.run_ranges(_named(parts))
+    return target.waiting(lambda catalog: lake.held_scope(open_lake(target, catalog), target.refs, ranges),
+                          "--sink iceberg (reading the ranges)")
+
+
 def _named(parts):
     return [(b.name, p) for b, p in parts]
 
 
 def publish_tables(target, out_uri, written, run, with_body, parts):
     """Commit the parts of the run's temporary OUT (sink.commit's `written`: {output: (files, rows, bytes)}) to
-    the tables: {table: files added}. Runs killed between two commits are removed first; rows a group holds are
-    trimmed (a continuing run) or refused (exit 2, nothing committed: a night that committed the same offsets
-    meanwhile); then one snapshot per table, the answer tables every run, the audits when they have rows, matched
-    last; then the run's ranges."""
+    the tables: {table: files added}. Runs killed between two commits are removed first; the rows a group held
+    when the run was planned were never written (its plan's `held`); offsets a group holds besides them are
+    refused (exit 2, nothing committed: a night that committed the same offsets meanwhile); the messages a
+    backfill shares with the table are trimmed; then one snapshot per table, the answer tables every run, the
+    audits when they have rows, matched last; then the run's ranges."""
     ranges = lake.run_ranges(_named(parts))
     held = target.waiting(lambda catalog: _prepare_commit(target, catalog, run), "--sink iceberg (repairing)")
-    if not target.continuing:
-        lake.refuse_overlaps(target.namespace, held, target.refs, ranges)
-    intervals = held.intervals(target.refs)
-    trimmed = {output: lake.trim_deliveries(out_uri, output, intervals) for output in ("matched", "audit/collisions")}
+    scope = {b.name: p.plan.held for b, p in parts if p.plan.held}
+    lake.refuse_overlaps(target.namespace, held, target.refs, lake.unheld(ranges, scope))
     messages = target.waiting(lambda c: _load(c, f"{target.namespace}.messages"), "--sink iceberg")
-    trimmed["messages"] = lake.trim_messages(out_uri, lake.messages_present(messages, held, target.refs, ranges))
+    lake.trim_messages(out_uri, lake.messages_present(messages, held, target.refs, ranges))
     properties = {RUN: run, BROKERS: json.dumps({b.name: _offsets(p.ranges) for b, p in parts}, sort_keys=True,
                                                 separators=(",", ":"))}
     if len(target.refs) == 1:

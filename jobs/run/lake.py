@@ -62,16 +62,23 @@ def load(catalog, identifier):
 
 
 class Held:
-    """The rows of NS._mqreplay_ranges (none for a new lake)."""
+    """The rows of NS._mqreplay_ranges of the run's stores (none for a new lake), and every run the table names."""
 
-    def __init__(self, rows):
+    def __init__(self, rows, runs=None):
         self.rows = [r for r in rows if r["topic"]]
-        self.runs = {r["run"] for r in rows}
+        self.runs = {r["run"] for r in rows} if runs is None else set(runs)
 
     @classmethod
-    def of(cls, catalog, namespace):
+    def of(cls, catalog, namespace, refs=None):
+        """The lake's ranges of `refs`' stores (None: every store's), read with the store pushed into the scan;
+        the runs of every store, read as one column (a repair must know every run that committed)."""
+        from pyiceberg.expressions import In
         table = load(catalog, f"{namespace}.{RANGES}")
-        return cls(table.scan().to_arrow().to_pylist() if table is not None else [])
+        if table is None:
+            return cls([])
+        runs = pc.unique(table.scan(selected_fields=("run",)).to_arrow().column("run")).to_pylist()
+        scan = table.scan() if refs is None else table.scan(row_filter=In("store", {r.key for r in refs}))
+        return cls(scan.to_arrow().to_pylist(), runs)
 
     def intervals(self, refs):
         """{(broker, group, topic, queue): [(first, end), ...]} of the rows of the run's stores."""
@@ -82,6 +89,44 @@ class Held:
                     out.setdefault((ref.broker, row["group"], row["topic"], row["queue_id"]), []).append(
                         (row["first"], row["end"], row["run"]))
         return out
+
+
+def held_scope(held, refs, ranges):
+    """{broker: ((group, topic, queue, first, end), ...)}: the offsets of the run's `ranges` (run_ranges) that a
+    group already holds, merged, clipped to the run's range; the tasks leave them out of the group's scope
+    (ReplayPlan.held), so that no task writes a row the lake holds and nothing is trimmed after the stage."""
+    intervals = held.intervals(refs)
+    out = {}
+    for b, g, t, q, first, end in ranges:
+        spans = sorted((max(hf, first), min(he, end)) for hf, he, _ in intervals.get((b, g, t, q), ())
+                       if hf < end and first < he)
+        merged = []
+        for lo, hi in spans:
+            if merged and lo <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
+        out.setdefault(b, []).extend((g, t, q, lo, hi) for lo, hi in merged)
+    return {b: tuple(spans) for b, spans in out.items() if spans}
+
+
+def unheld(ranges, scope):
+    """The run's `ranges` (run_ranges) less the offsets its plan left out as held (held_scope): what the run
+    commits that no earlier run held when it was planned."""
+    cut = {}
+    for b, spans in scope.items():
+        for g, t, q, lo, hi in spans:
+            cut.setdefault((b, g, t, q), []).append((lo, hi))
+    out = []
+    for b, g, t, q, first, end in ranges:
+        at = first
+        for lo, hi in sorted(cut.get((b, g, t, q), ())):
+            if lo > at:
+                out.append((b, g, t, q, at, lo))
+            at = max(at, hi)
+        if at < end:
+            out.append((b, g, t, q, at, end))
+    return out
 
 
 def run_ranges(parts):
@@ -174,34 +219,6 @@ def _rewrite(fs, path, table, keep):
     if dropped:
         with fs.open_output_stream(path) as stream:
             pq.write_table(table.filter(pa.array(keep)), stream, compression="zstd")
-    return dropped
-
-
-def trim_deliveries(out_uri, output, intervals):
-    """Drop, from the run's parts of `output` (matched/, audit/collisions/), the rows whose group already holds
-    their queue offset (the earlier runs' ranges, `Held.intervals`): rows dropped."""
-    fs, root = storefs.resolve(out_uri)
-    dropped = 0
-    for path in _parts(fs, root, output) if intervals else ():
-        table = pq.read_table(path, filesystem=fs)
-        if not table.num_rows:
-            continue
-        keys = table.select(["broker", "group", "topic", "queue_id"]).group_by(
-            ["broker", "group", "topic", "queue_id"]).aggregate([]).to_pylist()
-        offsets = table.column("queue_offset").to_numpy()
-        drop = np.zeros(table.num_rows, dtype=bool)
-        for k in keys:
-            spans = intervals.get((k["broker"], k["group"], k["topic"], k["queue_id"]))
-            if not spans:
-                continue
-            mine = np.ones(table.num_rows, dtype=bool)
-            for column in ("broker", "group", "topic", "queue_id"):
-                mine &= pc.fill_null(pc.equal(table.column(column), k[column]), False).to_numpy(zero_copy_only=False)
-            inside = np.zeros(table.num_rows, dtype=bool)
-            for first, end, _ in spans:
-                inside |= (offsets >= first) & (offsets < end)
-            drop |= mine & inside
-        dropped += _rewrite(fs, path, table, ~drop)
     return dropped
 
 

@@ -11,6 +11,7 @@ A new sink is one class here (or a module of its own) and its tests."""
 import json
 import sys
 import time
+from dataclasses import replace
 
 import pyarrow as pa
 
@@ -36,6 +37,9 @@ class ParquetSink:
 
     def check(self, planned, clean_stale):
         """Refuse, before Spark starts, what the sink cannot take (UsageError)."""
+
+    def narrow(self, planned):
+        """Leave out of each group's scope, in the plan the tasks get, what the sink holds already."""
 
     def commit(self, out, reports, planned, options):
         """{output: (files, rows, bytes)}: the successful attempts' files at their names, the driver's parts
@@ -102,6 +106,15 @@ class IcebergSink(ParquetSink):
             print(f"warning: {len(stale)} folder(s) of parts in the tables' locations that no snapshot references "
                   f"(runs that died before their commit, or parts compacted away whose snapshots expired): "
                   f"{listed}; --clean-stale (or jobs.maintain, once they are old) removes them", file=sys.stderr)
+
+    def narrow(self, planned):
+        """A continuing run: the offsets each group holds in the lake leave its scope (ReplayPlan.held), so that
+        no task writes a row the lake holds."""
+        if not self.target.continuing:
+            return
+        scope = lake_sink.held_scope(self.target, planned.parts)
+        for broker, part in planned.parts:
+            part.plan = replace(part.plan, held=scope.get(broker.name, ()))
 
     def publish(self, out, summary, planned, options, run):
         started = time.time()
