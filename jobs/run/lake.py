@@ -24,7 +24,6 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from jobs.errors import UsageError
-from schemas import storefs
 
 RANGES = "_mqreplay_ranges"
 RANGES_SCHEMA = pa.schema([("store", pa.string()), ("head", pa.string()), ("broker", pa.string()),
@@ -208,8 +207,9 @@ def ranges_rows(refs, ranges, run):
     return pa.Table.from_pylist(rows, schema=RANGES_SCHEMA)
 
 
-def _parts(fs, root, output):
-    infos = fs.get_file_info(pafs.FileSelector(f"{root}/{output}", recursive=True, allow_not_found=True))
+def _parts(out, output):
+    fs = out.fs
+    infos = fs.get_file_info(pafs.FileSelector(out.path(output), recursive=True, allow_not_found=True))
     return sorted(i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(".parquet"))
 
 
@@ -222,12 +222,13 @@ def _rewrite(fs, path, table, keep):
     return dropped
 
 
-def trim_messages(out_uri, present):
-    """Drop, from the run's messages/ parts, the messages the table already holds (`present`: {(broker, topic):
-    commit-log offsets}): a group backfilled over offsets other groups hold references messages stored once."""
-    fs, root = storefs.resolve(out_uri)
+def trim_messages(out, present):
+    """Drop, from the run's messages/ parts (`out`: the temporary OUT's place.Place), the messages the table
+    already holds (`present`: {(broker, topic): commit-log offsets}): a group backfilled over offsets other groups
+    hold references messages stored once."""
+    fs = out.fs
     dropped = 0
-    for path in _parts(fs, root, "messages") if present else ():
+    for path in _parts(out, "messages") if present else ():
         table = pq.read_table(path, filesystem=fs)
         if not table.num_rows:
             continue
@@ -305,11 +306,11 @@ def remove_runs(table, runs):
 
 
 def table_locations(warehouse, namespace):
-    """{table name: newest metadata file} of the tables a warehouse holds under NS (pyiceberg's default
-    location `<warehouse>/<namespace>/<table>/metadata/NNNNN-<uuid>.metadata.json`)."""
+    """{table name: newest metadata file} of the tables a warehouse (a place.Place, None: unknown) holds under NS
+    (pyiceberg's default location `<warehouse>/<namespace>/<table>/metadata/NNNNN-<uuid>.metadata.json`)."""
     if warehouse is None:
         return {}
-    fs, root = storefs.resolve(warehouse)
+    fs, root = warehouse.fs, warehouse.root
     out = {}
     base = f"{root.rstrip('/')}/{namespace}"
     for info in fs.get_file_info(pafs.FileSelector(base, allow_not_found=True)):
@@ -319,7 +320,7 @@ def table_locations(warehouse, namespace):
                  if i.type == pafs.FileType.File and i.base_name.endswith(".metadata.json")]
         if found:
             newest = max(found, key=lambda i: (_version(i.base_name), i.mtime_ns or 0))
-            out[info.base_name] = warehouse.rstrip("/") + newest.path[len(root.rstrip("/")):]
+            out[info.base_name] = warehouse.uri.rstrip("/") + newest.path[len(root.rstrip("/")):]
     return out
 
 

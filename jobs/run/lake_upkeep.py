@@ -15,7 +15,6 @@ import pyarrow.fs as pafs
 from jobs.errors import UsageError
 from jobs.run import lake
 from jobs.run.iceberg_sink import TABLES
-from schemas import storefs
 
 COMPACTED = "mqreplay.compacted"  # a compaction's snapshot: the files it rewrote
 
@@ -34,7 +33,7 @@ def register_existing(target):
     """Register every table the warehouse holds under the namespace and the catalog lacks, from its newest
     metadata file (its snapshots and history kept): {table: metadata file}."""
     def register(catalog):
-        found = lake.table_locations(target.warehouse_uri(catalog), target.namespace)
+        found = lake.table_locations(target.warehouse_place(catalog), target.namespace)
         if not found:
             raise UsageError(f"--register-existing: the warehouse holds no table of namespace {target.namespace} "
                              f"({target.warehouse_uri(catalog)}/{target.namespace}/*/metadata/)")
@@ -111,19 +110,21 @@ def remove_orphans(target, older_than_s):
     older_than_s (a night moving its parts in right now is not touched): {table: files removed}."""
     out = {}
     for name, _ in target.waiting(lambda c: _tables(c, target.namespace), "removing orphan files"):
-        out[name] = target.waiting(lambda c: _orphans(c.load_table(f"{target.namespace}.{name}"), older_than_s),
+        out[name] = target.waiting(lambda c: _orphans(target, c, c.load_table(f"{target.namespace}.{name}"),
+                                                      older_than_s),
                                    f"removing {name}'s orphan files")
     return out
 
 
-def _orphans(table, older_than_s):
+def _orphans(target, catalog, table, older_than_s):
     location = table.location().rstrip("/")
     referenced = set()
     if table.snapshots():
         referenced |= set(table.inspect.all_files().column("file_path").to_pylist())
         referenced |= set(table.inspect.all_manifests().column("path").to_pylist())
     referenced |= {s.manifest_list for s in table.snapshots()}
-    fs, root = storefs.resolve(location)
+    where = target.table_place(catalog, table)
+    fs, root = where.fs, where.root
     relative = {p[len(location):] for p in referenced if p and p.startswith(location)}
     cut_ns = (time.time() - older_than_s) * 1e9
     removed = 0

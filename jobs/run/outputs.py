@@ -25,10 +25,10 @@ from jobs.errors import PublishFailed, UsageError
 from jobs.run import claim as claims
 from jobs.run import lifecycle, report
 from jobs.run import stage as T
+from jobs.run.place import Place
 from jobs.run.progress import Progress
 from jobs.run.session import is_connect
 from jobs.run.summary import Counters, build_summary, cluster_summary, exit_code
-from schemas import storefs
 
 TMP_MARK = ".tmp-"
 # In a run's temporary OUT from its claim until it publishes (then removed): what tells --clean-stale that an
@@ -47,18 +47,19 @@ class OutputRun:
     never interleaves with a publish."""
 
     def __init__(self, out, overwrite=False, clean_stale=False, run=None):
-        self.out, self.overwrite = str(out), overwrite
-        self.fs, self.final = storefs.resolve(out)
-        self.claim = claims.acquire(out, clean_stale, run)
-        self.tmp_path = f"{self.final}{TMP_MARK}{self.claim.run}"
-        self.tmp_uri = storefs.sibling_uri(out, TMP_MARK + self.claim.run)  # for tasks: scheme, host, query kept
+        self.place = Place.of(out)  # OUT resolved once: every step of the run and its tasks ask this object
+        self.out, self.overwrite = self.place.uri, overwrite
+        self.fs, self.final = self.place.fs, self.place.root
+        self.claim = claims.acquire(self.place, clean_stale, run)
+        self.tmp = self.place.sibling(TMP_MARK + self.claim.run)  # shipped to the tasks: scheme, host, query kept
+        self.tmp_path, self.tmp_uri = self.tmp.root, self.tmp.uri
         self._lock = threading.Lock()
         self.ended = False
         try:
-            refuse_existing(out, overwrite)
-            self.stale = stale_temporaries(out, exclude=self.tmp_path)
+            refuse_existing(self.place, overwrite)
+            self.stale = stale_temporaries(self.place, exclude=self.tmp_path)
             if self.stale and clean_stale:
-                remove_temporaries(out, self.stale)
+                remove_temporaries(self.place, self.stale)
             self.fs.create_dir(self.tmp_path, recursive=True)
             with self.fs.open_output_stream(f"{self.tmp_path}/{RUN_MARK}") as f:
                 f.write(json.dumps(self.claim.holder).encode("utf-8"))
@@ -83,7 +84,7 @@ class OutputRun:
                 raise UsageError(f"--out {self.out} appeared while this run ran, made by no run that claimed it: "
                                  f"it is left as it is, and this run's output is at {self.tmp_path}")
             if found != pafs.FileType.NotFound:
-                refuse_existing(self.out, overwrite=True)
+                refuse_existing(self.place, overwrite=True)
             self.ended = True  # from here on the temporary OUT is kept if anything fails: it is complete
             try:
                 if _renames(self.fs):
@@ -151,9 +152,10 @@ class OutputRun:
 
 
 def refuse_existing(out, overwrite):
-    """UsageError for an OUT that exists (without --overwrite), or that --overwrite must not replace: a file,
-    or a directory that holds something other than a job's output."""
-    fs, path = storefs.resolve(out)
+    """UsageError for an OUT (a Place, or a path or URI) that exists (without --overwrite), or that --overwrite
+    must not replace: a file, or a directory that holds something other than a job's output."""
+    out = Place.of(out)
+    fs, path, out = out.fs, out.root, out.uri
     found = fs.get_file_info(path).type
     if found == pafs.FileType.NotFound:
         return
@@ -173,7 +175,8 @@ def stale_temporaries(out, exclude=None):
     """Temporary siblings of OUT other than `exclude`, left by runs of this job that died (a run holding the
     claim is the only one writing one): directories named OUT.tmp-<run id> that hold a run's RUN_MARK. Nothing
     else in OUT's parent is ever listed, so nothing else is removed."""
-    fs, path = storefs.resolve(out)
+    out = Place.of(out)
+    fs, path = out.fs, out.root
     parent, _, name = path.rstrip("/").rpartition("/")
     infos = fs.get_file_info(pafs.FileSelector(parent or ".", allow_not_found=True))
     named = [i.path for i in infos if i.type == pafs.FileType.Directory and i.path != exclude
@@ -182,7 +185,7 @@ def stale_temporaries(out, exclude=None):
 
 
 def remove_temporaries(out, paths):
-    fs, _ = storefs.resolve(out)
+    fs = Place.of(out).fs
     for path in paths:
         fs.delete_dir(path)
 
@@ -212,8 +215,8 @@ def run_and_publish(spark, planned, run, options, sink, progress=None):
     removed once no task of the run still runs, and the claim released."""
     started = time.time()
     try:
-        summary, timelines = _run(spark, planned, run.tmp_uri, options, sink, progress)
-        sink.publish(run.tmp_uri, summary, planned, options, run.claim.run)  # Iceberg: the tables' commits
+        summary, timelines = _run(spark, planned, run.tmp, options, sink, progress)
+        sink.publish(run.tmp, summary, planned, options, run.claim.run)  # Iceberg: the tables' commits
         summary["job_seconds"] = round(time.time() - started, 3)
         summary["run"] = run.claim.run  # as _SUCCESS, the console and every line of the run's log file say
         with run.fs.open_output_stream(f"{run.tmp_path}/summary.json") as f:
@@ -272,8 +275,7 @@ def _run_with(spark, planned, out, options, sink, ranges, progress):
     """The one Spark stage over every broker's splits (tasks write their parts), then the sink's commit of what
     successful attempts wrote; the summary per broker, then of the run (summary.cluster_summary)."""
     reports = T.replay(spark, [p.plan for _, p in planned.parts], sink.spec(out, options), ranges, progress)
-    fs, path = storefs.resolve(out)
-    fs.create_dir(path, recursive=True)
+    out.fs.create_dir(out.root, recursive=True)
     written = sink.commit(out, reports, planned, options)
     several = len(planned.parts) > 1
     summaries, timelines = [], {}

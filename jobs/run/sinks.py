@@ -98,7 +98,7 @@ class IcebergSink(ParquetSink):
         for line in lake_sink.check_lake(self.target, planned.parts):
             print(f"warning: {line}", file=sys.stderr)
         stale = lake_sink.stale_runs(self.target)
-        listed = ", ".join(p for _, p in stale)
+        listed = ", ".join(p for _, p, _ in stale)
         if stale and clean_stale:
             lake_sink.remove_stale(stale)
             print(f"removed {len(stale)} folder(s) of parts no snapshot references: {listed}", file=sys.stderr)
