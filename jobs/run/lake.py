@@ -69,13 +69,16 @@ class Held:
 
     @classmethod
     def of(cls, catalog, namespace, refs=None):
-        """The lake's ranges of `refs`' stores (None: every store's), read with the store pushed into the scan;
-        the runs of every store, read as one column (a repair must know every run that committed)."""
+        """The lake's ranges of `refs`' stores (None: every store's; (): none, the runs only), read with the store
+        pushed into the scan; the runs of every store, read as one column (a repair must know every run that
+        committed)."""
         from pyiceberg.expressions import In
         table = load(catalog, f"{namespace}.{RANGES}")
         if table is None:
             return cls([])
         runs = pc.unique(table.scan(selected_fields=("run",)).to_arrow().column("run")).to_pylist()
+        if refs is not None and not refs:
+            return cls([], runs)
         scan = table.scan() if refs is None else table.scan(row_filter=In("store", {r.key for r in refs}))
         return cls(scan.to_arrow().to_pylist(), runs)
 
