@@ -28,7 +28,7 @@ from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
 from jobs.run import lake, place
 from jobs.run.catalog_wait import DEFAULT_WAIT, seconds, waiting
 from jobs.run.place import Place
-from jobs.run.sink import answer_schema, move_all
+from jobs.run.sink import answer_schema, move_all, remove_attempts
 from schemas.arrow_schemas import BITMAP_SCHEMA, BODIES_SCHEMA, CORRUPT_SCHEMA
 
 # output folder of a run (jobs/run/sink.py) -> table name; the audits get a table when they have rows
@@ -196,20 +196,23 @@ def _named(parts):
     return [(b.name, p) for b, p in parts]
 
 
-def publish_tables(target, out, written, run, with_body, parts):
+def publish_tables(target, out, written, run, with_body, parts, kept=None):
     """Commit the parts of the run's temporary OUT (sink.commit's `written`: {output: (files, rows, bytes)}) to
     the tables: {table: files added}. Runs killed between two commits are removed first; the rows a group held
     when the run was planned were never written (its plan's `held`); offsets a group holds besides them are
     refused (exit 2, nothing committed: a night that committed the same offsets meanwhile); the messages a
     backfill shares with the table are trimmed; then one snapshot per table, the answer tables every run, the
-    audits when they have rows, matched last; then the run's ranges."""
-    out = Place.of(out)
+    audits when they have rows, matched last; then the run's ranges. `kept`: {output: [(attempt's file, final
+    name)]} of the parts the commit left where their attempts wrote them (an object store: sink.attempt_parts),
+    each moved from there into its table, _attempts/ removed then."""
+    out, kept = Place.of(out), kept or {}
     ranges = lake.run_ranges(_named(parts))
     held = target.waiting(lambda catalog: _prepare_commit(target, catalog, run), "--sink iceberg (repairing)")
     scope = {b.name: p.plan.held for b, p in parts if p.plan.held}
     lake.refuse_overlaps(target.namespace, held, target.refs, lake.unheld(ranges, scope))
     messages = target.waiting(lambda c: _load(c, f"{target.namespace}.messages"), "--sink iceberg")
-    lake.trim_messages(out, lake.messages_present(messages, held, target.refs, ranges))
+    present = lake.messages_present(messages, held, target.refs, ranges)
+    lake.trim_messages(out, [out.path(p) for p, _ in kept.get("messages", ())], present)
     properties = {RUN: run, BROKERS: json.dumps({b.name: _offsets(p.ranges) for b, p in parts}, sort_keys=True,
                                                 separators=(",", ":"))}
     if len(target.refs) == 1:
@@ -222,9 +225,10 @@ def publish_tables(target, out, written, run, with_body, parts):
         table, where = target.waiting(lambda c: _table_and_place(target, c, identifier, _schema(output, with_body),
                                                                  PARTITIONED_BY.get(output)),
                                       f"--sink iceberg ({identifier})")
-        files = _move_parts(out, output, where, run)
+        files = _move_parts(out, output, where, run, kept.get(output, ()))
         target.waiting(lambda c: _add(c, identifier, files, properties), f"--sink iceberg (committing {identifier})")
         added[name] = len(files)
+    remove_attempts(out)
     rows = lake.ranges_rows(target.refs, ranges, run)
     target.waiting(lambda c: _append_ranges(target, c, rows, run), "--sink iceberg (committing the ranges)")
     return added
@@ -308,17 +312,19 @@ def _table_and_place(target, catalog, identifier, schema, partition_column):
     return table, target.table_place(catalog, table)
 
 
-def _move_parts(out, output, location, run):
-    """Move an output's parts from the temporary OUT (a Place) into the table's location (a Place), under
-    data/run-<run>/, sink.MOVE_THREADS at a time (a copy where OUT and the warehouse are on different filesystems
-    or devices); their new URIs."""
+def _move_parts(out, output, location, run, kept=()):
+    """Move an output's parts from the temporary OUT (a Place: those at their final names, and `kept`, those
+    left where their attempts wrote them) into the table's location (a Place), under data/run-<run>/,
+    sink.MOVE_THREADS at a time (a copy where OUT and the warehouse are on different filesystems or devices);
+    their new URIs."""
     infos = out.fs.get_file_info(pafs.FileSelector(out.path(output), recursive=True, allow_not_found=True))
+    found = [(i.path, i.path[len(out.path(output)) + 1:]) for i in infos
+             if i.type == pafs.FileType.File and i.path.endswith(".parquet")]
+    found += [(out.path(path), final[len(output) + 1:]) for path, final in kept]
     moves, files = [], []
-    for info in sorted(infos, key=lambda i: i.path):
-        if info.type != pafs.FileType.File or not info.path.endswith(".parquet"):
-            continue
-        relative = info.path[len(out.path(output)) + 1:].replace("/", "-").replace("=", "_")
-        moves.append((info.path, location.path(f"data/run-{run}/{relative}")))
+    for path, name in sorted(found, key=lambda f: f[1]):
+        relative = name.replace("/", "-").replace("=", "_")
+        moves.append((path, location.path(f"data/run-{run}/{relative}")))
         files.append(f"{location.uri.rstrip('/')}/data/run-{run}/{relative}")
     move_all(out.fs, moves, location.fs)
     return files

@@ -225,13 +225,13 @@ def _rewrite(fs, path, table, keep):
     return dropped
 
 
-def trim_messages(out, present):
-    """Drop, from the run's messages/ parts (`out`: the temporary OUT's place.Place), the messages the table
-    already holds (`present`: {(broker, topic): commit-log offsets}): a group backfilled over offsets other groups
-    hold references messages stored once."""
+def trim_messages(out, kept, present):
+    """Drop, from the run's messages/ parts (`out`: the temporary OUT's place.Place; `kept`: the paths of those
+    left where their attempts wrote them), the messages the table already holds (`present`: {(broker, topic):
+    commit-log offsets}): a group backfilled over offsets other groups hold references messages stored once."""
     fs = out.fs
     dropped = 0
-    for path in _parts(out, "messages") if present else ():
+    for path in _parts(out, "messages") + list(kept) if present else ():
         table = pq.read_table(path, filesystem=fs)
         if not table.num_rows:
             continue

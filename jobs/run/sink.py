@@ -279,23 +279,39 @@ def _add(into, key, values):
 MOVE_THREADS = 16
 
 
-def commit(out, reports):
+def commit(out, reports, move=True):
     """Keep exactly the files the successful attempts reported: move each to its final name (MOVE_THREADS at a
     time), then remove _attempts/ with everything else in it. `out`: the temporary OUT (a Place, or a path or
-    URI). Returns {output: (files, rows, bytes)}."""
+    URI). move=False: the files stay where their attempts wrote them, _attempts/ with them (attempt_parts: an
+    Iceberg run on an object store copies each once, into its table, and removes _attempts/ then). Returns
+    {output: (files, rows, bytes)}."""
     out = Place.of(out)
-    written, moves = {}, []
+    written = {}
     for r in reports:
         if r["kind"] != "file":
             continue
-        if r["path"] is not None:
-            moves.append((out.path(r["path"]), out.path(r["final"])))
         files, rows, size = written.get(r["output"], (0, 0, 0))
         written[r["output"]] = (files + (r["path"] is not None), rows + r["rows"], size + (r["bytes"] or 0))
-    move_all(out.fs, moves)
+    if move:
+        move_all(out.fs, [(out.path(p), out.path(final)) for parts in attempt_parts(reports).values()
+                          for p, final in parts])
+        remove_attempts(out)
+    return written
+
+
+def attempt_parts(reports):
+    """{output: [(file a successful attempt wrote, its final name), ...]}, both relative to the temporary OUT."""
+    out = {}
+    for r in reports:
+        if r["kind"] == "file" and r["path"] is not None:
+            out.setdefault(r["output"], []).append((r["path"], r["final"]))
+    return out
+
+
+def remove_attempts(out):
+    """_attempts/ removed with whatever failed, retried or speculative attempts left there."""
     if out.fs.get_file_info(out.path(ATTEMPTS)).type != pafs.FileType.NotFound:
         out.fs.delete_dir(out.path(ATTEMPTS))
-    return written
 
 
 def move_all(fs, moves, target_fs=None):

@@ -19,7 +19,8 @@ from jobs.errors import UsageError
 from jobs.pipeline.brokers import bare
 from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
 from jobs.run import iceberg_sink as lake_sink
-from jobs.run.sink import SinkSpec, commit, write_driver_part, write_empty_tables
+from jobs.run.place import Place
+from jobs.run.sink import SinkSpec, attempt_parts, commit, write_driver_part, write_empty_tables
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 
 
@@ -41,10 +42,11 @@ class ParquetSink:
     def narrow(self, planned):
         """Leave out of each group's scope, in the plan the tasks get, what the sink holds already."""
 
-    def commit(self, out, reports, planned, options):
-        """{output: (files, rows, bytes)}: the successful attempts' files at their names, the driver's parts
+    def commit(self, out, reports, planned, options, move=True):
+        """{output: (files, rows, bytes)}: the successful attempts' files at their names (move=False: left where
+        their attempts wrote them), the driver's parts
         (damage found while planning), and an empty table for every answer with no row."""
-        written = commit(out, reports)
+        written = commit(out, reports, move)
         if planned.problems:
             schema = CORRUPT_SCHEMA.append(pa.field("broker", pa.string()))
             write_driver_part(out, "audit/corrupt", pa.Table.from_pylist(
@@ -82,6 +84,7 @@ class IcebergSink(ParquetSink):
 
     def __init__(self, target):
         self.target = target
+        self.kept = {}  # on an object store: the parts left where their attempts wrote them (sink.attempt_parts)
 
     def spec(self, out, options):
         return SinkSpec(out, options.layout, options.with_body, for_tables=True)
@@ -116,10 +119,18 @@ class IcebergSink(ParquetSink):
         for broker, part in planned.parts:
             part.plan = replace(part.plan, held=scope.get(broker.name, ()))
 
+    def commit(self, out, reports, planned, options):
+        """As Parquet's where a rename is one step; on an object store (a move is a copy and a delete) the parts
+        stay where their attempts wrote them, so that each is copied once, into its table (publish)."""
+        out = Place.of(out)
+        if not out.renames:
+            self.kept = attempt_parts(reports)
+        return super().commit(out, reports, planned, options, move=out.renames)
+
     def publish(self, out, summary, planned, options, run):
         started = time.time()
         written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
-        added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts)
+        added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts, self.kept)
         summary["iceberg"] = {"catalog": self.target.describe(), "namespace": self.target.namespace,
                               "tables": added, "commit_seconds": round(time.time() - started, 3)}
 
