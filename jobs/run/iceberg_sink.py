@@ -188,7 +188,8 @@ def held_scope(target, parts):
     """{broker: ((group, topic, queue, first, end), ...)}: the offsets of the run's ranges its groups hold in the
     lake already (lake.held_scope), which the plan leaves out of their scope (ReplayPlan.held)."""
     ranges = lake.run_ranges(_named(parts))
-    return target.waiting(lambda catalog: lake.held_scope(open_lake(target, catalog), target.refs, ranges),
+    pairs = {b.name: {(s.sub.group, s.sub.topic) for s in p.plan.subscriptions} for b, p in parts}
+    return target.waiting(lambda catalog: lake.held_scope(open_lake(target, catalog), target.refs, ranges, pairs),
                           "--sink iceberg (reading the ranges)")
 
 

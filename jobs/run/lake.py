@@ -93,23 +93,33 @@ class Held:
         return out
 
 
-def held_scope(held, refs, ranges):
+def held_scope(held, refs, ranges, pairs=None):
     """{broker: ((group, topic, queue, first, end), ...)}: the offsets of the run's `ranges` (run_ranges) that a
     group already holds, merged, clipped to the run's range; the tasks leave them out of the group's scope
-    (ReplayPlan.held), so that no task writes a row the lake holds and nothing is trimmed after the stage."""
+    (ReplayPlan.held), so that no task writes a row the lake holds and nothing is trimmed after the stage.
+    `pairs` ({broker: {(group, topic)}} of the run): a queue of theirs the plan has no range of (rebuilt from
+    the commit log: its offsets are known once its tasks walk it) gets its held offsets whole, merged."""
     intervals = held.intervals(refs)
     out = {}
     for b, g, t, q, first, end in ranges:
-        spans = sorted((max(hf, first), min(he, end)) for hf, he, _ in intervals.get((b, g, t, q), ())
-                       if hf < end and first < he)
-        merged = []
-        for lo, hi in spans:
-            if merged and lo <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], hi)
-            else:
-                merged.append([lo, hi])
-        out.setdefault(b, []).extend((g, t, q, lo, hi) for lo, hi in merged)
+        out.setdefault(b, []).extend((g, t, q, lo, hi) for lo, hi in _merged(
+            (max(hf, first), min(he, end)) for hf, he, _ in intervals.get((b, g, t, q), ()) if hf < end and first < he))
+    planned = {(b, t, q) for b, _, t, q, _, _ in ranges}
+    for (b, g, t, q), spans in intervals.items():
+        if (g, t) in (pairs or {}).get(b, ()) and (b, t, q) not in planned:
+            out.setdefault(b, []).extend((g, t, q, lo, hi) for lo, hi in _merged((hf, he) for hf, he, _ in spans))
     return {b: tuple(spans) for b, spans in out.items() if spans}
+
+
+def _merged(spans):
+    """[(lo, hi)] of [lo, hi) spans, sorted, those that touch or overlap made one."""
+    merged = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return [tuple(m) for m in merged]
 
 
 def unheld(ranges, scope):

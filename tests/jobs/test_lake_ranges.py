@@ -121,3 +121,14 @@ def test_a_lake_of_an_earlier_mqreplay_is_refused_with_a_clear_message(tmp_path)
     tgt.catalog().drop_table(f"lake.{lake.RANGES}")  # what a lake of the summaries looked like
     with pytest.raises(UsageError, match="earlier mqreplay.*mqreplay.offsets"):
         iceberg_sink.check_lake(tgt, ())
+
+
+def test_a_queue_the_plan_has_no_range_of_gets_the_groups_held_offsets_whole():
+    def row(group, queue, first, end, run):
+        return {"store": REF.key, "head": REF.head, "broker": BROKER, "group": group, "topic": T, "queue_id": queue,
+                "first": first, "end": end, "run": run}
+    held = lake.Held([row("G1", 0, 0, 3, "n1"), row("G1", 0, 3, 6, "n2"), row("G1", 1, 0, 4, "n1"),
+                      row("G1", 1, 4, 7, "n2"), row("G2", 1, 0, 9, "n1")])
+    # queue 0 planned from offset 5; queue 1 rebuilt from the commit log (its range known once walked); G2 not run
+    scope = lake.held_scope(held, (REF,), [(BROKER, "G1", T, 0, 5, 9)], {BROKER: {("G1", T)}})
+    assert scope == {BROKER: (("G1", T, 0, 5, 6), ("G1", T, 1, 0, 7))}
