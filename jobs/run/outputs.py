@@ -28,6 +28,7 @@ from jobs.run import stage as T
 from jobs.run.place import Place
 from jobs.run.progress import Progress
 from jobs.run.session import is_connect
+from jobs.run.sink import ATTEMPTS
 from jobs.run.summary import Counters, build_summary, cluster_summary, exit_code
 
 TMP_MARK = ".tmp-"
@@ -67,8 +68,11 @@ class OutputRun:
             self.claim.release()
             raise
 
-    def publish(self):
-        """Move the complete temporary OUT to OUT (replacing a previous job's OUT with --overwrite)."""
+    def publish(self, in_attempts=None):
+        """Move the complete temporary OUT to OUT (replacing a previous job's OUT with --overwrite). `in_attempts`:
+        {final name: attempt's file} of parts the commit left where their attempts wrote them (an object store:
+        each copied once, from there to its name under OUT)."""
+        in_attempts = in_attempts or {}
         with self._lock, lifecycle.ending():
             if self.ended:
                 raise UsageError(f"--out {self.out}: the run was stopped before it published")
@@ -76,7 +80,7 @@ class OutputRun:
                 raise UsageError(f"--out {self.out}: this run lost its claim (another run took it over); its "
                                  f"output is left at {self.tmp_path}")
             self.fs.delete_file(f"{self.tmp_path}/{RUN_MARK}")  # a complete output: not a dead run's any more
-            _write_success(self.fs, self.tmp_path, self.claim.run)
+            _write_success(self.fs, self.tmp_path, self.claim.run, in_attempts)
             found = self.fs.get_file_info(self.final).type
             if found != pafs.FileType.NotFound and not self.overwrite:
                 self.ended = True
@@ -90,7 +94,7 @@ class OutputRun:
                 if _renames(self.fs):
                     self._publish_by_rename(found != pafs.FileType.NotFound)
                 else:
-                    self._publish_by_copy(found != pafs.FileType.NotFound)
+                    self._publish_by_copy(found != pafs.FileType.NotFound, in_attempts)
             except Exception as exc:
                 raise PublishFailed(f"--out {self.out}: publishing failed ({exc}); the complete output is at "
                                     f"{self.tmp_path}") from exc
@@ -105,8 +109,8 @@ class OutputRun:
         self.fs.move(self.tmp_path, self.final)
         self.fs.delete_dir(old)
 
-    def _publish_by_copy(self, replace):
-        files = _files(self.fs, self.tmp_path)
+    def _publish_by_copy(self, replace, in_attempts):
+        files = _published(self.fs, self.tmp_path, in_attempts)
         if replace:  # unmark the old OUT first: from now until the new _SUCCESS no reader takes it as whole
             if self.fs.get_file_info(f"{self.final}/{SUCCESS}").type != pafs.FileType.NotFound:
                 self.fs.delete_file(f"{self.final}/{SUCCESS}")
@@ -116,7 +120,7 @@ class OutputRun:
         copied = []
 
         def copy(name):
-            self.fs.copy_file(f"{self.tmp_path}/{name}", f"{self.final}/{name}")
+            self.fs.copy_file(f"{self.tmp_path}/{in_attempts.get(name, name)}", f"{self.final}/{name}")
             copied.append(name)
         try:
             for name in first:
@@ -201,9 +205,17 @@ def _files(fs, root):
                   if i.type == pafs.FileType.File)
 
 
-def _write_success(fs, tmp_path, run):
+def _published(fs, root, in_attempts):
+    """The files OUT is published with (relative to it): those under the temporary OUT, and the parts still where
+    their attempts wrote them under their final names (what failed attempts left there is not published)."""
+    if not in_attempts:
+        return _files(fs, root)
+    return sorted({f for f in _files(fs, root) if not f.startswith(ATTEMPTS + "/")} | set(in_attempts))
+
+
+def _write_success(fs, tmp_path, run, in_attempts=None):
     """`_SUCCESS`, last: the run's id and every file of OUT (paths relative to OUT)."""
-    files = _files(fs, tmp_path)
+    files = _published(fs, tmp_path, in_attempts)
     with fs.open_output_stream(f"{tmp_path}/{SUCCESS}") as f:
         f.write(json.dumps({"run": run, "files": files}, indent=1, ensure_ascii=False).encode("utf-8"))
 
@@ -225,7 +237,7 @@ def run_and_publish(spark, planned, run, options, sink, progress=None):
             f.write(report.render(summary, timelines, exit_code(summary)).encode("utf-8"))
         with run.fs.open_output_stream(f"{run.tmp_path}/offsets.json") as f:  # where the next run starts
             f.write(json.dumps(planned.offsets(), indent=2, ensure_ascii=False).encode("utf-8"))
-        run.publish()
+        run.publish(sink.in_attempts())
     except BaseException:
         _settle(spark)
         run.abandon()

@@ -28,6 +28,9 @@ class ParquetSink:
     """The outputs as Parquet under OUT (docs/output.md), published with OUT."""
 
     name = "parquet"
+    # on an object store (a move is a copy and a delete): {output: [(attempt's file, final name)]} of the parts the
+    # commit left where their attempts wrote them, each copied once, to its place in OUT or in its table
+    kept = {}
 
     def spec(self, out, options):
         return SinkSpec(out, options.layout, options.with_body)
@@ -42,11 +45,14 @@ class ParquetSink:
     def narrow(self, planned):
         """Leave out of each group's scope, in the plan the tasks get, what the sink holds already."""
 
-    def commit(self, out, reports, planned, options, move=True):
-        """{output: (files, rows, bytes)}: the successful attempts' files at their names (move=False: left where
-        their attempts wrote them), the driver's parts
-        (damage found while planning), and an empty table for every answer with no row."""
-        written = commit(out, reports, move)
+    def commit(self, out, reports, planned, options):
+        """{output: (files, rows, bytes)}: the successful attempts' files at their names where a rename is one
+        step (on an object store left where their attempts wrote them: `kept`), the driver's parts (damage found
+        while planning), and an empty table for every answer with no row."""
+        out = Place.of(out)
+        if not out.renames:
+            self.kept = attempt_parts(reports)
+        written = commit(out, reports, move=out.renames)
         if planned.problems:
             schema = CORRUPT_SCHEMA.append(pa.field("broker", pa.string()))
             write_driver_part(out, "audit/corrupt", pa.Table.from_pylist(
@@ -58,6 +64,11 @@ class ParquetSink:
 
     def publish(self, out, summary, planned, options, run):
         """What the sink adds to the summary once the outputs are committed, before OUT is published."""
+
+    def in_attempts(self):
+        """{final name: attempt's file} (relative to the temporary OUT) of the parts OUT's publish copies from
+        where their attempts wrote them (outputs.OutputRun.publish)."""
+        return {final: path for parts in self.kept.values() for path, final in parts}
 
 
 class NoopSink(ParquetSink):
@@ -84,7 +95,6 @@ class IcebergSink(ParquetSink):
 
     def __init__(self, target):
         self.target = target
-        self.kept = {}  # on an object store: the parts left where their attempts wrote them (sink.attempt_parts)
 
     def spec(self, out, options):
         return SinkSpec(out, options.layout, options.with_body, for_tables=True)
@@ -119,18 +129,11 @@ class IcebergSink(ParquetSink):
         for broker, part in planned.parts:
             part.plan = replace(part.plan, held=scope.get(broker.name, ()))
 
-    def commit(self, out, reports, planned, options):
-        """As Parquet's where a rename is one step; on an object store (a move is a copy and a delete) the parts
-        stay where their attempts wrote them, so that each is copied once, into its table (publish)."""
-        out = Place.of(out)
-        if not out.renames:
-            self.kept = attempt_parts(reports)
-        return super().commit(out, reports, planned, options, move=out.renames)
-
     def publish(self, out, summary, planned, options, run):
         started = time.time()
         written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
         added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts, self.kept)
+        self.kept = {}  # each moved into its table: none left for OUT's publish
         summary["iceberg"] = {"catalog": self.target.describe(), "namespace": self.target.namespace,
                               "tables": added, "commit_seconds": round(time.time() - started, 3)}
 

@@ -113,3 +113,62 @@ def test_an_iceberg_run_with_out_on_an_object_store_copies_each_part_once(s3, mo
     assert keys(target(tmp_path)) == [("G1", "T", 0, 1), ("G2", "T", 0, 1)]
     assert not [p for p in _objects(s3, run.tmp_path) if p.startswith("_attempts")]
     run.abandon()
+
+
+class CountingCopies:
+    """The S3 filesystem, counting the copies it makes by source."""
+
+    def __init__(self, fs):
+        self.fs, self.copied = fs, []
+
+    def copy_file(self, source, target):
+        self.copied.append(source)
+        return self.fs.copy_file(source, target)
+
+    def move(self, source, target):  # on S3 a move is a copy and a delete
+        self.copied.append(source)
+        return self.fs.move(source, target)
+
+    def __getattr__(self, name):
+        return getattr(self.fs, name)
+
+
+def test_a_parquet_out_on_an_object_store_copies_each_part_once(s3, monkeypatch):
+    """Issue 47: the commit leaves the parts where their attempts wrote them, the publish copies each once, from
+    there to its name under OUT, and lists it in `_SUCCESS`; what a failed attempt wrote is not published."""
+    from types import SimpleNamespace
+
+    from jobs.run.sinks import ParquetSink
+
+    for key, value in KEYS.items():
+        monkeypatch.setenv(key, value)
+    run = OutputRun(f"s3://lake/parquet-out?endpoint_override={s3.endpoint}&scheme=http")
+    reports = []
+    for attempt, split in (("0-0-1", 0), ("0-1-2", 1), ("0-1-1", 1)):  # the last one failed
+        path = f"_attempts/{attempt}/matched/part-{split:05d}.parquet"
+        with run.fs.open_output_stream(f"{run.tmp_path}/{path}") as f:
+            f.write(attempt.encode())
+        if attempt != "0-1-1":
+            reports.append(dict(kind="file", output="matched", path=path, final=path.split("/", 2)[2], rows=1, bytes=5))
+    for name in ("summary.json", "messages/part-empty.parquet"):
+        with run.fs.open_output_stream(f"{run.tmp_path}/{name}") as f:
+            f.write(name.encode())
+    counting = CountingCopies(run.fs)
+    run.fs = counting
+    sink = ParquetSink()
+    planned = SimpleNamespace(problems=[])
+    options = SimpleNamespace(layout="normalized", with_body=True, audit_consume_queue=False)
+    monkeypatch.setattr("jobs.run.sinks.write_empty_tables", lambda *args: {})
+    assert sink.commit(run.tmp, reports, planned, options) == {"matched": (2, 2, 10)}
+    assert not [p for p in _objects(s3, run.tmp_path) if p.startswith("matched/")]  # nothing moved (copied)
+    run.publish(sink.in_attempts())
+    finals = ["matched/part-00000.parquet", "matched/part-00001.parquet"]
+    assert _objects(s3, "lake/parquet-out") == sorted(finals + ["messages/part-empty.parquet", "summary.json",
+                                                                SUCCESS])
+    with s3.filesystem().open_input_stream("lake/parquet-out/matched/part-00001.parquet") as f:
+        assert f.read() == b"0-1-2"  # the successful attempt's
+    parts = sorted(p for p in counting.copied if p.endswith(".parquet") and "/matched/" in p)
+    assert parts == sorted(f"{run.tmp_path}/{r['path']}" for r in reports)  # each once, from its attempt
+    with s3.filesystem().open_input_stream(f"lake/parquet-out/{SUCCESS}") as f:
+        assert sorted(json.loads(f.read())["files"]) == sorted(finals + ["messages/part-empty.parquet",
+                                                                         "summary.json"])
