@@ -9,9 +9,10 @@ snapshot whose summary names the run (`mqreplay.run`). What the lake holds is ke
 
 Before Spark starts, a run whose offsets a group already holds is refused (`check_lake`, exit 2), as is a lake whose
 catalog was lost (the warehouse holds the tables, the catalog none: `jobs.maintain --register-existing`), and
-`--starting-offsets iceberg` starts every queue where its groups' ranges end (`starting_offsets`). At the commit,
-runs killed between two tables' commits are removed from the tables first (lake.repair), and rows a group already
-holds (a group continuing behind the others, a backfill's messages the table holds) are trimmed from the parts.
+`--starting-offsets iceberg` starts every queue where its groups' ranges end (`starting_offsets`), the offsets a
+group holds beyond that out of its scope in the tasks' plan (`held_scope`: a group continuing behind the others
+writes no row it holds). At the commit, runs killed between two tables' commits are removed from the tables first
+(lake.repair), and a backfill's messages the table holds are trimmed from its parts.
 Every catalog operation waits while the catalog is busy, up to `--catalog-wait` (jobs/run/catalog_wait.py).
 Parts moved into a table's location by a run that died before its commit are referenced by no snapshot:
 `stale_runs` lists them, `--clean-stale` (or jobs.maintain) removes them."""
@@ -49,8 +50,8 @@ DEFAULT_CATALOG = "mqreplay"
 class IcebergTarget:
     """Where a run's tables are: a catalog by pyiceberg's configuration (`name`), or the embedded SQL catalog
     (`uri`, `warehouse`), and the namespace; how long a busy catalog is waited for; the run's stores
-    (lake.StoreRef) and whether it continues from the tables (`--starting-offsets iceberg`: rows a group holds
-    are trimmed, not refused)."""
+    (lake.StoreRef) and whether it continues from the tables (`--starting-offsets iceberg`: offsets a group holds
+    are out of its scope, not refused)."""
 
     namespace: str = "mqreplay"
     name: str = None
@@ -157,8 +158,8 @@ def open_lake(target, catalog):
 
 def check_lake(target, parts):
     """Before Spark: the lake opened (open_lake), and a run of given offsets that a group already holds refused
-    (exit 2, nothing committed; a continuing run trims instead). The runs killed between two commits, which
-    the commit will remove, as warnings."""
+    (exit 2, nothing committed; a continuing run leaves them out of its groups' scope instead: held_scope). The
+    runs killed between two commits, which the commit will remove, as warnings."""
     def check(catalog):
         held = open_lake(target, catalog)
         if not target.continuing:

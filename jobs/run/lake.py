@@ -8,8 +8,9 @@ there (a run of no offsets, a quiet night, commits a marker row of no topic).
   log's first record, with that record's offset and store time), never by the `--store` text: a trailing
   slash, `file://`, a symlink or a copy continue the same rows. A store whose retention removed the recorded
   first record is still the same store (same name and host, a later first record).
-- The overlap check, the continuation and the trim are per group: a group added later is backfilled over
-  offsets the other groups already hold, and rows a group already holds are never committed again.
+- The overlap check, the continuation and the held offsets are per group: a group added later is backfilled over
+  offsets the other groups already hold, and rows a group already holds are never written again (`held_scope`:
+  known before Spark starts, out of the group's scope in the plan; the ranges are read for the run's stores only).
 - A run killed between two tables' commits left data files under `data/run-<run>/` of a run the ranges do not
   name: the next run (or `jobs.maintain`) removes them from the tables first (`repair`), so each row counts once.
 """
@@ -183,7 +184,7 @@ def _stores(refs):
 def starts(held, refs, pairs=None):
     """{broker: {topic: {queue: offset}}} where `--starting-offsets iceberg` starts: per queue, the earliest end
     among the groups that read it (`pairs` {broker: {(group, topic)}} of the run; None: every group the lake
-    holds), so every group continues from its own ranges (the rows a group holds already are trimmed). A queue
+    holds), so every group continues from its own ranges (the offsets a group holds already: held_scope). A queue
     one of those groups holds nothing of starts at the earliest."""
     intervals = held.intervals(refs)
     ends = {}
