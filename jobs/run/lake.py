@@ -285,11 +285,27 @@ def messages_present(table, held, refs, ranges):
 def runs_of_files(table):
     """{run: [data file path]} of a table's current data files moved in by runs (`data/run-<run>/`)."""
     out = {}
-    for path in table.inspect.files().column("file_path").to_pylist() if table.current_snapshot() else ():
-        found = RUN_DIR.search(path)
-        if found:
-            out.setdefault(found.group(1), []).append(path)
+    for data_file in _data_files(table):
+        run = _run_of(data_file.file_path)
+        if run is not None:
+            out.setdefault(run, []).append(data_file.file_path)
     return out
+
+
+def _run_of(path):
+    found = RUN_DIR.search(path)
+    return found.group(1) if found else None
+
+
+def _data_files(table):
+    """The current snapshot's data files, a manifest at a time (never the whole table's file list with every
+    column's metrics, as table.inspect.files() builds it)."""
+    from pyiceberg.manifest import ManifestContent
+    snapshot = table.current_snapshot()
+    for manifest in snapshot.manifests(table.io) if snapshot else ():
+        if manifest.content == ManifestContent.DATA:
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                yield entry.data_file
 
 
 def incomplete(table, held):
@@ -299,17 +315,8 @@ def incomplete(table, held):
 
 def remove_runs(table, runs):
     """One snapshot removing the data files of `runs` from a table (they stay on disk for orphan removal)."""
-    from pyiceberg.manifest import ManifestContent
     doomed = set(runs)
-    snapshot = table.current_snapshot()
-    files = []
-    for manifest in snapshot.manifests(table.io) if snapshot else ():
-        if manifest.content != ManifestContent.DATA:
-            continue
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            found = RUN_DIR.search(entry.data_file.file_path)
-            if found and found.group(1) in doomed:
-                files.append(entry.data_file)
+    files = [f for f in _data_files(table) if _run_of(f.file_path) in doomed]
     if not files:
         return 0
     with table.transaction() as tx:
