@@ -20,7 +20,7 @@ from schemas.columns import one_array
 # Where a message stops for a group (the stages in the order a unit meets them), and why: reason codes
 STAGES = ("scope", "consume_queue", "commit_log", "client")
 DELIVERED = 0
-BELOW_COMMITTED = 1  # scope: its queue offset is below the group's committed offset (--from committed)
+BELOW_COMMITTED = 1  # scope: its queue offset is below the group's committed offset (--from committed), or held
 OUTSIDE_WINDOW = 2  # scope: its store time is outside --since/--until
 CQ_FILTERED = 3  # consume queue: the tag code is not in the subscription's code set, or bloom isHit is false
 NOT_MATCHED = 4  # commit log: the SQL92 result is not TRUE, or the custom filter returned false
@@ -113,7 +113,7 @@ class TopicDecision:
     batch: UnitBatch
     dispatched: Dispatched
     audit: BitmapAudit
-    below_committed: np.ndarray  # (G, N) below the group's committed offset
+    below_committed: np.ndarray  # (G, N) below the group's committed offset, or an offset the lake holds for it
     outside_window: np.ndarray  # (N,) store time outside the window
     stage1: np.ndarray  # (G, N) passes the consume-queue stage
     bloom_checked: np.ndarray  # the bloom filter decided stage 1, and it hit
@@ -243,14 +243,16 @@ def retry_filters(plan):
 
 
 def in_scope(plan, sub, queue_ids, queue_offsets):
-    """Rows at or after the group's committed offset of their queue (None: all rows)."""
-    firsts = {q: o for g, t, q, o in plan.start_offsets if g == sub.group and t == sub.topic}
-    if not plan.start_offsets:
+    """Rows at or after the group's committed offset of their queue (--from committed) and outside the offsets an
+    Iceberg lake already holds for the group (the plan's `held`); None: all rows."""
+    firsts = [(q, o) for g, t, q, o in plan.start_offsets if g == sub.group and t == sub.topic]
+    held = [(q, lo, hi) for g, t, q, lo, hi in plan.held if g == sub.group and t == sub.topic]
+    if not firsts and not held:
         return None
-    first = np.zeros(len(queue_ids), dtype=np.int64)
-    for q, o in firsts.items():
-        first[queue_ids == q] = o
-    return queue_offsets >= first
+    out = np.zeros(len(queue_ids), dtype=bool)
+    for q, lo, hi in [(q, 0, o) for q, o in firsts] + held:
+        out |= (queue_ids == q) & (queue_offsets >= lo) & (queue_offsets < hi)
+    return ~out
 
 
 def lazy_messages(messages):

@@ -45,7 +45,7 @@ def run(args):
     if expire_s is not None:
         done["expired"] = lake_upkeep.expire(target, expire_s)
     done["orphans_removed"] = lake_upkeep.remove_orphans(target, orphans_s)
-    done["stale_run_folders"] = [path for _, path in stale_runs(target)]
+    done["stale_run_folders"] = [path for _, path, _ in stale_runs(target)]
     return done
 
 

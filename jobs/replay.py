@@ -108,6 +108,7 @@ def _prepare(args, progress):
             options = replace(options, window=window_of(args))
             planned = plan_cluster(options, brokers)
         sink.check(planned, args.clean_stale)  # before Spark: a rerun of committed offsets commits nothing
+        sink.narrow(planned)  # a lake: what each group holds already is out of its scope
         return settings, options, run, planned, sink
     except BaseException:
         run.abandon()

@@ -33,7 +33,7 @@ from jobs.datasource.read import TIMER_EVENTS_SCHEMA, SplitRead, read_split
 from jobs.errors import UsageError
 from jobs.pipeline.brokers import brokers_of, split_store
 from jobs.pipeline.plan import build_plan
-from jobs.pipeline.split_units import commitlog_splits, snap_to_records
+from jobs.pipeline.split_units import commitlog_splits, unwalked
 from jobs.pipeline.units.choose import UNITS_FROM
 from jobs.run.session import is_connect
 from jobs.run.timer_ledger import pair
@@ -268,8 +268,8 @@ class RocketMQReader(DataSourceReader):
             narrowing = self._with_key_offsets(broker, plan, narrowing)
         parts = []
         ranges = commitlog_splits(plan)
-        if plan.walks_records:  # units rebuilt from the records: splits start at records (a pass here, on the driver)
-            ranges = snap_to_records(plan, ranges)
+        if plan.walks_records:  # units rebuilt from the records: each partition snaps its own bounds to records
+            ranges = unwalked(plan, ranges)
         for start, end in ranges:
             if any(s.split_holds(start, end) for s in plan.units) and (narrowing.offsets is None or any(
                     start <= o < end for o in narrowing.offsets)):

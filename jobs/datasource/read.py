@@ -10,7 +10,7 @@ import pyarrow as pa
 from filtering.decision import decide_topic
 from filtering.topic_replay import message_columns
 from jobs.pipeline.split_task import Pieces, decoded_topics
-from jobs.pipeline.split_units import split_units
+from jobs.pipeline.split_units import snap_to_records, split_units
 from jobs.pipeline.timer_events import TIMER_EVENT_SCHEMA, timer_events
 
 log = logging.getLogger("mqreplay")
@@ -27,7 +27,14 @@ class SplitRead:
 
 
 def read_split(job, start, end, schema):
-    """RecordBatches (of the Arrow `schema`) of the units of [start, end) that decode and pass the narrowing."""
+    """RecordBatches (of the Arrow `schema`) of the units of [start, end) that decode and pass the narrowing. Where
+    units are rebuilt from the records, the partition's bounds are first moved to record starts here, in its task
+    (split_units.snap_to_records: the records starting in [start, end) are those of the bounds moved)."""
+    if job.plan.walks_records:
+        snapped = snap_to_records(job.plan, [(start, end)])
+        if not snapped:
+            return
+        (start, end), = snapped
     found = split_units(job.plan, start, end)
     for problem in found.damaged:  # --on-corrupt skip: the job audits it, a read can only say it
         log.warning("rocketmq: %s at offset %d: %s", problem["file"], problem["offset"], problem["reason"])

@@ -24,6 +24,9 @@ class ReplayPlan:
     # bitmaps are then not compared, as every one would differ from a bitmap of no registration
     audit_bitmaps: bool = True
     start_offsets: tuple = ()  # ((group, topic, queue_id, first queue offset), ...) for --from committed
+    # ((group, topic, queue_id, first, end), ...): offsets an Iceberg lake holds for the group already
+    # (jobs/run/lake.py held_scope), out of its scope as offsets below a committed one are
+    held: tuple = ()
     data_end: int = None  # end of the last record any consume queue points at: no split starts beyond it
     since: int = None  # the store-time window, epoch ms, since <= t < until, checked on every unit
     until: int = None

@@ -111,6 +111,13 @@ def snap_to_records(plan, splits, mapper=map):
     return sorted(out + rest)
 
 
+def unwalked(plan, splits):
+    """The splits as snap_to_records leaves them without reading a record: those inside a file whose records are
+    found only from its start (DLedger) one per file, the others as they are, for their own tasks to snap
+    (snap_to_records of one split): what a data source plans, reading nothing on the driver."""
+    return snap_to_records(plan, splits, lambda fn, items: [[] for _ in items])
+
+
 def _cuts_of_file(fs):
     """f((file, bounds)) -> [(bound, first record start at or after it)] of one plain file (run where mapper
     runs it; pyarrow filesystems pickle)."""

@@ -18,6 +18,7 @@ A run of several brokers takes (and writes) offsets per broker, `{"brokers": {"b
 each broker's queues are its own. The per-topic shape serves a run of one broker (a bare --store's nightly
 chain reads as before); a broker the per-broker JSON does not name runs from its earliest to its latest."""
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
@@ -26,6 +27,7 @@ import numpy as np
 from jobs.errors import OffsetOutOfRange, UsageError
 
 EARLIEST, LATEST = -2, -1  # in an offsets JSON, as Spark's Kafka source writes them
+PROBE_THREADS = 16  # queues whose store-time window is searched at a time (the probes wait on reads, not the CPU)
 
 
 def resolve_offset(offset, earliest, latest):
@@ -225,7 +227,7 @@ def resolve(window, fs, layout, units, topics_present, allow_missing=False):
         bounds.update(source.queue_bounds(fs, layout.log))
     known = {(q.topic, q.queue_id) for q in layout.queues} | set(units.known)
     warnings = _unknown_names(window, known, topics_present, allow_missing, units.rebuilds)
-    problems, ranges = [], []
+    problems, given = [], []
     for key, (lo, hi, time_of) in bounds.items():
         topic, qid = key
         first = _offset(window.starting, key, lo, lo, hi, "--starting-offsets", problems)
@@ -233,12 +235,20 @@ def resolve(window, fs, layout, units, topics_present, allow_missing=False):
         if end < first and qid in window.starting.get(topic, {}) and qid in window.ending.get(topic, {}):
             raise UsageError(f"--ending-offsets: topic {topic} queue {qid} ends at offset {end}, before "
                              f"--starting-offsets starts it at {first}")
+        given.append((topic, qid, first, end, lo, hi, time_of))
+
+    def searched(queue):  # a queue's binary searches of the store-time window: a probe reads two files
+        topic, qid, first, end, lo, hi, time_of = queue
         if window.since is not None:
             first = max(first, _first_stored_at_or_after(time_of, window.since, lo, hi))
         if window.until is not None:
             end = min(end, _first_stored_at_or_after(time_of, window.until, lo, hi))
-        ranges.append((topic, qid, first, max(first, end)))
-    ranges = tuple(ranges)
+        return topic, qid, first, max(first, end)
+    if window.since is None and window.until is None or len(given) < 2:
+        ranges = tuple(map(searched, given))
+    else:  # the queues searched side by side: on an object store each probe waits on two round trips
+        with ThreadPoolExecutor(min(PROBE_THREADS, len(given))) as pool:
+            ranges = tuple(pool.map(searched, given))
     return Resolved(ranges, units.mapped(lambda s: s.windowed(fs, window, ranges)), problems, warnings)
 
 

@@ -24,7 +24,7 @@ import uuid
 import pyarrow.fs as pafs
 
 from jobs.errors import UsageError
-from schemas import storefs
+from jobs.run.place import Place
 
 SUFFIX = ".claim"
 RENEW_S = 30.0
@@ -38,14 +38,15 @@ class ClaimRefused(UsageError):
 
 def claim_path(out):
     """(filesystem, path of OUT's claim): beside OUT, built from the parsed path, never from the URI text."""
-    fs, path = storefs.resolve(out)
-    return fs, path.rstrip("/") + SUFFIX
+    out = Place.of(out)
+    return out.fs, out.root.rstrip("/") + SUFFIX
 
 
 def acquire(out, clean_stale=False, run=None):
-    """Claim OUT for this run (a LocalClaim or a LeaseClaim); ClaimRefused when a live run holds it. `run`: the
-    run id the console and the log file already name (a new one when not given)."""
+    """Claim OUT (a place.Place, or a path or URI) for this run (a LocalClaim or a LeaseClaim); ClaimRefused when a
+    live run holds it. `run`: the run id the console and the log file already name (a new one when not given)."""
     fs, path = claim_path(out)
+    out = Place.of(out).uri
     holder = _holder(out, run)
     if isinstance(fs, pafs.LocalFileSystem):
         return LocalClaim.take(out, path, holder)

@@ -9,9 +9,10 @@ snapshot whose summary names the run (`mqreplay.run`). What the lake holds is ke
 
 Before Spark starts, a run whose offsets a group already holds is refused (`check_lake`, exit 2), as is a lake whose
 catalog was lost (the warehouse holds the tables, the catalog none: `jobs.maintain --register-existing`), and
-`--starting-offsets iceberg` starts every queue where its groups' ranges end (`starting_offsets`). At the commit,
-runs killed between two tables' commits are removed from the tables first (lake.repair), and rows a group already
-holds (a group continuing behind the others, a backfill's messages the table holds) are trimmed from the parts.
+`--starting-offsets iceberg` starts every queue where its groups' ranges end (`starting_offsets`), the offsets a
+group holds beyond that out of its scope in the tasks' plan (`held_scope`: a group continuing behind the others
+writes no row it holds). At the commit, runs killed between two tables' commits are removed from the tables first
+(lake.repair), and a backfill's messages the table holds are trimmed from its parts.
 Every catalog operation waits while the catalog is busy, up to `--catalog-wait` (jobs/run/catalog_wait.py).
 Parts moved into a table's location by a run that died before its commit are referenced by no snapshot:
 `stale_runs` lists them, `--clean-stale` (or jobs.maintain) removes them."""
@@ -25,10 +26,10 @@ import pyarrow.fs as pafs
 from jobs.errors import UsageError
 from jobs.pipeline.brokers import store_identity
 from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
-from jobs.run import lake
+from jobs.run import lake, place
 from jobs.run.catalog_wait import DEFAULT_WAIT, seconds, waiting
-from jobs.run.sink import answer_schema
-from schemas import storefs
+from jobs.run.place import Place
+from jobs.run.sink import answer_schema, move_all, remove_attempts
 from schemas.arrow_schemas import BITMAP_SCHEMA, BODIES_SCHEMA, CORRUPT_SCHEMA
 
 # output folder of a run (jobs/run/sink.py) -> table name; the audits get a table when they have rows
@@ -49,8 +50,8 @@ DEFAULT_CATALOG = "mqreplay"
 class IcebergTarget:
     """Where a run's tables are: a catalog by pyiceberg's configuration (`name`), or the embedded SQL catalog
     (`uri`, `warehouse`), and the namespace; how long a busy catalog is waited for; the run's stores
-    (lake.StoreRef) and whether it continues from the tables (`--starting-offsets iceberg`: rows a group holds
-    are trimmed, not refused)."""
+    (lake.StoreRef) and whether it continues from the tables (`--starting-offsets iceberg`: offsets a group holds
+    are out of its scope, not refused)."""
 
     namespace: str = "mqreplay"
     name: str = None
@@ -77,6 +78,14 @@ class IcebergTarget:
 
     def warehouse_uri(self, catalog):
         return _uri(self.warehouse) if self.uri is not None else catalog.properties.get("warehouse")
+
+    def warehouse_place(self, catalog):
+        """The warehouse as a place.Place, resolved once (None: the catalog names none)."""
+        return place.warehouse(self.warehouse_uri(catalog))
+
+    def table_place(self, catalog, table):
+        """Where a table's files are, as a place.Place: inside the warehouse's, or its own location's."""
+        return place.location(self.warehouse_uri(catalog), table.location())
 
 
 def target_of(args):
@@ -130,7 +139,7 @@ def open_lake(target, catalog):
     matched = _load(catalog, f"{target.namespace}.matched")
     ranges = _load(catalog, f"{target.namespace}.{lake.RANGES}")
     if matched is None and ranges is None:
-        found = lake.table_locations(target.warehouse_uri(catalog), target.namespace)
+        found = lake.table_locations(target.warehouse_place(catalog), target.namespace)
         if found:
             where = (f"--catalog-uri {target.uri} --warehouse {target.warehouse}" if target.uri is not None
                      else f"--catalog {target.name}")
@@ -144,13 +153,13 @@ def open_lake(target, catalog):
                          f"its offsets in snapshot summaries ({STORE}, {OFFSETS}, {BROKERS}) and has no "
                          f"{target.namespace}.{lake.RANGES}: its continuation cannot be read per group. Continue in a "
                          "new --namespace (and rebuild this one's history there with a backfill run)")
-    return lake.Held.of(catalog, target.namespace)
+    return lake.Held.of(catalog, target.namespace, target.refs)
 
 
 def check_lake(target, parts):
     """Before Spark: the lake opened (open_lake), and a run of given offsets that a group already holds refused
-    (exit 2, nothing committed; a continuing run trims instead). The runs killed between two commits, which
-    the commit will remove, as warnings."""
+    (exit 2, nothing committed; a continuing run leaves them out of its groups' scope instead: held_scope). The
+    runs killed between two commits, which the commit will remove, as warnings."""
     def check(catalog):
         held = open_lake(target, catalog)
         if not target.continuing:
@@ -176,42 +185,55 @@ def starting_offsets(target, parts=None):
                           "--starting-offsets iceberg")
 
 
+def held_scope(target, parts):
+    """{broker: ((group, topic, queue, first, end), ...)}: the offsets of the run's ranges its groups hold in the
+    lake already (lake.held_scope), which the plan leaves out of their scope (ReplayPlan.held)."""
+    ranges = lake.run_ranges(_named(parts))
+    pairs = {b.name: {(s.sub.group, s.sub.topic) for s in p.plan.subscriptions} for b, p in parts}
+    return target.waiting(lambda catalog: lake.held_scope(open_lake(target, catalog), target.refs, ranges, pairs),
+                          "--sink iceberg (reading the ranges)")
+
+
 def _named(parts):
     return [(b.name, p) for b, p in parts]
 
 
-def publish_tables(target, out_uri, written, run, with_body, parts, before_ranges=()):
+def publish_tables(target, out, written, run, with_body, parts, kept=None, before_ranges=()):
     """Commit the parts of the run's temporary OUT (sink.commit's `written`: {output: (files, rows, bytes)}) to
-    the tables: {table: files added}. Runs killed between two commits are removed first; rows a group holds are
-    trimmed (a continuing run) or refused (exit 2, nothing committed: a night that committed the same offsets
-    meanwhile); then one snapshot per table, the answer tables every run, the audits when they have rows, matched
-    last; then `before_ranges` (callables returning {table: files added}: the timer ledger's, jobs/run/timer_lake.py);
-    then the run's ranges."""
+    the tables: {table: files added}. Runs killed between two commits are removed first; the rows a group held
+    when the run was planned were never written (its plan's `held`); offsets a group holds besides them are
+    refused (exit 2, nothing committed: a night that committed the same offsets meanwhile); the messages a
+    backfill shares with the table are trimmed; then one snapshot per table, the answer tables every run, the
+    audits when they have rows, matched last; then `before_ranges` (callables returning {table: files added}: the
+    timer ledger's, jobs/run/timer_lake.py); then the run's ranges. `kept`: {output: [(attempt's file, final
+    name)]} of the parts the commit left where their attempts wrote them (an object store: sink.attempt_parts),
+    each moved from there into its table, _attempts/ removed then."""
+    out, kept = Place.of(out), kept or {}
     ranges = lake.run_ranges(_named(parts))
     held = target.waiting(lambda catalog: _prepare_commit(target, catalog, run), "--sink iceberg (repairing)")
-    if not target.continuing:
-        lake.refuse_overlaps(target.namespace, held, target.refs, ranges)
-    intervals = held.intervals(target.refs)
-    trimmed = {output: lake.trim_deliveries(out_uri, output, intervals) for output in ("matched", "audit/collisions")}
+    scope = {b.name: p.plan.held for b, p in parts if p.plan.held}
+    lake.refuse_overlaps(target.namespace, held, target.refs, lake.unheld(ranges, scope))
     messages = target.waiting(lambda c: _load(c, f"{target.namespace}.messages"), "--sink iceberg")
-    trimmed["messages"] = lake.trim_messages(out_uri, lake.messages_present(messages, held, target.refs, ranges))
+    present = lake.messages_present(messages, held, target.refs, ranges)
+    lake.trim_messages(out, [out.path(p) for p, _ in kept.get("messages", ())], present)
     properties = {RUN: run, BROKERS: json.dumps({b.name: _offsets(p.ranges) for b, p in parts}, sort_keys=True,
                                                 separators=(",", ":"))}
     if len(target.refs) == 1:
         properties[STORE] = target.refs[0].key
-    fs, root = storefs.resolve(out_uri)
     added = {}
     for output, name in TABLES.items():
         if output not in ANSWERS and not written.get(output, (0, 0))[1]:
             continue
         identifier = f"{target.namespace}.{name}"
-        table = target.waiting(lambda c: _table(target, c, identifier, _schema(output, with_body),
-                                                PARTITIONED_BY.get(output)), f"--sink iceberg ({identifier})")
-        files = _move_parts(fs, root, output, table.location(), run)
+        table, where = target.waiting(lambda c: _table_and_place(target, c, identifier, _schema(output, with_body),
+                                                                 PARTITIONED_BY.get(output)),
+                                      f"--sink iceberg ({identifier})")
+        files = _move_parts(out, output, where, run, kept.get(output, ()))
         target.waiting(lambda c: _add(c, identifier, files, properties), f"--sink iceberg (committing {identifier})")
         added[name] = len(files)
     for commit in before_ranges:
         added.update(commit())
+    remove_attempts(out)
     rows = lake.ranges_rows(target.refs, ranges, run)
     target.waiting(lambda c: _append_ranges(target, c, rows, run), "--sink iceberg (committing the ranges)")
     return added
@@ -257,7 +279,7 @@ def _append_ranges(target, catalog, rows, run):
 
 def _refuse_second_lake(target, catalog, name):
     """A table is never created where the warehouse already holds one of that name (a lost catalog's)."""
-    found = lake.table_locations(target.warehouse_uri(catalog), target.namespace).get(name)
+    found = lake.table_locations(target.warehouse_place(catalog), target.namespace).get(name)
     if found:
         raise UsageError(f"--sink iceberg: {target.namespace}.{name} is not in {target.describe()} but its files are "
                          f"({found}): register them (python -m jobs.maintain ... --register-existing), never a "
@@ -292,40 +314,33 @@ def _schema(output, with_body):
     return answer_schema(output, "normalized", with_body)
 
 
-def _move_parts(fs, root, output, location, run):
-    """Move an output's parts from the temporary OUT into the table's location, under data/run-<run>/ (a copy
-    where OUT and the warehouse are on different filesystems); their new URIs."""
-    wfs, wroot = storefs.resolve(location)
-    infos = fs.get_file_info(pafs.FileSelector(f"{root}/{output}", recursive=True, allow_not_found=True))
-    files = []
-    for info in sorted(infos, key=lambda i: i.path):
-        if info.type != pafs.FileType.File or not info.path.endswith(".parquet"):
-            continue
-        relative = info.path[len(f"{root}/{output}/"):].replace("/", "-").replace("=", "_")
-        target = f"{wroot}/data/run-{run}/{relative}"
-        wfs.create_dir(target.rsplit("/", 1)[0], recursive=True)
-        _move(fs, info.path, wfs, target)
-        files.append(location.rstrip("/") + target[len(wroot):])
+def _table_and_place(target, catalog, identifier, schema, partition_column):
+    table = _table(target, catalog, identifier, schema, partition_column)
+    return table, target.table_place(catalog, table)
+
+
+def _move_parts(out, output, location, run, kept=()):
+    """Move an output's parts from the temporary OUT (a Place: those at their final names, and `kept`, those
+    left where their attempts wrote them) into the table's location (a Place), under data/run-<run>/,
+    sink.MOVE_THREADS at a time (a copy where OUT and the warehouse are on different filesystems or devices);
+    their new URIs."""
+    infos = out.fs.get_file_info(pafs.FileSelector(out.path(output), recursive=True, allow_not_found=True))
+    found = [(i.path, i.path[len(out.path(output)) + 1:]) for i in infos
+             if i.type == pafs.FileType.File and i.path.endswith(".parquet")]
+    found += [(out.path(path), final[len(output) + 1:]) for path, final in kept]
+    moves, files = [], []
+    for path, name in sorted(found, key=lambda f: f[1]):
+        relative = name.replace("/", "-").replace("=", "_")
+        moves.append((path, location.path(f"data/run-{run}/{relative}")))
+        files.append(f"{location.uri.rstrip('/')}/data/run-{run}/{relative}")
+    move_all(out.fs, moves, location.fs)
     return files
 
 
-def _move(fs, path, wfs, target):
-    """A rename where OUT and the warehouse are one local filesystem, else a copy then a delete (another
-    device, or another filesystem: S3, HDFS)."""
-    if storefs.is_local(fs) and storefs.is_local(wfs):
-        try:
-            fs.move(path, target)
-            return
-        except OSError:  # another device: rename cannot cross it
-            pass
-    pafs.copy_files(path, target, source_filesystem=fs, destination_filesystem=wfs)
-    fs.delete_file(path)
-
-
 def stale_runs(target):
-    """[(table, data/run-<run> folder)] of parts moved into the tables' locations that no snapshot references
-    (their run died before its commit, or its files were compacted and their snapshots expired): listed by the
-    job, removed by --clean-stale and jobs.maintain."""
+    """[(table, data/run-<run> folder, its filesystem)] of parts moved into the tables' locations that no snapshot
+    references (their run died before its commit, or its files were compacted and their snapshots expired): listed
+    by the job, removed by --clean-stale and jobs.maintain."""
     return target.waiting(lambda catalog: _stale(target, catalog), "--sink iceberg (listing stale parts)")
 
 
@@ -341,16 +356,15 @@ def _stale(target, catalog):
                 found = lake.RUN_DIR.search(path)
                 if found:
                     referenced.add(found.group(1))
-        fs, root = storefs.resolve(table.location())
-        for info in fs.get_file_info(pafs.FileSelector(f"{root}/data", allow_not_found=True)):
+        where = target.table_place(catalog, table)
+        for info in where.fs.get_file_info(pafs.FileSelector(where.path("data"), allow_not_found=True)):
             if info.type == pafs.FileType.Directory and info.base_name.startswith("run-") \
                     and info.base_name[4:] not in referenced:
-                out.append((name, info.path))
+                out.append((name, info.path, where.fs))
     return out
 
 
 def remove_stale(stale):
     """Remove stale_runs' folders."""
-    for _, path in stale:
-        fs, where = storefs.resolve(path)
-        fs.delete_dir(where)
+    for _, path, fs in stale:
+        fs.delete_dir(path)

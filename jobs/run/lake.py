@@ -8,8 +8,9 @@ there (a run of no offsets, a quiet night, commits a marker row of no topic).
   log's first record, with that record's offset and store time), never by the `--store` text: a trailing
   slash, `file://`, a symlink or a copy continue the same rows. A store whose retention removed the recorded
   first record is still the same store (same name and host, a later first record).
-- The overlap check, the continuation and the trim are per group: a group added later is backfilled over
-  offsets the other groups already hold, and rows a group already holds are never committed again.
+- The overlap check, the continuation and the held offsets are per group: a group added later is backfilled over
+  offsets the other groups already hold, and rows a group already holds are never written again (`held_scope`:
+  known before Spark starts, out of the group's scope in the plan; the ranges are read for the run's stores only).
 - A run killed between two tables' commits left data files under `data/run-<run>/` of a run the ranges do not
   name: the next run (or `jobs.maintain`) removes them from the tables first (`repair`), so each row counts once.
 """
@@ -24,7 +25,6 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from jobs.errors import UsageError
-from schemas import storefs
 
 RANGES = "_mqreplay_ranges"
 RANGES_SCHEMA = pa.schema([("store", pa.string()), ("head", pa.string()), ("broker", pa.string()),
@@ -62,16 +62,26 @@ def load(catalog, identifier):
 
 
 class Held:
-    """The rows of NS._mqreplay_ranges (none for a new lake)."""
+    """The rows of NS._mqreplay_ranges of the run's stores (none for a new lake), and every run the table names."""
 
-    def __init__(self, rows):
+    def __init__(self, rows, runs=None):
         self.rows = [r for r in rows if r["topic"]]
-        self.runs = {r["run"] for r in rows}
+        self.runs = {r["run"] for r in rows} if runs is None else set(runs)
 
     @classmethod
-    def of(cls, catalog, namespace):
+    def of(cls, catalog, namespace, refs=None):
+        """The lake's ranges of `refs`' stores (None: every store's; (): none, the runs only), read with the store
+        pushed into the scan; the runs of every store, read as one column (a repair must know every run that
+        committed)."""
+        from pyiceberg.expressions import In
         table = load(catalog, f"{namespace}.{RANGES}")
-        return cls(table.scan().to_arrow().to_pylist() if table is not None else [])
+        if table is None:
+            return cls([])
+        runs = pc.unique(table.scan(selected_fields=("run",)).to_arrow().column("run")).to_pylist()
+        if refs is not None and not refs:
+            return cls([], runs)
+        scan = table.scan() if refs is None else table.scan(row_filter=In("store", {r.key for r in refs}))
+        return cls(scan.to_arrow().to_pylist(), runs)
 
     def intervals(self, refs):
         """{(broker, group, topic, queue): [(first, end), ...]} of the rows of the run's stores."""
@@ -82,6 +92,54 @@ class Held:
                     out.setdefault((ref.broker, row["group"], row["topic"], row["queue_id"]), []).append(
                         (row["first"], row["end"], row["run"]))
         return out
+
+
+def held_scope(held, refs, ranges, pairs=None):
+    """{broker: ((group, topic, queue, first, end), ...)}: the offsets of the run's `ranges` (run_ranges) that a
+    group already holds, merged, clipped to the run's range; the tasks leave them out of the group's scope
+    (ReplayPlan.held), so that no task writes a row the lake holds and nothing is trimmed after the stage.
+    `pairs` ({broker: {(group, topic)}} of the run): a queue of theirs the plan has no range of (rebuilt from
+    the commit log: its offsets are known once its tasks walk it) gets its held offsets whole, merged."""
+    intervals = held.intervals(refs)
+    out = {}
+    for b, g, t, q, first, end in ranges:
+        out.setdefault(b, []).extend((g, t, q, lo, hi) for lo, hi in _merged(
+            (max(hf, first), min(he, end)) for hf, he, _ in intervals.get((b, g, t, q), ()) if hf < end and first < he))
+    planned = {(b, t, q) for b, _, t, q, _, _ in ranges}
+    for (b, g, t, q), spans in intervals.items():
+        if (g, t) in (pairs or {}).get(b, ()) and (b, t, q) not in planned:
+            out.setdefault(b, []).extend((g, t, q, lo, hi) for lo, hi in _merged((hf, he) for hf, he, _ in spans))
+    return {b: tuple(spans) for b, spans in out.items() if spans}
+
+
+def _merged(spans):
+    """[(lo, hi)] of [lo, hi) spans, sorted, those that touch or overlap made one."""
+    merged = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return [tuple(m) for m in merged]
+
+
+def unheld(ranges, scope):
+    """The run's `ranges` (run_ranges) less the offsets its plan left out as held (held_scope): what the run
+    commits that no earlier run held when it was planned."""
+    cut = {}
+    for b, spans in scope.items():
+        for g, t, q, lo, hi in spans:
+            cut.setdefault((b, g, t, q), []).append((lo, hi))
+    out = []
+    for b, g, t, q, first, end in ranges:
+        at = first
+        for lo, hi in sorted(cut.get((b, g, t, q), ())):
+            if lo > at:
+                out.append((b, g, t, q, at, lo))
+            at = max(at, hi)
+        if at < end:
+            out.append((b, g, t, q, at, end))
+    return out
 
 
 def run_ranges(parts):
@@ -126,7 +184,7 @@ def _stores(refs):
 def starts(held, refs, pairs=None):
     """{broker: {topic: {queue: offset}}} where `--starting-offsets iceberg` starts: per queue, the earliest end
     among the groups that read it (`pairs` {broker: {(group, topic)}} of the run; None: every group the lake
-    holds), so every group continues from its own ranges (the rows a group holds already are trimmed). A queue
+    holds), so every group continues from its own ranges (the offsets a group holds already: held_scope). A queue
     one of those groups holds nothing of starts at the earliest."""
     intervals = held.intervals(refs)
     ends = {}
@@ -163,8 +221,9 @@ def ranges_rows(refs, ranges, run):
     return pa.Table.from_pylist(rows, schema=RANGES_SCHEMA)
 
 
-def _parts(fs, root, output):
-    infos = fs.get_file_info(pafs.FileSelector(f"{root}/{output}", recursive=True, allow_not_found=True))
+def _parts(out, output):
+    fs = out.fs
+    infos = fs.get_file_info(pafs.FileSelector(out.path(output), recursive=True, allow_not_found=True))
     return sorted(i.path for i in infos if i.type == pafs.FileType.File and i.path.endswith(".parquet"))
 
 
@@ -177,40 +236,13 @@ def _rewrite(fs, path, table, keep):
     return dropped
 
 
-def trim_deliveries(out_uri, output, intervals):
-    """Drop, from the run's parts of `output` (matched/, audit/collisions/), the rows whose group already holds
-    their queue offset (the earlier runs' ranges, `Held.intervals`): rows dropped."""
-    fs, root = storefs.resolve(out_uri)
-    dropped = 0
-    for path in _parts(fs, root, output) if intervals else ():
-        table = pq.read_table(path, filesystem=fs)
-        if not table.num_rows:
-            continue
-        keys = table.select(["broker", "group", "topic", "queue_id"]).group_by(
-            ["broker", "group", "topic", "queue_id"]).aggregate([]).to_pylist()
-        offsets = table.column("queue_offset").to_numpy()
-        drop = np.zeros(table.num_rows, dtype=bool)
-        for k in keys:
-            spans = intervals.get((k["broker"], k["group"], k["topic"], k["queue_id"]))
-            if not spans:
-                continue
-            mine = np.ones(table.num_rows, dtype=bool)
-            for column in ("broker", "group", "topic", "queue_id"):
-                mine &= pc.fill_null(pc.equal(table.column(column), k[column]), False).to_numpy(zero_copy_only=False)
-            inside = np.zeros(table.num_rows, dtype=bool)
-            for first, end, _ in spans:
-                inside |= (offsets >= first) & (offsets < end)
-            drop |= mine & inside
-        dropped += _rewrite(fs, path, table, ~drop)
-    return dropped
-
-
-def trim_messages(out_uri, present):
-    """Drop, from the run's messages/ parts, the messages the table already holds (`present`: {(broker, topic):
+def trim_messages(out, kept, present):
+    """Drop, from the run's messages/ parts (`out`: the temporary OUT's place.Place; `kept`: the paths of those
+    left where their attempts wrote them), the messages the table already holds (`present`: {(broker, topic):
     commit-log offsets}): a group backfilled over offsets other groups hold references messages stored once."""
-    fs, root = storefs.resolve(out_uri)
+    fs = out.fs
     dropped = 0
-    for path in _parts(fs, root, "messages") if present else ():
+    for path in _parts(out, "messages") + list(kept) if present else ():
         table = pq.read_table(path, filesystem=fs)
         if not table.num_rows:
             continue
@@ -253,11 +285,27 @@ def messages_present(table, held, refs, ranges):
 def runs_of_files(table):
     """{run: [data file path]} of a table's current data files moved in by runs (`data/run-<run>/`)."""
     out = {}
-    for path in table.inspect.files().column("file_path").to_pylist() if table.current_snapshot() else ():
-        found = RUN_DIR.search(path)
-        if found:
-            out.setdefault(found.group(1), []).append(path)
+    for data_file in _data_files(table):
+        run = _run_of(data_file.file_path)
+        if run is not None:
+            out.setdefault(run, []).append(data_file.file_path)
     return out
+
+
+def _run_of(path):
+    found = RUN_DIR.search(path)
+    return found.group(1) if found else None
+
+
+def _data_files(table):
+    """The current snapshot's data files, a manifest at a time (never the whole table's file list with every
+    column's metrics, as table.inspect.files() builds it)."""
+    from pyiceberg.manifest import ManifestContent
+    snapshot = table.current_snapshot()
+    for manifest in snapshot.manifests(table.io) if snapshot else ():
+        if manifest.content == ManifestContent.DATA:
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                yield entry.data_file
 
 
 def incomplete(table, held):
@@ -267,17 +315,8 @@ def incomplete(table, held):
 
 def remove_runs(table, runs):
     """One snapshot removing the data files of `runs` from a table (they stay on disk for orphan removal)."""
-    from pyiceberg.manifest import ManifestContent
     doomed = set(runs)
-    snapshot = table.current_snapshot()
-    files = []
-    for manifest in snapshot.manifests(table.io) if snapshot else ():
-        if manifest.content != ManifestContent.DATA:
-            continue
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            found = RUN_DIR.search(entry.data_file.file_path)
-            if found and found.group(1) in doomed:
-                files.append(entry.data_file)
+    files = [f for f in _data_files(table) if _run_of(f.file_path) in doomed]
     if not files:
         return 0
     with table.transaction() as tx:
@@ -288,11 +327,11 @@ def remove_runs(table, runs):
 
 
 def table_locations(warehouse, namespace):
-    """{table name: newest metadata file} of the tables a warehouse holds under NS (pyiceberg's default
-    location `<warehouse>/<namespace>/<table>/metadata/NNNNN-<uuid>.metadata.json`)."""
+    """{table name: newest metadata file} of the tables a warehouse (a place.Place, None: unknown) holds under NS
+    (pyiceberg's default location `<warehouse>/<namespace>/<table>/metadata/NNNNN-<uuid>.metadata.json`)."""
     if warehouse is None:
         return {}
-    fs, root = storefs.resolve(warehouse)
+    fs, root = warehouse.fs, warehouse.root
     out = {}
     base = f"{root.rstrip('/')}/{namespace}"
     for info in fs.get_file_info(pafs.FileSelector(base, allow_not_found=True)):
@@ -302,7 +341,7 @@ def table_locations(warehouse, namespace):
                  if i.type == pafs.FileType.File and i.base_name.endswith(".metadata.json")]
         if found:
             newest = max(found, key=lambda i: (_version(i.base_name), i.mtime_ns or 0))
-            out[info.base_name] = warehouse.rstrip("/") + newest.path[len(root.rstrip("/")):]
+            out[info.base_name] = warehouse.uri.rstrip("/") + newest.path[len(root.rstrip("/")):]
     return out
 
 

@@ -8,17 +8,22 @@ between two commits) is not compacted this time: its rows must stay removable by
 (jobs/run/lake.py). The ranges table, where continuation and the overlap check read, is data, not snapshot
 summaries: expiring snapshots leaves it whole."""
 import time
+import uuid
 from datetime import datetime, timezone
 
+import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from jobs.errors import UsageError
 from jobs.run import lake
 from jobs.run.iceberg_sink import TABLES
+from jobs.run.sink import STATISTICS, parquet_options
 from jobs.run.timer_lake import TABLE as TIMERS_TABLE
-from schemas import storefs
 
 COMPACTED = "mqreplay.compacted"  # a compaction's snapshot: the files it rewrote
+TARGET_SIZE = "write.target-file-size-bytes"  # a table's property: the size compaction writes files of
+TARGET_FILE_BYTES = 512 << 20  # Iceberg's default of it
 
 
 def _tables(catalog, namespace, timers=True):
@@ -36,7 +41,7 @@ def register_existing(target):
     """Register every table the warehouse holds under the namespace and the catalog lacks, from its newest
     metadata file (its snapshots and history kept): {table: metadata file}."""
     def register(catalog):
-        found = lake.table_locations(target.warehouse_uri(catalog), target.namespace)
+        found = lake.table_locations(target.warehouse_place(catalog), target.namespace)
         if not found:
             raise UsageError(f"--register-existing: the warehouse holds no table of namespace {target.namespace} "
                              f"({target.warehouse_uri(catalog)}/{target.namespace}/*/metadata/)")
@@ -51,45 +56,101 @@ def register_existing(target):
 
 
 def compact(target):
-    """Rewrite each table's data files into one per partition (where it has more), a partition at a time, so
-    the driver holds one partition's rows (a group's deliveries, a topic's messages), never a whole table:
+    """Rewrite the data files of each partition that has more than one into files of about the table's target
+    size (`write.target-file-size-bytes`, Iceberg's 512 MiB by default), a partition at a time and its rows
+    streamed in batches, so the driver holds one batch and one file's row group, never a whole partition:
     {table: (files before, after)}, or a reason it was left as it is."""
     out = {}
     for name, _ in target.waiting(lambda c: _tables(c, target.namespace, timers=False), "--compact"):
-        out[name] = target.waiting(lambda c: _compact(c, target.namespace, name), f"--compact {name}")
+        out[name] = target.waiting(lambda c: _compact(target, c, name), f"--compact {name}")
     return out
 
 
-def _compact(catalog, namespace, name):
-    """One table compacted, one commit per partition; a retry (a night committed meanwhile) starts again from
-    the table as it is, where the partitions already done hold one file and are passed over."""
-    identifier = f"{namespace}.{name}"
+def _compact(target, catalog, name):
+    """One table compacted, one commit per partition (its files removed, the rewritten ones added); a retry (a
+    night committed meanwhile) starts again from the table as it is, where the partitions already done hold
+    their files of the target size and are passed over. Files written for a commit that lost its race are
+    referenced by nothing: orphan removal takes them."""
+    identifier = f"{target.namespace}.{name}"
     table = catalog.load_table(identifier)
     before = len(table.inspect.files()) if table.current_snapshot() else 0
     if name != lake.RANGES:
-        busy = lake.incomplete(table, lake.Held.of(catalog, namespace))
+        busy = lake.incomplete(table, lake.Held.of(catalog, target.namespace, ()))
         if busy:
             return f"left as it is: it holds files of run(s) {', '.join(busy)} whose ranges are not committed"
-    for where in _crowded_partitions(table) if before > 1 else ():
-        rows = table.scan(row_filter=where).to_arrow()
+    size = int(table.properties.get(TARGET_SIZE, TARGET_FILE_BYTES))
+    for where in _crowded_partitions(table, size) if before > 1 else ():
+        files = _rewrite(table, where, target.table_place(catalog, table), size)
         with table.transaction() as tx:
-            if rows.num_rows:
-                tx.overwrite(rows, overwrite_filter=where, snapshot_properties={COMPACTED: str(before)})
-            else:  # files of no row (quiet nights): dropped
-                tx.delete(where, snapshot_properties={COMPACTED: str(before)})
+            tx.delete(where, snapshot_properties={COMPACTED: str(before)})
+            if files:  # files of no row (quiet nights): dropped
+                tx.add_files(files, snapshot_properties={COMPACTED: str(before)})
         table = catalog.load_table(identifier)
     return before, len(table.inspect.files()) if table.current_snapshot() else 0
 
 
-def _crowded_partitions(table):
-    """A row filter per partition of more than one data file (the whole table when it is unpartitioned)."""
+def _rewrite(table, where, location, size):
+    """The rows of one partition written into new files under `location` (a place.Place) of about `size` bytes
+    each, batch by batch: their URIs."""
+    reader = table.scan(row_filter=where).to_arrow_batch_reader()
+    schema = pa.schema([_plain(f) for f in reader.schema])  # add_files takes files without Iceberg's field ids
+    folder, files, writer = f"data/compacted-{uuid.uuid4().hex[:12]}", [], None
+    options = parquet_options(schema, STATISTICS + ["group", "broker"])
+    try:
+        for batch in reader:
+            if not batch.num_rows:
+                continue
+            if writer is None:
+                relative = f"{folder}/part-{len(files):05d}.parquet"
+                location.fs.create_dir(location.path(folder), recursive=True)
+                stream = location.fs.open_output_stream(location.path(relative))
+                writer = pq.ParquetWriter(stream, schema, **options)
+                files.append(f"{location.uri.rstrip('/')}/{relative}")
+            writer.write_table(pa.Table.from_batches([batch]).cast(schema))
+            if stream.tell() >= size:
+                writer.close()
+                stream.close()
+                writer = None
+    finally:
+        if writer is not None:
+            writer.close()
+            stream.close()
+    return files
+
+
+def _plain(field):
+    """An Arrow field without metadata at any depth (the Iceberg field ids a scan's schema carries)."""
+    kind = field.type
+    if pa.types.is_struct(kind):
+        kind = pa.struct([_plain(f) for f in kind])
+    elif pa.types.is_map(kind):
+        kind = pa.map_(_plain(kind.key_field), _plain(kind.item_field))
+    elif pa.types.is_large_list(kind):
+        kind = pa.large_list(_plain(kind.value_field))
+    elif pa.types.is_list(kind):
+        kind = pa.list_(_plain(kind.value_field))
+    return pa.field(field.name, kind, field.nullable)
+
+
+def _crowded_partitions(table, size):
+    """A row filter per partition of more than one data file, unless its files are all of about the target
+    `size` already (half of it or more: a partition compacted before); the whole table when it is unpartitioned."""
     from pyiceberg.expressions import AlwaysTrue, EqualTo, IsNull
+    files = table.inspect.files()
     if table.spec().is_unpartitioned():
-        return [AlwaysTrue()]
+        return [AlwaysTrue()] if _crowded(files.column("file_size_in_bytes").to_pylist(), size) else []
     field = table.spec().fields[0]
     column = table.schema().find_column_name(field.source_id)
-    return [IsNull(column) if row["partition"][field.name] is None else EqualTo(column, row["partition"][field.name])
-            for row in table.inspect.partitions().to_pylist() if row["file_count"] > 1]
+    sizes = {}
+    for partition, nbytes in zip(files.column("partition").to_pylist(), files.column("file_size_in_bytes").to_pylist()):
+        sizes.setdefault(partition[field.name], []).append(nbytes)
+    return [IsNull(column) if value is None else EqualTo(column, value)
+            for value, found in sizes.items() if _crowded(found, size)]
+
+
+def _crowded(sizes, size):
+    """Whether a partition's files are more than one and not all of half the target size or more."""
+    return len(sizes) > 1 and min(sizes) < size // 2
 
 
 def expire(target, older_than_s):
@@ -113,19 +174,21 @@ def remove_orphans(target, older_than_s):
     older_than_s (a night moving its parts in right now is not touched): {table: files removed}."""
     out = {}
     for name, _ in target.waiting(lambda c: _tables(c, target.namespace), "removing orphan files"):
-        out[name] = target.waiting(lambda c: _orphans(c.load_table(f"{target.namespace}.{name}"), older_than_s),
+        out[name] = target.waiting(lambda c: _orphans(target, c, c.load_table(f"{target.namespace}.{name}"),
+                                                      older_than_s),
                                    f"removing {name}'s orphan files")
     return out
 
 
-def _orphans(table, older_than_s):
+def _orphans(target, catalog, table, older_than_s):
     location = table.location().rstrip("/")
     referenced = set()
     if table.snapshots():
         referenced |= set(table.inspect.all_files().column("file_path").to_pylist())
         referenced |= set(table.inspect.all_manifests().column("path").to_pylist())
     referenced |= {s.manifest_list for s in table.snapshots()}
-    fs, root = storefs.resolve(location)
+    where = target.table_place(catalog, table)
+    fs, root = where.fs, where.root
     relative = {p[len(location):] for p in referenced if p and p.startswith(location)}
     cut_ns = (time.time() - older_than_s) * 1e9
     removed = 0

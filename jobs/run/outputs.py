@@ -25,11 +25,12 @@ from jobs.errors import PublishFailed, UsageError
 from jobs.run import claim as claims
 from jobs.run import lifecycle, report
 from jobs.run import stage as T
+from jobs.run.place import Place
 from jobs.run.progress import Progress
 from jobs.run.session import is_connect
+from jobs.run.sink import ATTEMPTS
 from jobs.run.summary import Counters, build_summary, cluster_summary, exit_code
 from jobs.run.timer_ledger import overdue_warnings, timer_reads, timers_summary
-from schemas import storefs
 
 TMP_MARK = ".tmp-"
 # In a run's temporary OUT from its claim until it publishes (then removed): what tells --clean-stale that an
@@ -48,18 +49,19 @@ class OutputRun:
     never interleaves with a publish."""
 
     def __init__(self, out, overwrite=False, clean_stale=False, run=None):
-        self.out, self.overwrite = str(out), overwrite
-        self.fs, self.final = storefs.resolve(out)
-        self.claim = claims.acquire(out, clean_stale, run)
-        self.tmp_path = f"{self.final}{TMP_MARK}{self.claim.run}"
-        self.tmp_uri = storefs.sibling_uri(out, TMP_MARK + self.claim.run)  # for tasks: scheme, host, query kept
+        self.place = Place.of(out)  # OUT resolved once: every step of the run and its tasks ask this object
+        self.out, self.overwrite = self.place.uri, overwrite
+        self.fs, self.final = self.place.fs, self.place.root
+        self.claim = claims.acquire(self.place, clean_stale, run)
+        self.tmp = self.place.sibling(TMP_MARK + self.claim.run)  # shipped to the tasks: scheme, host, query kept
+        self.tmp_path, self.tmp_uri = self.tmp.root, self.tmp.uri
         self._lock = threading.Lock()
         self.ended = False
         try:
-            refuse_existing(out, overwrite)
-            self.stale = stale_temporaries(out, exclude=self.tmp_path)
+            refuse_existing(self.place, overwrite)
+            self.stale = stale_temporaries(self.place, exclude=self.tmp_path)
             if self.stale and clean_stale:
-                remove_temporaries(out, self.stale)
+                remove_temporaries(self.place, self.stale)
             self.fs.create_dir(self.tmp_path, recursive=True)
             with self.fs.open_output_stream(f"{self.tmp_path}/{RUN_MARK}") as f:
                 f.write(json.dumps(self.claim.holder).encode("utf-8"))
@@ -67,8 +69,11 @@ class OutputRun:
             self.claim.release()
             raise
 
-    def publish(self):
-        """Move the complete temporary OUT to OUT (replacing a previous job's OUT with --overwrite)."""
+    def publish(self, in_attempts=None):
+        """Move the complete temporary OUT to OUT (replacing a previous job's OUT with --overwrite). `in_attempts`:
+        {final name: attempt's file} of parts the commit left where their attempts wrote them (an object store:
+        each copied once, from there to its name under OUT)."""
+        in_attempts = in_attempts or {}
         with self._lock, lifecycle.ending():
             if self.ended:
                 raise UsageError(f"--out {self.out}: the run was stopped before it published")
@@ -76,7 +81,7 @@ class OutputRun:
                 raise UsageError(f"--out {self.out}: this run lost its claim (another run took it over); its "
                                  f"output is left at {self.tmp_path}")
             self.fs.delete_file(f"{self.tmp_path}/{RUN_MARK}")  # a complete output: not a dead run's any more
-            _write_success(self.fs, self.tmp_path, self.claim.run)
+            _write_success(self.fs, self.tmp_path, self.claim.run, in_attempts)
             found = self.fs.get_file_info(self.final).type
             if found != pafs.FileType.NotFound and not self.overwrite:
                 self.ended = True
@@ -84,13 +89,13 @@ class OutputRun:
                 raise UsageError(f"--out {self.out} appeared while this run ran, made by no run that claimed it: "
                                  f"it is left as it is, and this run's output is at {self.tmp_path}")
             if found != pafs.FileType.NotFound:
-                refuse_existing(self.out, overwrite=True)
+                refuse_existing(self.place, overwrite=True)
             self.ended = True  # from here on the temporary OUT is kept if anything fails: it is complete
             try:
                 if _renames(self.fs):
                     self._publish_by_rename(found != pafs.FileType.NotFound)
                 else:
-                    self._publish_by_copy(found != pafs.FileType.NotFound)
+                    self._publish_by_copy(found != pafs.FileType.NotFound, in_attempts)
             except Exception as exc:
                 raise PublishFailed(f"--out {self.out}: publishing failed ({exc}); the complete output is at "
                                     f"{self.tmp_path}") from exc
@@ -105,8 +110,8 @@ class OutputRun:
         self.fs.move(self.tmp_path, self.final)
         self.fs.delete_dir(old)
 
-    def _publish_by_copy(self, replace):
-        files = _files(self.fs, self.tmp_path)
+    def _publish_by_copy(self, replace, in_attempts):
+        files = _published(self.fs, self.tmp_path, in_attempts)
         if replace:  # unmark the old OUT first: from now until the new _SUCCESS no reader takes it as whole
             if self.fs.get_file_info(f"{self.final}/{SUCCESS}").type != pafs.FileType.NotFound:
                 self.fs.delete_file(f"{self.final}/{SUCCESS}")
@@ -116,7 +121,7 @@ class OutputRun:
         copied = []
 
         def copy(name):
-            self.fs.copy_file(f"{self.tmp_path}/{name}", f"{self.final}/{name}")
+            self.fs.copy_file(f"{self.tmp_path}/{in_attempts.get(name, name)}", f"{self.final}/{name}")
             copied.append(name)
         try:
             for name in first:
@@ -152,9 +157,10 @@ class OutputRun:
 
 
 def refuse_existing(out, overwrite):
-    """UsageError for an OUT that exists (without --overwrite), or that --overwrite must not replace: a file,
-    or a directory that holds something other than a job's output."""
-    fs, path = storefs.resolve(out)
+    """UsageError for an OUT (a Place, or a path or URI) that exists (without --overwrite), or that --overwrite
+    must not replace: a file, or a directory that holds something other than a job's output."""
+    out = Place.of(out)
+    fs, path, out = out.fs, out.root, out.uri
     found = fs.get_file_info(path).type
     if found == pafs.FileType.NotFound:
         return
@@ -174,7 +180,8 @@ def stale_temporaries(out, exclude=None):
     """Temporary siblings of OUT other than `exclude`, left by runs of this job that died (a run holding the
     claim is the only one writing one): directories named OUT.tmp-<run id> that hold a run's RUN_MARK. Nothing
     else in OUT's parent is ever listed, so nothing else is removed."""
-    fs, path = storefs.resolve(out)
+    out = Place.of(out)
+    fs, path = out.fs, out.root
     parent, _, name = path.rstrip("/").rpartition("/")
     infos = fs.get_file_info(pafs.FileSelector(parent or ".", allow_not_found=True))
     named = [i.path for i in infos if i.type == pafs.FileType.Directory and i.path != exclude
@@ -183,7 +190,7 @@ def stale_temporaries(out, exclude=None):
 
 
 def remove_temporaries(out, paths):
-    fs, _ = storefs.resolve(out)
+    fs = Place.of(out).fs
     for path in paths:
         fs.delete_dir(path)
 
@@ -199,9 +206,17 @@ def _files(fs, root):
                   if i.type == pafs.FileType.File)
 
 
-def _write_success(fs, tmp_path, run):
+def _published(fs, root, in_attempts):
+    """The files OUT is published with (relative to it): those under the temporary OUT, and the parts still where
+    their attempts wrote them under their final names (what failed attempts left there is not published)."""
+    if not in_attempts:
+        return _files(fs, root)
+    return sorted({f for f in _files(fs, root) if not f.startswith(ATTEMPTS + "/")} | set(in_attempts))
+
+
+def _write_success(fs, tmp_path, run, in_attempts=None):
     """`_SUCCESS`, last: the run's id and every file of OUT (paths relative to OUT)."""
-    files = _files(fs, tmp_path)
+    files = _published(fs, tmp_path, in_attempts)
     with fs.open_output_stream(f"{tmp_path}/{SUCCESS}") as f:
         f.write(json.dumps({"run": run, "files": files}, indent=1, ensure_ascii=False).encode("utf-8"))
 
@@ -213,8 +228,8 @@ def run_and_publish(spark, planned, run, options, sink, progress=None):
     removed once no task of the run still runs, and the claim released."""
     started = time.time()
     try:
-        summary, timelines = _run(spark, planned, run.tmp_uri, options, sink, progress)
-        sink.publish(run.tmp_uri, summary, planned, options, run.claim.run)  # Iceberg: the tables' commits
+        summary, timelines = _run(spark, planned, run.tmp, options, sink, progress)
+        sink.publish(run.tmp, summary, planned, options, run.claim.run)  # Iceberg: the tables' commits
         summary["job_seconds"] = round(time.time() - started, 3)
         summary["run"] = run.claim.run  # as _SUCCESS, the console and every line of the run's log file say
         with run.fs.open_output_stream(f"{run.tmp_path}/summary.json") as f:
@@ -223,7 +238,7 @@ def run_and_publish(spark, planned, run, options, sink, progress=None):
             f.write(report.render(summary, timelines, exit_code(summary)).encode("utf-8"))
         with run.fs.open_output_stream(f"{run.tmp_path}/offsets.json") as f:  # where the next run starts
             f.write(json.dumps(planned.offsets(), indent=2, ensure_ascii=False).encode("utf-8"))
-        run.publish()
+        run.publish(sink.in_attempts())
     except BaseException:
         _settle(spark)
         run.abandon()
@@ -273,10 +288,9 @@ def _run_with(spark, planned, out, options, sink, ranges, progress):
     """The one Spark stage over every broker's splits (tasks write their parts), then the sink's commit of what
     successful attempts wrote; the summary per broker, then of the run (summary.cluster_summary)."""
     reports = T.replay(spark, [p.plan for _, p in planned.parts], sink.spec(out, options), ranges, progress)
-    fs, path = storefs.resolve(out)
-    fs.create_dir(path, recursive=True)
+    out.fs.create_dir(out.root, recursive=True)
     written = sink.commit(out, reports, planned, options)
-    timers = sink.ledger(spark, out, (fs, path), written, timer_reads(reports, planned), options)
+    timers = sink.ledger(spark, out.uri, (out.fs, out.root), written, timer_reads(reports, planned), options)
     several = len(planned.parts) > 1
     summaries, timelines = [], {}
     for b, part in planned.parts:

@@ -16,6 +16,7 @@ Layouts (OUT/...):
               on (topic, commitlog_offset); one file per split, rows ordered by group within a batch.
   wide        matched/ and audit/collisions/ rows carry every message column (small per-group exports).
 Audits: audit/bitmaps/, audit/corrupt/, audit/bodies/ (only when there are rows)."""
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from jobs.run.place import Place
 from schemas import storefs
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, STAT_FIELDS, TOPIC_STAT_FIELDS
 from schemas.columns import batch_bounds, one_array
@@ -71,7 +73,7 @@ def parquet_options(schema, statistics=STATISTICS):
 class SinkSpec:
     """Where and how the tasks write; shipped to executors with the plan."""
 
-    out_uri: str  # the temporary OUT (a path or URI pyarrow resolves)
+    out: object  # the temporary OUT: a jobs/run/place.Place (resolved on the driver), or a path or URI
     layout: str = "normalized"  # normalized | wide | noop (decide everything, write nothing)
     with_body: bool = True
     # parts cut as an Iceberg table's partitions (jobs/run/iceberg_sink.py): messages parts hold their topic as a
@@ -98,7 +100,8 @@ class SplitWriter:
     def __init__(self, spec, split, attempt, broker=None):
         self.spec, self.split, self.attempt = spec, split, attempt
         self.broker = broker  # the split's broker (ReplayPlan.broker): a `broker` column on every row written
-        self.fs, self.root = storefs.resolve(spec.out_uri)
+        out = Place.of(spec.out)
+        self.fs, self.root = out.fs, out.root
         self.writers = {}  # final relative path -> [writer, stream, output, rows]
         self.stats, self.topic_stats, self.examples = {}, {}, {}
         self.timelines = {}  # (group, topic) -> Timeline of the split
@@ -285,30 +288,75 @@ def _add(into, key, values):
     into[key] = [a + b for a, b in zip(into[key], values)] if key in into else list(values)
 
 
-def commit(out_uri, reports):
-    """Keep exactly the files the successful attempts reported: move each to its final name, then remove
-    _attempts/ with everything else in it. Returns {output: (files, rows, bytes)}."""
-    fs, root = storefs.resolve(out_uri)
+# parts moved at a time by the driver's commit: on an object store each move is a copy and a delete (requests that
+# wait on the network, not on the driver's CPU); on a local disk a rename
+MOVE_THREADS = 16
+
+
+def commit(out, reports, move=True):
+    """Keep exactly the files the successful attempts reported: move each to its final name (MOVE_THREADS at a
+    time), then remove _attempts/ with everything else in it. `out`: the temporary OUT (a Place, or a path or
+    URI). move=False: the files stay where their attempts wrote them, _attempts/ with them (attempt_parts: an
+    Iceberg run on an object store copies each once, into its table, and removes _attempts/ then). Returns
+    {output: (files, rows, bytes)}."""
+    out = Place.of(out)
     written = {}
     for r in reports:
         if r["kind"] != "file":
             continue
-        if r["path"] is not None:
-            target = f"{root}/{r['final']}"
-            fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
-            fs.move(f"{root}/{r['path']}", target)
         files, rows, size = written.get(r["output"], (0, 0, 0))
         written[r["output"]] = (files + (r["path"] is not None), rows + r["rows"], size + (r["bytes"] or 0))
-    if fs.get_file_info(f"{root}/{ATTEMPTS}").type != pafs.FileType.NotFound:
-        fs.delete_dir(f"{root}/{ATTEMPTS}")
+    if move:
+        move_all(out.fs, [(out.path(p), out.path(final)) for parts in attempt_parts(reports).values()
+                          for p, final in parts])
+        remove_attempts(out)
     return written
 
 
-def write_driver_part(out_uri, output, table, name="driver"):
+def attempt_parts(reports):
+    """{output: [(file a successful attempt wrote, its final name), ...]}, both relative to the temporary OUT."""
+    out = {}
+    for r in reports:
+        if r["kind"] == "file" and r["path"] is not None:
+            out.setdefault(r["output"], []).append((r["path"], r["final"]))
+    return out
+
+
+def remove_attempts(out):
+    """_attempts/ removed with whatever failed, retried or speculative attempts left there."""
+    if out.fs.get_file_info(out.path(ATTEMPTS)).type != pafs.FileType.NotFound:
+        out.fs.delete_dir(out.path(ATTEMPTS))
+
+
+def move_all(fs, moves, target_fs=None):
+    """Move each (path, target) pair, MOVE_THREADS at a time, their folders made first: a rename (a copy and a
+    delete on an object store: pyarrow's move), or a copy and a delete where the target is on another filesystem
+    (`target_fs`) or another local device."""
+    target_fs = target_fs or fs
+    local = storefs.is_local(fs) and storefs.is_local(target_fs)
+    for folder in sorted({target.rsplit("/", 1)[0] for _, target in moves}):
+        target_fs.create_dir(folder, recursive=True)
+
+    def move(pair):
+        if target_fs is fs or local:
+            try:
+                return fs.move(*pair)
+            except OSError:
+                if not local:
+                    raise  # another device: rename cannot cross it, a copy can
+        pafs.copy_files(pair[0], pair[1], source_filesystem=fs, destination_filesystem=target_fs)
+        fs.delete_file(pair[0])
+    if len(moves) <= 1:
+        return [move(pair) for pair in moves]
+    with ThreadPoolExecutor(min(MOVE_THREADS, len(moves))) as pool:
+        list(pool.map(move, moves))
+
+
+def write_driver_part(out, output, table, name="driver"):
     """A part the driver writes itself (audit rows of listing and config problems): part-<name>.parquet."""
-    fs, root = storefs.resolve(out_uri)
-    fs.create_dir(f"{root}/{output}", recursive=True)
-    with fs.open_output_stream(f"{root}/{output}/part-{name}.parquet") as stream:
+    out = Place.of(out)
+    out.fs.create_dir(out.path(output), recursive=True)
+    with out.fs.open_output_stream(out.path(f"{output}/part-{name}.parquet")) as stream:
         pq.write_table(table, stream, **parquet_options(table.schema))
 
 
@@ -328,11 +376,12 @@ def answer_schema(output, layout, with_body):
     return pa.schema([("group", pa.string()), ("topic", pa.string())] + fields + [("broker", pa.string())])
 
 
-def write_empty_tables(out_uri, layout, with_body, written):
+def write_empty_tables(out, layout, with_body, written):
     """A part of zero rows for each answer table no task wrote (an empty window, no backlog, a quiet night),
     so that every answer is a table a reader can load: {output: (files, rows, bytes)} of those parts.
     messages/ is not in the wide layout."""
-    fs, root = storefs.resolve(out_uri)
+    out = Place.of(out)
+    fs, root = out.fs, out.root
     made = {}
     for output in ANSWER_TABLES:
         if written.get(output, (0,))[0] or (output == "messages" and layout == "wide"):

@@ -11,6 +11,7 @@ A new sink is one class here (or a module of its own) and its tests."""
 import json
 import sys
 import time
+from dataclasses import replace
 
 import pyarrow as pa
 
@@ -18,7 +19,8 @@ from jobs.errors import UsageError
 from jobs.pipeline.brokers import bare
 from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
 from jobs.run import iceberg_sink as lake_sink
-from jobs.run.sink import SinkSpec, commit, write_driver_part, write_empty_tables
+from jobs.run.place import Place
+from jobs.run.sink import TIMER_EVENTS, SinkSpec, attempt_parts, commit, write_driver_part, write_empty_tables
 from jobs.run.timer_lake import commit_timers, merge_ledger
 from jobs.run.timer_ledger import write_ledger
 from schemas.arrow_schemas import CORRUPT_SCHEMA
@@ -28,6 +30,9 @@ class ParquetSink:
     """The outputs as Parquet under OUT (docs/output.md), published with OUT."""
 
     name = "parquet"
+    # on an object store (a move is a copy and a delete): {output: [(attempt's file, final name)]} of the parts the
+    # commit left where their attempts wrote them, each copied once, to its place in OUT or in its table
+    kept = {}
 
     def spec(self, out, options):
         return SinkSpec(out, options.layout, options.with_body)
@@ -39,10 +44,17 @@ class ParquetSink:
     def check(self, planned, clean_stale):
         """Refuse, before Spark starts, what the sink cannot take (UsageError)."""
 
+    def narrow(self, planned):
+        """Leave out of each group's scope, in the plan the tasks get, what the sink holds already."""
+
     def commit(self, out, reports, planned, options):
-        """{output: (files, rows, bytes)}: the successful attempts' files at their names, the driver's parts
-        (damage found while planning), and an empty table for every answer with no row."""
-        written = commit(out, reports)
+        """{output: (files, rows, bytes)}: the successful attempts' files at their names where a rename is one
+        step (on an object store left where their attempts wrote them: `kept`), the driver's parts (damage found
+        while planning), and an empty table for every answer with no row."""
+        out = Place.of(out)
+        if not out.renames:
+            self.kept = attempt_parts(reports)
+        written = commit(out, reports, move=out.renames)
         if planned.problems:
             schema = CORRUPT_SCHEMA.append(pa.field("broker", pa.string()))
             write_driver_part(out, "audit/corrupt", pa.Table.from_pylist(
@@ -56,12 +68,22 @@ class ParquetSink:
         """The timer ledger (timers/, jobs/run/timer_ledger.py) from the committed timer events: its
         {output: (files, rows, bytes)} put into `written`, and its counts per (broker, real topic) returned.
         `where`: OUT's (filesystem, path)."""
-        made, counts = write_ledger(spark, out, where, written, reads, options.timer_overdue)
+        made, counts = write_ledger(spark, out, where, written, reads, options.timer_overdue, self._events())
         written.update(made)
         return counts
 
+    def _events(self):
+        """The timer events' parts the commit left where their attempts wrote them (an object store), taken out
+        of `kept`: the ledger reads them there, and neither OUT nor a table gets them."""
+        return [path for path, _ in self.kept.pop(TIMER_EVENTS, ())] if self.kept else []
+
     def publish(self, out, summary, planned, options, run):
         """What the sink adds to the summary once the outputs are committed, before OUT is published."""
+
+    def in_attempts(self):
+        """{final name: attempt's file} (relative to the temporary OUT) of the parts OUT's publish copies from
+        where their attempts wrote them (outputs.OutputRun.publish)."""
+        return {final: path for parts in self.kept.values() for path, final in parts}
 
 
 class NoopSink(ParquetSink):
@@ -109,7 +131,7 @@ class IcebergSink(ParquetSink):
         for line in lake_sink.check_lake(self.target, planned.parts):
             print(f"warning: {line}", file=sys.stderr)
         stale = lake_sink.stale_runs(self.target)
-        listed = ", ".join(p for _, p in stale)
+        listed = ", ".join(p for _, p, _ in stale)
         if stale and clean_stale:
             lake_sink.remove_stale(stale)
             print(f"removed {len(stale)} folder(s) of parts no snapshot references: {listed}", file=sys.stderr)
@@ -121,16 +143,27 @@ class IcebergSink(ParquetSink):
     def ledger(self, spark, out, where, written, reads, options):
         """NS.timers' rows merged with the night's (jobs/run/timer_lake.py), committed by `publish`."""
         (made, counts), self.held_timers = merge_ledger(spark, self.target, out, where, written, reads,
-                                                        options.timer_overdue)
+                                                        options.timer_overdue, self._events())
         self.out_where = where
         written.update(made)
         return counts
+
+    def narrow(self, planned):
+        """A continuing run: the offsets each group holds in the lake leave its scope (ReplayPlan.held), so that
+        no task writes a row the lake holds."""
+        if not self.target.continuing:
+            return
+        scope = lake_sink.held_scope(self.target, planned.parts)
+        for broker, part in planned.parts:
+            part.plan = replace(part.plan, held=scope.get(broker.name, ()))
 
     def publish(self, out, summary, planned, options, run):
         started = time.time()
         written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
         timers = (lambda: commit_timers(self.target, self.out_where, run, self.held_timers),)
-        added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts, timers)
+        added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts, self.kept,
+                                         timers)
+        self.kept = {}  # each moved into its table: none left for OUT's publish
         summary["iceberg"] = {"catalog": self.target.describe(), "namespace": self.target.namespace,
                               "tables": added, "commit_seconds": round(time.time() - started, 3)}
 

@@ -67,11 +67,15 @@ def replay(spark, plans, spec, ranges, progress=None):
     each message once, applies every subscription of its topic and writes its parts
     (jobs.run.sink.SplitWriter): no shuffle, and memory bounded by the split. `progress`: the
     accumulators (units, bytes, splits) of jobs.run.progress.Progress, added to as each split is done (None
-    over Spark Connect, which has no accumulators)."""
+    over Spark Connect, which has no accumulators). Each broker's plan ships pickled on its own, and a task
+    unpickles only its broker's."""
+    from pyspark import cloudpickle  # as Spark pickles a closure (a custom filter's code); loaded by Spark runs only
+
+    shipped = [cloudpickle.dumps(plan) for plan in plans]
 
     def task(index):
         part, start, end = ranges[index]
-        plan = plans[part]
+        plan = pickle.loads(shipped[part])
         try:
             report, n_units = run_split(plan, spec, index, (start, end), attempt_name())
         except TaskFailed:

@@ -22,7 +22,7 @@ class HeldTimers:
         self.snapshot_id, self.files = snapshot_id, tuple(files)
 
 
-def merge_ledger(spark, target, out_uri, where, written, reads, overdue_ms):
+def merge_ledger(spark, target, out_uri, where, written, reads, overdue_ms, event_files=()):
     """OUT.tmp/timers/: the night's ledger merged with NS.timers' rows. Returns (write_ledger's answer, the
     HeldTimers its commit replaces)."""
     identifier = f"{target.namespace}.{TABLE}"
@@ -33,7 +33,7 @@ def merge_ledger(spark, target, out_uri, where, written, reads, overdue_ms):
     rows = None
     if files:
         rows = spark.read.schema(spark_schema(LEDGER_SCHEMA)).parquet(*(spark_path(f.file_path) for f in files))
-    return write_ledger(spark, out_uri, where, written, reads, overdue_ms, held=rows), held
+    return write_ledger(spark, out_uri, where, written, reads, overdue_ms, held=rows, event_files=event_files), held
 
 
 def commit_timers(target, where, run, held):

@@ -30,20 +30,22 @@ def spark_path(uri):
     return "s3a://" + uri[len("s3://"):] if uri.startswith("s3://") else uri
 
 
-def write_ledger(spark, out_uri, where, written, reads, overdue_ms, held=None):
+def write_ledger(spark, out_uri, where, written, reads, overdue_ms, held=None, event_files=()):
     """OUT/timers/ from the run's committed timer events (`written`: the sink's {output: (files, rows, bytes)}),
     then the events removed (`where`: OUT's (filesystem, path)). Returns ({output: (files, rows, bytes)} of
     timers/, the counts per (broker, real topic): count_rows' rows). `reads`: what the run read of each broker
     (Reads); a pending timer of a topic it read due more than `overdue_ms` before its latest record is overdue.
     `held`: a DataFrame of the ledger rows a table holds (Iceberg: jobs/run/timer_lake.py), merged with the
-    run's. No row at all: a table of no row."""
+    run's. No row at all: a table of no row. `event_files`: the events' parts where the commit left them
+    (relative to OUT: an object store's attempts, each read where it is, never copied); default timer events/."""
     events = written.pop(TIMER_EVENTS, (0, 0, 0))
     fs, root = where
     base = out_uri.rstrip("/")
     night = None
     if events[1]:
         schema = spark_schema(TIMER_EVENT_SCHEMA.append(pa.field("broker", pa.string())))
-        night = pair(spark.read.schema(schema).parquet(spark_path(f"{base}/{TIMER_EVENTS}")))
+        paths = [f"{base}/{f}" for f in event_files] or [f"{base}/{TIMER_EVENTS}"]
+        night = pair(spark.read.schema(schema).parquet(*(spark_path(p) for p in paths)))
     rows = night if held is None else held if night is None else merged(held, night)
     counts = []
     if rows is None:

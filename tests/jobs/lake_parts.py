@@ -24,11 +24,11 @@ def offset(queue, at):
     return 1000 * queue + at
 
 
-def parts(subscriptions, ranges, broker=BROKER):
+def parts(subscriptions, ranges, broker=BROKER, held=()):
     """The (Broker, Planned) pairs publish_tables reads: `subscriptions` [(group, topic)], `ranges` [(topic, queue,
-    first, end)]."""
+    first, end)], `held` the plan's offsets left out of its groups' scope ((group, topic, queue, first, end), ...)."""
     subs = tuple(SimpleNamespace(sub=SimpleNamespace(group=g, topic=t)) for g, t in subscriptions)
-    return ((SimpleNamespace(name=broker), SimpleNamespace(plan=SimpleNamespace(subscriptions=subs),
+    return ((SimpleNamespace(name=broker), SimpleNamespace(plan=SimpleNamespace(subscriptions=subs, held=held),
                                                            ranges=tuple(ranges))),)
 
 
@@ -61,10 +61,10 @@ def write_run(out, rows, broker=BROKER):
     return {"matched": (1, len(rows), 0), "audit/collisions": (1, 0, 0), "messages": (1, len(seen), 0)}
 
 
-def night(tgt, out, run, subscriptions, ranges, rows):
-    """One night committed: rows of the subscriptions' groups over `ranges`."""
+def night(tgt, out, run, subscriptions, ranges, rows, held=()):
+    """One night committed: rows of the subscriptions' groups over `ranges` (none in `held`, as a task writes)."""
     written = write_run(str(out), rows)
-    return publish_tables(tgt, str(out), written, run, True, parts(subscriptions, ranges))
+    return publish_tables(tgt, str(out), written, run, True, parts(subscriptions, ranges, held=held))
 
 
 def keys(tgt, name="matched"):

@@ -115,7 +115,7 @@ def test_parts_no_snapshot_references_are_listed_and_removed(nights):
     os.makedirs(dead)
     open(os.path.join(dead, "part-00000.parquet"), "wb").close()
     stale = stale_runs(target)
-    assert [(name, path.rstrip("/").rsplit("/", 1)[1]) for name, path in stale] == [("matched", "run-deadbeef")]
+    assert [(name, path.rstrip("/").rsplit("/", 1)[1]) for name, path, _ in stale] == [("matched", "run-deadbeef")]
     remove_stale(stale)
     assert not os.path.exists(dead) and stale_runs(target) == []
 

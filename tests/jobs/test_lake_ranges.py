@@ -6,7 +6,7 @@ import pytest
 
 from jobs.errors import UsageError
 from jobs.run import iceberg_sink, lake
-from tests.jobs.lake_parts import BROKER, REF, keys, night, offset, target
+from tests.jobs.lake_parts import BROKER, REF, keys, night, offset, parts, target
 
 T = "TopicTest"
 
@@ -44,20 +44,46 @@ def test_a_group_added_later_is_backfilled_once_and_its_messages_are_not_stored_
     assert len(keys(tgt)) == 4
 
 
-def test_continuing_groups_start_at_the_earliest_end_and_rows_a_group_holds_are_trimmed(tmp_path):
+def test_continuing_groups_start_at_the_earliest_end_and_the_offsets_a_group_holds_leave_its_scope(tmp_path):
     tgt = target(tmp_path)
     night(tgt, tmp_path / "n1", "n1", [("G1", T)], [(T, 0, 0, 4)], [("G1", T, 0, 0), ("G1", T, 0, 2)])
     night(tgt, tmp_path / "b1", "b1", [("G2", T)], [(T, 0, 0, 2)], [("G2", T, 0, 1)])
-    held = lake.Held.of(tgt.catalog(), "lake")
+    held = lake.Held.of(tgt.catalog(), "lake", (REF,))
     pairs = {BROKER: {("G1", T), ("G2", T)}}
     assert lake.starts(held, (REF,), pairs) == {BROKER: {T: {0: 2}}}  # G2 ends first
     assert lake.starts(held, (REF,), {BROKER: {("G1", T), ("G3", T)}}) == {}  # G3 holds nothing: the earliest
-    going = target(tmp_path, continuing=True)  # a night from offset 2: G1's rows at 2 and 3 it holds already
+    going = target(tmp_path, continuing=True)  # a night from offset 2: G1 holds 2 and 3 already
+    scope = iceberg_sink.held_scope(going, parts([("G1", T), ("G2", T)], [(T, 0, 2, 6)]))
+    assert scope == {BROKER: (("G1", T, 0, 2, 4),)}
+    # the tasks write no row of G1 at 2 or 3 (its scope); G2's message at 2 is the table's already (G1's in n1)
     night(going, tmp_path / "n2", "n2", [("G1", T), ("G2", T)], [(T, 0, 2, 6)],
-          [("G1", T, 0, 2), ("G1", T, 0, 5), ("G2", T, 0, 2), ("G2", T, 0, 3)])
+          [("G1", T, 0, 5), ("G2", T, 0, 2), ("G2", T, 0, 3)], held=scope[BROKER])
     assert keys(tgt) == [("G1", T, 0, 0), ("G1", T, 0, 2), ("G1", T, 0, 5), ("G2", T, 0, 1), ("G2", T, 0, 2),
                          ("G2", T, 0, 3)]
     assert keys(tgt, "messages") == [(T, offset(0, o)) for o in (0, 1, 2, 3, 5)]
+
+
+def test_a_continuing_night_refuses_offsets_committed_after_it_was_planned(tmp_path):
+    tgt = target(tmp_path)
+    night(tgt, tmp_path / "n1", "n1", [("G1", T)], [(T, 0, 0, 2)], [("G1", T, 0, 0)])
+    going = target(tmp_path, continuing=True)
+    planned = parts([("G1", T)], [(T, 0, 0, 4)])
+    scope = iceberg_sink.held_scope(going, planned)
+    assert scope == {BROKER: (("G1", T, 0, 0, 2),)}
+    night(tgt, tmp_path / "n2", "n2", [("G1", T)], [(T, 0, 2, 3)], [("G1", T, 0, 2)])  # meanwhile
+    with pytest.raises(UsageError, match=r"G1 TopicTest/0 \[2, 4\) held \[2, 3\) by run n2"):
+        night(going, tmp_path / "n3", "n3", [("G1", T)], [(T, 0, 0, 4)], [("G1", T, 0, 2)], held=scope[BROKER])
+    assert keys(tgt) == [("G1", T, 0, 0), ("G1", T, 0, 2)]
+
+
+def test_held_ranges_are_read_for_the_runs_store_only_and_runs_of_every_store(tmp_path):
+    tgt = target(tmp_path)
+    other = lake.StoreRef(BROKER, "broker@127.0.0.2:10911", "0:1795237034764")
+    night(tgt, tmp_path / "n1", "n1", [("G1", T)], [(T, 0, 0, 2)], [("G1", T, 0, 0)])
+    night(target(tmp_path, refs=(other,)), tmp_path / "o1", "o1", [("G1", T)], [(T, 0, 0, 5)], [])
+    held = lake.Held.of(tgt.catalog(), "lake", (REF,))
+    assert [(r["store"], r["first"], r["end"]) for r in held.rows] == [(REF.key, 0, 2)]
+    assert held.runs == {"n1", "o1"}
 
 
 def test_a_night_killed_between_two_commits_is_removed_by_the_next(tmp_path, monkeypatch):
@@ -95,3 +121,14 @@ def test_a_lake_of_an_earlier_mqreplay_is_refused_with_a_clear_message(tmp_path)
     tgt.catalog().drop_table(f"lake.{lake.RANGES}")  # what a lake of the summaries looked like
     with pytest.raises(UsageError, match="earlier mqreplay.*mqreplay.offsets"):
         iceberg_sink.check_lake(tgt, ())
+
+
+def test_a_queue_the_plan_has_no_range_of_gets_the_groups_held_offsets_whole():
+    def row(group, queue, first, end, run):
+        return {"store": REF.key, "head": REF.head, "broker": BROKER, "group": group, "topic": T, "queue_id": queue,
+                "first": first, "end": end, "run": run}
+    held = lake.Held([row("G1", 0, 0, 3, "n1"), row("G1", 0, 3, 6, "n2"), row("G1", 1, 0, 4, "n1"),
+                      row("G1", 1, 4, 7, "n2"), row("G2", 1, 0, 9, "n1")])
+    # queue 0 planned from offset 5; queue 1 rebuilt from the commit log (its range known once walked); G2 not run
+    scope = lake.held_scope(held, (REF,), [(BROKER, "G1", T, 0, 5, 9)], {BROKER: {("G1", T)}})
+    assert scope == {BROKER: (("G1", T, 0, 5, 6), ("G1", T, 1, 0, 7))}

@@ -92,15 +92,15 @@ def test_a_compaction_that_loses_a_race_with_a_night_starts_again(tmp_path, monk
     rows = _nights(tgt, tmp_path, 3)
     real, calls = lake_upkeep._compact, []
 
-    def racing(catalog, namespace, name):
+    def racing(target, catalog, name):
         if name == "matched" and not calls:  # a night commits between the compaction's read and its commit
             calls.append(name)
-            table = catalog.load_table(f"{namespace}.{name}")
+            table = catalog.load_table(f"{target.namespace}.{name}")
             night(tgt, tmp_path / "n3", "n3", SUBS, [(T, 0, 30, 40)], [("G1", T, 0, 33)])
             from pyiceberg.expressions import AlwaysTrue
             with table.transaction() as tx:  # the stale table's commit: refused by the catalog
                 tx.overwrite(table.scan().to_arrow(), overwrite_filter=AlwaysTrue())
-        return real(catalog, namespace, name)
+        return real(target, catalog, name)
     monkeypatch.setattr(lake_upkeep, "_compact", racing)
     lake_upkeep.compact(tgt)
     assert keys(tgt) == sorted(rows + [("G1", T, 0, 33)])
@@ -128,10 +128,32 @@ def test_compaction_reads_and_commits_one_crowded_partition_at_a_time(tmp_path, 
             scans.append(str(kwargs["row_filter"]))
         return real_scan(table, *args, **kwargs)
     monkeypatch.setattr(type(tgt.catalog().load_table("lake.matched")), "scan", scan)
-    assert lake_upkeep._compact(tgt.catalog(), "lake", "matched") == (7, 3)
+    assert lake_upkeep._compact(tgt, tgt.catalog(), "matched") == (7, 3)
     assert sorted(scans) == ["EqualTo(term=Reference(name='group'), literal=literal('G1'))",
                              "EqualTo(term=Reference(name='group'), literal=literal('G2'))"]
     snapshots = tgt.catalog().load_table("lake.matched").snapshots()
     compactions = [s for s in snapshots if lake_upkeep.COMPACTED in s.summary.additional_properties]
     assert len(compactions) == 2 * 2  # G1's and G2's: a delete and an append each
     assert keys(tgt) == sorted(rows + [("G3", T, 0, 31)])
+
+
+def test_compaction_streams_a_partition_into_files_of_the_target_size(tmp_path, monkeypatch):
+    tgt = target(tmp_path)
+    rows = _nights(tgt, tmp_path, 6)  # G1's six files, G2's six
+    table = tgt.catalog().load_table("lake.messages")
+    with table.transaction() as tx:  # a target size of about one night's file: several files per partition
+        tx.set_properties({lake_upkeep.TARGET_SIZE: str(min(table.inspect.files().column("file_size_in_bytes")
+                                                            .to_pylist()))})
+    scan = type(table.scan())
+    real = scan.to_arrow
+
+    def whole(self):
+        assert not self.table_metadata.location.endswith("/messages"), "a partition of messages read whole"
+        return real(self)
+    monkeypatch.setattr(scan, "to_arrow", whole)
+    before, after = lake_upkeep._compact(tgt, tgt.catalog(), "messages")
+    monkeypatch.undo()
+    assert before == 6 and after > 1  # one topic's partition: rewritten, more than one file of the target size
+    assert keys(tgt) == rows
+    assert sorted(keys(tgt, "messages")) == sorted({(t, 1000 * q + o) for _, t, q, o in rows})
+    assert lake_upkeep._compact(tgt, tgt.catalog(), "messages") == (after, after)  # done: passed over
