@@ -68,7 +68,8 @@ class ParquetSink:
         """The timer ledger (timers/, jobs/run/timer_ledger.py) from the committed timer events: its
         {output: (files, rows, bytes)} put into `written`, and its counts per (broker, real topic) returned.
         `where`: OUT's (filesystem, path)."""
-        made, counts = write_ledger(spark, out, where, written, reads, options.timer_overdue, self._events())
+        made, counts = write_ledger(spark, out, where, written, reads, options.timer_overdue,
+                                    event_files=self._events())
         written.update(made)
         return counts
 
@@ -143,7 +144,7 @@ class IcebergSink(ParquetSink):
     def ledger(self, spark, out, where, written, reads, options):
         """NS.timers' rows merged with the night's (jobs/run/timer_lake.py), committed by `publish`."""
         (made, counts), self.held_timers = merge_ledger(spark, self.target, out, where, written, reads,
-                                                        options.timer_overdue, self._events())
+                                                        options.timer_overdue, event_files=self._events())
         self.out_where = where
         written.update(made)
         return counts
