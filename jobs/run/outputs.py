@@ -25,6 +25,7 @@ from jobs.errors import PublishFailed, UsageError
 from jobs.run import claim as claims
 from jobs.run import lifecycle, report
 from jobs.run import stage as T
+from jobs.run.pop_ledger import lost_warnings, pop_summary
 from jobs.run.progress import Progress
 from jobs.run.session import is_connect
 from jobs.run.summary import Counters, build_summary, cluster_summary, exit_code
@@ -275,6 +276,7 @@ def _run_with(spark, planned, out, options, sink, ranges, progress):
     fs, path = storefs.resolve(out)
     fs.create_dir(path, recursive=True)
     written = sink.commit(out, reports, planned, options)
+    pop = sink.pop_ledger(spark, out, written, planned)
     several = len(planned.parts) > 1
     summaries, timelines = [], {}
     for b, part in planned.parts:
@@ -287,5 +289,8 @@ def _run_with(spark, planned, out, options, sink, ranges, progress):
         timelines.update({((b.name,) + k if several else k): t for k, t in counters.timelines.items()})
     summary = cluster_summary(summaries)
     summary["warnings"] = list(planned.warnings) + summary["warnings"]
+    if pop is not None:
+        summary["pop"] = pop_summary(pop)
+        summary["warnings"] = lost_warnings(pop) + summary["warnings"]
     summary["outputs"] = {name: {"files": f, "rows": r, "bytes": b} for name, (f, r, b) in sorted(written.items())}
     return summary, timelines

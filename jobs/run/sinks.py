@@ -18,6 +18,7 @@ from jobs.errors import UsageError
 from jobs.pipeline.brokers import bare
 from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
 from jobs.run import iceberg_sink as lake_sink
+from jobs.run.pop_ledger import write_pop_ledger
 from jobs.run.sink import SinkSpec, commit, write_driver_part, write_empty_tables
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 
@@ -50,6 +51,13 @@ class ParquetSink:
             write_driver_part(out, "audit/consume_queue", CQ_AUDIT_SCHEMA.empty_table())  # of no row
         return written
 
+    def pop_ledger(self, spark, out, written, planned):
+        """The POP ledger (pop/, jobs/run/pop_ledger.py) from the committed POP events: its {output: (files, rows,
+        bytes)} put into `written`, its counts per (broker, group) returned."""
+        made, counts = write_pop_ledger(spark, out, written, [p.plan for _, p in planned.parts])
+        written.update(made)
+        return counts
+
     def publish(self, out, summary, planned, options, run):
         """What the sink adds to the summary once the outputs are committed, before OUT is published."""
 
@@ -64,6 +72,9 @@ class NoopSink(ParquetSink):
 
     def commit(self, out, reports, planned, options):
         return {}
+
+    def pop_ledger(self, spark, out, written, planned):
+        return None  # nothing written: the events were counted, not kept
 
     def publish(self, out, summary, planned, options, run):
         summary["sink"] = "noop: every decision made, nothing written"
