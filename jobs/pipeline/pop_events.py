@@ -64,8 +64,8 @@ def pop_topics(topics_present, narrowed=()):
 
 def revive_progress(topics_present, consumer_offsets):
     """((revive topic, revive queue, the revive service's committed offset), ...) of a store with a revive topic
-    (consumerOffset.json's `<revive topic>@CID_RMQ_SYS_REVIVE_GROUP`: the revive service has merged every
-    checkpoint before it); None for a store without one (no POP: the tasks extract no POP event)."""
+    (consumerOffset.json's `<revive topic>@CID_RMQ_SYS_REVIVE_GROUP`: the revive service has merged every checkpoint
+    up to that one); None for a store without one (no POP: the tasks extract no POP event)."""
     revive = sorted(t for t in topics_present if t.startswith(REVIVE_PREFIX))
     if not revive:
         return None
@@ -172,7 +172,7 @@ def _ck_offsets(bodies):
     sizes = np.where(diffs.is_null().to_numpy(zero_copy_only=False), count,
                      pc.fill_null(pc.list_value_length(diffs), 0).to_numpy(zero_copy_only=False)).astype(np.int64)
     starts = np.repeat(start, sizes)
-    flat = pc.list_flatten(diffs).to_numpy(zero_copy_only=False) if len(pc.list_flatten(diffs)) else np.zeros(0, np.int64)
+    flat = pc.list_flatten(diffs).to_numpy(zero_copy_only=False).astype(np.int64)
     has = ~diffs.is_null().to_numpy(zero_copy_only=False)
     within = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)
     add = within.copy()

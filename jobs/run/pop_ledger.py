@@ -8,10 +8,11 @@ The rules (RocketMQ 5.3.3's): a handle is a checkpoint covering the message (its
 copy are one); an ack pairs with the handle of its (group, topic, queue, `so`, `pt`). A message's last handle
 (latest pop time) decides: acked when it was acked; else revived when its copy (same UNIQ_KEY) is in its POP retry
 topic (`%RETRY%<group>_<topic>`, V2 `+`; a retry topic's own message revives into that topic, further on); else
-lost when the revive service has passed its checkpoint (the checkpoint's revive-log offset is below
-`CID_RMQ_SYS_REVIVE_GROUP`'s committed offset of that revive queue), which re-puts every un-acked message of
-an expired checkpoint; else in flight. An ack of an earlier handle is a changed invisible time (the broker acks the
-old handle when it writes the new one)."""
+lost when the revive service has passed its checkpoint (the checkpoint's revive-log offset is at most
+`CID_RMQ_SYS_REVIVE_GROUP`'s committed offset of that revive queue: PopReviveService commits the offset of the
+last checkpoint it merged, and re-puts every un-acked message of an expired checkpoint first); else in flight.
+An ack of an earlier handle is a changed invisible time (the broker acks the old handle when it writes the new
+one)."""
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -110,16 +111,15 @@ def pair(events, committed):
     revived = r.join(c, (F.col("r.broker") == F.col("c.broker")) & (F.col("r.uniq_key") == F.col("c.uniq_key"))
                      & goes_to & further & (F.col("c.revived_store_timestamp") >= F.col("r.first_pop_time")), "left")
     copy = F.struct("c.retry_topic", "c.retry_queue_offset", "c.revived_store_timestamp")
-    rows = revived.groupBy(*(F.col(f"r.{n}") for n in place + ["pops", "first_pop_time", "last_pop_time", "last",
-                                                                "uniq_key"])).agg(
+    kept = place + ["pops", "first_pop_time", "last_pop_time", "last", "uniq_key"]
+    rows = revived.groupBy(*(F.col(f"r.{n}") for n in kept)).agg(
         F.min_by(copy, F.col("c.retry_queue_offset")).alias("copy"))
     pairs = [F.lit(x) for key, offset in sorted(committed.items()) for x in (key, offset)]
-    passed = F.element_at(F.create_map(*pairs), F.concat(F.col("broker"), F.lit("@"),
-                                                          F.col("last.revive_queue_id").cast("string"))) \
-        if pairs else F.lit(None).cast("long")
+    queue = F.concat(F.col("broker"), F.lit("@"), F.col("last.revive_queue_id").cast("string"))
+    passed = F.element_at(F.create_map(*pairs), queue) if pairs else F.lit(None).cast("long")
     acked = F.col("last.ack").isNotNull()
     is_revived = F.col("copy.retry_topic").isNotNull()
-    lost = F.col("last.revive_offset") < passed
+    lost = F.col("last.revive_offset") <= passed
     state = F.when(acked, ACKED).when(is_revived, REVIVED).when(F.coalesce(lost, F.lit(False)), LOST) \
         .otherwise(INFLIGHT)
     cut = F.concat_ws("; ", F.when(F.col("pops") == 0, F.lit(NO_CHECKPOINT)),
@@ -144,8 +144,7 @@ def count_rows(ledger):
     state = F.col("state")
     rows = ledger.groupBy("broker", "group").agg(
         F.count(F.lit(1)).alias("popped"),
-        *(F.sum((state == s).cast("long")).alias(name) for s, name in ((ACKED, "acked"), (REVIVED, "revived"),
-                                                                        (INFLIGHT, "inflight"), (LOST, "lost"))),
+        *(F.sum((state == s).cast("long")).alias(s) for s in (ACKED, REVIVED, INFLIGHT, LOST)),
         F.sum(F.col("topic").startswith("%RETRY%").cast("long")).alias("redeliveries"),
         F.percentile(F.col("acked_time") - F.col("first_pop_time"), F.lit(0.5)).alias("ack_ms_median"),
         F.max(F.col("acked_time") - F.col("first_pop_time")).alias("ack_ms_max")).collect()
