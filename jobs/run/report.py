@@ -36,15 +36,19 @@ def report_data(summary, timelines, status):
                      "collided_timeline": [[b, c[1]] for b, c in zip(axis, counts) if c[1]],
                      "filtered_timeline": [[b, c[2]] for b, c in zip(axis, counts) if c[2]]})
     attention = needs_attention(subs)
+    pop = summary.get("pop") or {"groups": [], "totals": {}}
     text = STATUS.get(status, "")
     if attention and status == 0:  # never "clean" while a group's expression throws or delivers nothing
         text = f"finished, {len(attention)} subscription(s) need attention"
+    if pop["totals"].get("lost") and status == 0:  # nor while a POP group lost messages
+        lost = f"{pop['totals']['lost']} POP message(s) lost"
+        text = f"{text}; {lost}" if attention else f"finished, {lost}"
     return {"status": status, "status_text": text, "attention": attention, "bucket_ms": width,
             "run": {k: summary.get(k) for k in ("store", "from", "rocketmq_version", "window", "job_seconds",
                                                 "sink", "corrupt_items", "skipped_units", "uninflated_bodies")},
             "warnings": summary.get("warnings", []), "store_problems": summary.get("store_problems", []),
             "bitmap_audit": summary.get("bitmap_audit", {}).get("topics", []), "subscriptions": subs,
-            "brokers": summary.get("brokers") or {}}
+            "brokers": summary.get("brokers") or {}, "pop": pop}
 
 
 def needs_attention(subs):
@@ -87,12 +91,12 @@ def _on_axis(timeline, axis, width):
 
 
 def render(summary, timelines, status):
-    """The whole page: trouble first (the headline, what needs attention, every subscription in one table),
-    then the run and the charts."""
+    """The whole page: trouble first (the headline, POP messages lost, what needs attention, every subscription
+    in one table, the POP groups), then the run and the charts."""
     data = report_data(summary, timelines, status)
-    parts = [_head(), _headline(data), _attention(data), _overview(data), _run(data), _timelines(data),
-             _funnels(data), _errors(data, summary), _bloom(data), _audit(data), _damage(data), _embedded(data),
-             "</body></html>\n"]
+    parts = [_head(), _headline(data), _pop_lost(data), _attention(data), _overview(data), _pop(data), _run(data),
+             _timelines(data), _funnels(data), _errors(data, summary), _bloom(data), _audit(data), _damage(data),
+             _embedded(data), "</body></html>\n"]
     return "".join(parts)
 
 
@@ -115,7 +119,7 @@ def _head():
 
 
 def _headline(data):
-    cls = "ok" if data["status"] == 0 and not data["attention"] else "bad"
+    cls = "ok" if data["status"] == 0 and not data["attention"] and not data["pop"]["totals"].get("lost") else "bad"
     return f"<h1>mqreplay report: <span class=\"{cls}\">{_e(data['status_text'])}</span></h1>\n"
 
 
@@ -126,6 +130,32 @@ def _attention(data):
     return ("<h2 class=\"bad\">Needs attention</h2><ul>" + "".join(
         f"<li><strong>{_e(a['group'])} / {_e(a['topic'])}</strong>: {_e(a['why'])}</li>" for a in data["attention"])
         + "</ul>\n")
+
+
+def _pop_lost(data):
+    """The POP alarm, first on the page: messages a POP group never acked that the revive service passed
+    without reviving them (OUT/pop/, state lost)."""
+    lost = [g for g in data["pop"]["groups"] if g["lost"]]
+    if not lost:
+        return ""
+    return ("<h2 class=\"bad\">POP messages lost</h2><ul>" + "".join(
+        f"<li><strong>{_e(g['group'])}</strong>{_e(' (broker ' + g['broker'] + ')' if g['broker'] else '')}: "
+        f"{g['lost']} message(s) never acked, their checkpoint passed by the revive service, not in the POP retry "
+        "topic (OUT/pop/, state lost)</li>" for g in lost) + "</ul>\n")
+
+
+def _pop(data):
+    """Per POP group (OUT/pop/): what it popped and how that ended, time to ack, redeliveries."""
+    if not data["pop"]["groups"]:
+        return ""
+    names = ("popped", "acked", "revived", "inflight", "lost", "redeliveries", "ack_ms_median", "ack_ms_max")
+    out = ["<h2>POP consumption</h2><table><tr><th>broker</th><th>group</th>"
+           + "".join(f"<th>{_e(n.replace('_', ' '))}</th>" for n in names) + "</tr>"]
+    for g in data["pop"]["groups"]:
+        cls = " class=\"bad\"" if g["lost"] else ""
+        out.append(f"<tr{cls}><td class=\"t\">{_e(g['broker'])}</td><td class=\"t\">{_e(g['group'])}</td>"
+                   + "".join(f"<td>{_e(g[n])}</td>" for n in names) + "</tr>")
+    return "".join(out) + "</table>\n"
 
 
 def _overview(data):

@@ -15,7 +15,8 @@ import pytest
 
 from jobs.pipeline.plan import build_plan
 from jobs.pipeline.split_units import commitlog_splits
-from jobs.run.pop_ledger import write_pop_ledger
+from jobs.run import report
+from jobs.run.pop_ledger import lost_warnings, pop_summary, write_pop_ledger
 from jobs.run.sink import SinkSpec, commit
 from jobs.run.stage import run_split
 from jobs.settings import JobOptions
@@ -165,3 +166,20 @@ def test_a_store_without_pop_has_an_empty_ledger(spark, store_a, tmp_path):
                                             "expression": "*"}]}), encoding="utf-8")
     rows, counts, written = pop_ledger(spark, store_a / "store", subs)
     assert (rows, counts, written["pop"][1]) == ({}, [], 0)
+
+
+def test_lost_messages_are_the_reports_first_alarm(spark, store_pop, subscriptions, tmp_path):
+    """The report's headline says it and, before anything else, names the group; the POP table marks it."""
+    store = tmp_path / "store"
+    shutil.copytree(store_pop / "store", store)
+    shutil.rmtree(store / "consumequeue" / RETRY_TAG_A)
+    topics = json.loads((store / "config" / "topics.json").read_text(encoding="utf-8"))
+    del topics["topicConfigTable"][RETRY_TAG_A]
+    (store / "config" / "topics.json").write_text(json.dumps(topics), encoding="utf-8")
+    _, counts, _ = pop_ledger(spark, store, subscriptions)
+    page = report.render({"subscriptions": [], "pop": pop_summary(counts), "warnings": lost_warnings(counts)}, {}, 0)
+    assert "mqreplay report: <span class=\"bad\">finished, 34 POP message(s) lost</span>" in page
+    alarm = page.index("<h2 class=\"bad\">POP messages lost</h2>")
+    assert alarm < page.index("<h2>Subscriptions</h2>") < page.index("<h2>POP consumption</h2>")
+    assert "<strong>G_POP_TAG</strong>: 34 message(s) never acked" in page
+    assert "G_POP_SQL</strong>" not in page
