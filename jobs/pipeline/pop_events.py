@@ -269,3 +269,36 @@ def _number(values):
 
 def _array(values):
     return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+def history(events, copies, committed):
+    """One message's POP history for one group (explain --key's), by the rules the job's Spark step pairs its
+    events with (jobs/run/pop_ledger.py): `events` its `ck`, `ack` and `bAck` events (dicts of POP_EVENT_SCHEMA,
+    a handful), `copies` the revived copies found of it (dicts: retry_topic, retry_queue_offset,
+    revived_store_timestamp), `committed` {revive queue: the revive service's committed offset}. Returns the
+    handles in pop order (each with its first ack; an earlier handle's ack is a changed invisible time), the state
+    and where a revived copy went."""
+    handles = {}
+    for e in sorted(events, key=lambda e: (e["commitlog_offset"])):
+        h = handles.setdefault((e["ck_start_offset"], e["pop_time"]), {
+            "pop_time": e["pop_time"], "ck_start_offset": e["ck_start_offset"], "invisible_time": None,
+            "revive_queue_id": None, "revive_offset": None, "checkpoint": False, "acked_time": None, "acked_by": None})
+        if e["kind"] == CK:
+            h["checkpoint"] = True
+            for name in ("invisible_time", "revive_queue_id", "revive_offset"):
+                h[name] = e[name] if h[name] is None or (e[name] is not None and e[name] > h[name]) else h[name]
+        elif h["acked_time"] is None or e["event_time"] < h["acked_time"]:
+            h["acked_time"], h["acked_by"] = e["event_time"], e["kind"]
+    order = sorted(handles.values(), key=lambda h: (h["pop_time"], h["ck_start_offset"]))
+    for h in order[:-1]:
+        if h["acked_by"] is not None:
+            h["acked_by"] = "changeInvisible"
+    last = order[-1]
+    first_pop = order[0]["pop_time"]
+    copy = min((c for c in copies if c["revived_store_timestamp"] >= first_pop),
+               key=lambda c: c["retry_queue_offset"], default=None)
+    passed = committed.get(last["revive_queue_id"])
+    state = "acked" if last["acked_time"] is not None else "revived" if copy else \
+        "lost" if last["revive_offset"] is not None and passed is not None and last["revive_offset"] <= passed \
+        else "inflight"
+    return {"state": state, "handles": order, "revived": copy}

@@ -13,6 +13,7 @@ from collections import Counter
 import pyarrow.dataset as ds
 import pytest
 
+from jobs import explain
 from jobs.pipeline.plan import build_plan
 from jobs.pipeline.split_units import commitlog_splits
 from jobs.run import report
@@ -183,3 +184,23 @@ def test_lost_messages_are_the_reports_first_alarm(spark, store_pop, subscriptio
     assert alarm < page.index("<h2>Subscriptions</h2>") < page.index("<h2>POP consumption</h2>")
     assert "<strong>G_POP_TAG</strong>: 34 message(s) never acked" in page
     assert "G_POP_SQL</strong>" not in page
+
+
+@pytest.mark.parametrize("state", ["acked", "revived", "inflight"])
+def test_explain_key_tells_a_messages_pop_history(store_pop, subscriptions, expected, state, capsys):
+    """explain --key K --json: the popped message's row of its POP group carries its handles (pop times,
+    invisible times, the changed invisible time's ack), its state and where it was revived, as pop_ledger.json;
+    the first message of each state with two handles where there is one."""
+    group, e = next((g, e) for g, rows in expected["ledger"].items() for e in rows
+                    if e["state"] == state and len(e["pops"]) == (1 if state == "revived" else 2))
+    code = explain.main(["--store", str(store_pop / "store"), "--subscriptions", str(subscriptions),
+                         "--key", e["uniqKey"], "--json"])
+    assert code == 0
+    rows = json.loads(capsys.readouterr().out)
+    pop = next(r["pop"] for r in rows if r["group"] == group and r["topic"] == e["topic"]
+               and r["queue_offset"] == e["queueOffset"])
+    assert pop["state"] == state
+    assert [(h["pop_time"], h["invisible_time"], h["acked_by"]) for h in pop["handles"]] == \
+        [(p["popTime"], p["invisibleTime"], (p["acked"] or {}).get("how")) for p in e["pops"]]
+    revived = e["revived"] or {}
+    assert (pop["revived"] or {}).get("retry_queue_offset") == revived.get("retryQueueOffset")
