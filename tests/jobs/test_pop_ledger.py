@@ -17,12 +17,14 @@ from jobs import explain
 from jobs.pipeline.plan import build_plan
 from jobs.pipeline.split_units import commitlog_splits
 from jobs.run import report
+from jobs.run.iceberg_sink import IcebergTarget, publish_tables
 from jobs.run.pop_ledger import lost_warnings, pop_summary, write_pop_ledger
-from jobs.run.sink import SinkSpec, commit
+from jobs.run.sink import SinkSpec, commit, write_empty_tables
 from jobs.run.stage import run_split
 from jobs.settings import JobOptions
 from schemas.errors import CorruptStoreError
 from tests.conftest import DATA
+from tests.jobs.lake_parts import REF, parts
 
 RETRY_TAG_A = "%RETRY%G_POP_TAG_PopTopicA"
 
@@ -49,11 +51,11 @@ def subscriptions(expected, tmp_path_factory):
     return path
 
 
-def pop_ledger(spark, store, subscriptions, **options):
+def pop_ledger(spark, store, subscriptions, keep=None, **options):
     """(OUT/pop/ rows by (group, topic, queue_id, queue_offset), the counts per group, what was written) of a run
-    of `store`: its tasks in process, then the driver's Spark step."""
+    of `store`: its tasks in process, then the driver's Spark step; OUT kept in `keep` when given."""
     planned = build_plan(JobOptions(store=str(store), subscription_files=(str(subscriptions),), **options))
-    out = tempfile.mkdtemp(prefix="mqreplay-pop-")
+    out = str(keep) if keep else tempfile.mkdtemp(prefix="mqreplay-pop-")
     try:
         reports = []
         for index, split in enumerate(commitlog_splits(planned.plan)):
@@ -64,7 +66,8 @@ def pop_ledger(spark, store, subscriptions, **options):
         return {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]): r for r in rows}, counts, \
             dict(written, **made)
     finally:
-        shutil.rmtree(out, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(out, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -204,3 +207,21 @@ def test_explain_key_tells_a_messages_pop_history(store_pop, subscriptions, expe
         [(p["popTime"], p["invisibleTime"], (p["acked"] or {}).get("how")) for p in e["pops"]]
     revived = e["revived"] or {}
     assert (pop["revived"] or {}).get("retry_queue_offset") == revived.get("retryQueueOffset")
+
+
+def test_iceberg_sink_appends_the_nights_ledger_to_ns_pop(spark, store_pop, subscriptions, expected, tmp_path):
+    """--sink iceberg: OUT/pop/'s parts are one snapshot of NS.pop, every row of the ledger once."""
+    out = tmp_path / "out"
+    _, _, written = pop_ledger(spark, store_pop / "store", subscriptions, keep=out)
+    target = IcebergTarget("pops", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh"),
+                           refs=(REF,))
+    written.update(write_empty_tables(str(out), "normalized", True, written))
+    added = publish_tables(target, str(out), written, "night1", True,
+                           parts([("G_POP_TAG", "PopTopicA")], [("PopTopicA", 0, 0, 0)]))
+    assert added["pop"] == written["pop"][0]
+    table = target.catalog().load_table("pops.pop")
+    a = table.scan(selected_fields=("group", "topic", "queue_id", "queue_offset", "state")).to_arrow()
+    assert Counter(zip(a.column("group").to_pylist(), a.column("topic").to_pylist(), a.column("queue_id").to_pylist(),
+                       a.column("queue_offset").to_pylist(), a.column("state").to_pylist())) == \
+        Counter((g, e["topic"], e["queueId"], e["queueOffset"], e["state"])
+                for g, rows in expected["ledger"].items() for e in rows)
