@@ -276,7 +276,7 @@ def _run_with(spark, planned, out, options, sink, ranges, progress):
     fs, path = storefs.resolve(out)
     fs.create_dir(path, recursive=True)
     written = sink.commit(out, reports, planned, options)
-    pop = sink.pop_ledger(spark, out, written, planned)
+    pop = sink.pop_ledger(spark, out, (fs, path), written, planned)
     several = len(planned.parts) > 1
     summaries, timelines = [], {}
     for b, part in planned.parts:

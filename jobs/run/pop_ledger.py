@@ -19,7 +19,6 @@ import pyarrow.parquet as pq
 
 from jobs.pipeline.pop_events import ACK, BATCH_ACK, CK, MESSAGE, POP_EVENT_SCHEMA
 from jobs.run.sink import POP_EVENTS, write_driver_part
-from schemas import storefs
 from schemas.arrow_schemas import spark_schema
 
 POP = "pop"
@@ -42,12 +41,13 @@ def spark_path(uri):
     return "s3a://" + uri[len("s3://"):] if uri.startswith("s3://") else uri
 
 
-def write_pop_ledger(spark, out_uri, written, plans):
+def write_pop_ledger(spark, out_uri, where, written, plans):
     """OUT/pop/ from the run's committed POP events (`written`: the sink's {output: (files, rows, bytes)}), then
     the events removed. Returns ({"pop": (files, rows, bytes)}, the counts per (broker, group): count_rows'
-    rows). `plans`: the brokers' ReplayPlans (their revive progress). No row: a table of no row."""
+    rows). `where`: OUT's (filesystem, path); `plans`: the brokers' ReplayPlans (their revive progress). No row: a
+    table of no row."""
     events = written.pop(POP_EVENTS, (0, 0, 0))
-    fs, root = storefs.resolve(out_uri)
+    fs, root = where
     base = out_uri.rstrip("/")
     counts = []
     if events[1]:

@@ -51,10 +51,10 @@ class ParquetSink:
             write_driver_part(out, "audit/consume_queue", CQ_AUDIT_SCHEMA.empty_table())  # of no row
         return written
 
-    def pop_ledger(self, spark, out, written, planned):
+    def pop_ledger(self, spark, out, where, written, planned):
         """The POP ledger (pop/, jobs/run/pop_ledger.py) from the committed POP events: its {output: (files, rows,
-        bytes)} put into `written`, its counts per (broker, group) returned."""
-        made, counts = write_pop_ledger(spark, out, written, [p.plan for _, p in planned.parts])
+        bytes)} put into `written`, its counts per (broker, group) returned. `where`: OUT's (filesystem, path)."""
+        made, counts = write_pop_ledger(spark, out, where, written, [p.plan for _, p in planned.parts])
         written.update(made)
         return counts
 
@@ -73,7 +73,7 @@ class NoopSink(ParquetSink):
     def commit(self, out, reports, planned, options):
         return {}
 
-    def pop_ledger(self, spark, out, written, planned):
+    def pop_ledger(self, spark, out, where, written, planned):
         return None  # nothing written: the events were counted, not kept
 
     def publish(self, out, summary, planned, options, run):

@@ -11,6 +11,7 @@ import tempfile
 from collections import Counter
 
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pytest
 
 from jobs import explain
@@ -61,7 +62,7 @@ def pop_ledger(spark, store, subscriptions, keep=None, **options):
         for index, split in enumerate(commitlog_splits(planned.plan)):
             reports += run_split(planned.plan, SinkSpec(out, "normalized", True), index, split, "local")[0]
         written = commit(out, reports)
-        made, counts = write_pop_ledger(spark, out, written, [planned.plan])
+        made, counts = write_pop_ledger(spark, out, (pafs.LocalFileSystem(), out), written, [planned.plan])
         rows = ds.dataset(f"{out}/pop", format="parquet").to_table().to_pylist()
         return {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]): r for r in rows}, counts, \
             dict(written, **made)
