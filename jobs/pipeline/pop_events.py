@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from jobs.pipeline.split_decode import _corrupt as report_damage
+from schemas.lookup import read_records
 
 WHEEL_TOPIC = "rmq_sys_wheel_timer"  # 5.x TimerMessageStore.TIMER_TOPIC
 REVIVE_PREFIX = "rmq_sys_REVIVE_LOG_"  # PopAckConstants.REVIVE_TOPIC + cluster name
@@ -115,9 +116,10 @@ def pop_records(plan, topic, messages, out):
     if not len(rows):
         return None
     sel = messages.take(pa.array(rows))
-    if "body" not in sel.column_names:
-        return None  # read without bodies (--no-body): nothing to pair
-    bodies, ok = _parsed(sel.column("body"))
+    body = sel.column("body") if plan.with_body else \
+        read_records(plan.fs, plan.log, sel.column("commitlog_offset"), sel.column("store_size"), plan.max_body) \
+        .column("body")  # read without bodies (--no-body): those of these few records read again, with theirs
+    bodies, ok = _parsed(body)
     tag = pc.fill_null(_lookup(sel.column("properties"), "TAGS"), "").to_numpy(zero_copy_only=False)
     if bodies is not None:
         ok &= _complete(bodies, tag)

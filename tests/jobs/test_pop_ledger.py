@@ -226,3 +226,8 @@ def test_iceberg_sink_appends_the_nights_ledger_to_ns_pop(spark, store_pop, subs
                        a.column("queue_offset").to_pylist(), a.column("state").to_pylist())) == \
         Counter((g, e["topic"], e["queueId"], e["queueOffset"], e["state"])
                 for g, rows in expected["ledger"].items() for e in rows)
+
+
+def test_a_run_without_bodies_reads_the_checkpoints_bodies_all_the_same(spark, store_pop, subscriptions, whole):
+    rows, _, _ = pop_ledger(spark, store_pop / "store", subscriptions, with_body=False)
+    assert rows == whole[0]
