@@ -121,8 +121,7 @@ def pop_records(plan, topic, messages, out):
         .column("body")  # read without bodies (--no-body): those of these few records read again, with theirs
     bodies, ok = _parsed(body)
     tag = pc.fill_null(_lookup(sel.column("properties"), "TAGS"), "").to_numpy(zero_copy_only=False)
-    if bodies is not None:
-        ok &= _complete(bodies, tag)
+    ok &= _complete(bodies, tag)
     if not ok.all():
         _audit(plan, out, sel, ~ok)
     if not ok.any():
@@ -184,8 +183,8 @@ def _ck_offsets(bodies):
 
 
 def _parsed(body):
-    """(the bodies read as JSON by _BODY_SCHEMA, one row each, or None; whether each is such JSON): the batch at
-    once (newlines inside a body are JSON whitespace, read as spaces); where that fails, each body alone."""
+    """(the bodies read as JSON by _BODY_SCHEMA, one row each, nulls where not; whether each is such JSON): the
+    batch at once (newlines inside a body are JSON whitespace, read as spaces); where that fails, each body alone."""
     body = pc.replace_substring(pc.replace_substring(_array(body), b"\n", b" "), b"\r", b" ")
     n = len(body)
     try:
@@ -211,6 +210,7 @@ def _joined(body):
 
 
 def _read(buffer, n):
+    """n bodies' JSON objects as a table (ArrowInvalid or ValueError where they are not n such objects)."""
     if not buffer.size:
         raise ValueError("no body")
     table = pj.read_json(pa.BufferReader(buffer), parse_options=pj.ParseOptions(
