@@ -1,12 +1,14 @@
 """Find a message by key and say who got it: `python -m jobs.explain --key K`. The messages that carry K (a KEYS
 token or the UNIQ_KEY) are found through the broker's index, or a scan where it cannot answer
 (schemas/key_lookup.py); each one's unit is read where explain reads units (jobs/explain/question.py) and every
-group subscribed to its topic gets the decision the job makes (question.decide), one row per (message, group).
+group subscribed to its topic gets the decision the job makes (question.decide), one row per (message, group);
+a POP group's row carries the message's POP history (`pop`: jobs/explain/pop_history.py).
 """
 import sys
 
 from filtering import decision as D
 from jobs.errors import ExplainError
+from jobs.explain.pop_history import history_lines, pop_histories
 from jobs.explain.question import decide, read_queue_units
 from jobs.explain.report import VERDICTS
 from jobs.pipeline.timer_events import fate, timer_events
@@ -50,6 +52,11 @@ def find(ctx, key, topic=None, window=None, group=None):
     for r in rows:
         if r["uniq_key"] in fates:
             r["timer"] = fates[r["uniq_key"]]
+    histories = pop_histories(ctx, found.messages)
+    for r in rows:
+        mine = histories.get((r["topic"], r["queue_id"], r["queue_offset"]), {})
+        if r["group"] in mine:
+            r["pop"] = mine[r["group"]]
     return rows, found
 
 
@@ -146,6 +153,8 @@ def render(rows):
                 lines.append(f"  {timer_line(r['timer'])}")
         outcome = "DELIVERED" if r["delivered"] else f"NOT DELIVERED ({r['reason']})"
         lines.append(f"  {r['group']}: {outcome}" if r["group"] is not None else f"  {r['verdict']}")
+        if r.get("pop"):
+            lines += history_lines({r["group"]: r["pop"]})
     return lines or ["no message carries the key"]
 
 

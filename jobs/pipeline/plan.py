@@ -14,6 +14,7 @@ from filtering.subscriptions import RETRY_PREFIX, compile_subscription, merge_su
 from jobs.errors import UsageError
 from jobs.pipeline.brokers import store_broker
 from jobs.pipeline.cq_index import SegmentIndex
+from jobs.pipeline.pop_events import pop_topics, revive_progress
 from jobs.pipeline.replay_plan import ReplayPlan, replay_plan
 from jobs.pipeline.timer_events import timer_topics
 from jobs.pipeline.units.choose import BrokerUnits, choose, store_topics
@@ -117,7 +118,8 @@ def build_plan(options, broker=None, several=False, layout=None):
             warnings.append(f"{c.sub.group}/{c.sub.topic}: {c.warning}")
     runnable = tuple(c for c in compiled if not c.error)
     topics = read_topics(options, topics_present) if options.read_all else \
-        needed_topics(runnable, stored, options.groups, options.topics) | timer_topics(topics_present, options.topics)
+        needed_topics(runnable, stored, options.groups, options.topics) | timer_topics(topics_present, options.topics) \
+        | pop_topics(topics_present, options.topics)
     if several and not unknown_topics:  # a registration every broker holds, of a topic another broker has:
         topics &= topics_present  # nothing of it here to audit, and no commit log to walk for it
     warnings += _unreadable_topics(config.topics, topics)
@@ -140,6 +142,7 @@ def build_plan(options, broker=None, several=False, layout=None):
     plan = replay_plan(
         options, layout.log,
         fs=fs, broker=broker.name,
+        pop_revive=_pop_progress(options, fs, broker.root, topics_present, config, problems),
         subscriptions=runnable,
         registrations=_dispatched_registrations(stored, compiled, bloom, options.dialect),
         audit_bitmaps=CONSUMER_FILTER_FILE not in config.damaged,
@@ -329,6 +332,18 @@ def needed_topics(subscriptions, stored_filters, groups=(), topics=()):
 def read_topics(options, topics_present):
     """Topics a plain read reads: every topic of the store, or those of read_topics it has."""
     return topics_present if options.read_topics is None else topics_present & set(options.read_topics)
+
+
+def _pop_progress(options, fs, root, topics_present, config, problems):
+    """The revive service's committed offsets of a store with POP (pop_events.revive_progress), from
+    consumerOffset.json (read here when the run did not read it for --from committed; a damaged one is as
+    for --from committed: the run stops, or with --on-corrupt skip it is audited and read as absent)."""
+    if not pop_topics(topics_present):
+        return None
+    offsets = config.consumer_offsets
+    if CONSUMER_OFFSET_FILE not in config_files(options):
+        offsets = load_store_config_at(fs, root, (CONSUMER_OFFSET_FILE,), options.on_corrupt, problems).consumer_offsets
+    return revive_progress(topics_present, offsets)
 
 
 def _start_offsets(options, compiled, committed):

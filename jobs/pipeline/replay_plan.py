@@ -37,6 +37,9 @@ class ReplayPlan:
     # the commit log (jobs/pipeline/cq_audit.py); None: no audit
     audit_queues: tuple = None
     broker: str = None  # the broker of the store (jobs/pipeline/brokers.py): every row the tasks write names it
+    # a store with POP (a revive topic): ((revive topic, queue, the revive service's committed offset), ...), and
+    # the tasks extract the POP ledger's events (jobs/pipeline/pop_events.py); None: no POP
+    pop_revive: tuple = None
 
     @property
     def walks_records(self):

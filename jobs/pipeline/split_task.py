@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from filtering.decision import in_scope
 from filtering.topic_replay import counters_table, replay_topic
+from jobs.pipeline.pop_events import add_pop_pieces
 from jobs.pipeline.split_decode import check_ext, decode_messages, held_split, inflated, unwrapped
 from jobs.pipeline.timer_events import add_timer_pieces
 from jobs.pipeline.window import Window
@@ -33,7 +34,8 @@ def iter_split(plan, units, left_out=None):
     batch by batch: `message` (MessageRows), `bitmap` (BITMAP_SCHEMA), `corrupt` (CORRUPT_SCHEMA), `bodies`
     (BODIES_SCHEMA), `stats` (group, topic and STAT_FIELDS), `topic_stats` (topic and TOPIC_STAT_FIELDS),
     `example` (group, topic, reason: why an expression throws), `timer_event` and `timer_clock` (the timer
-    ledger's: jobs/pipeline/timer_events.py). The sink writes each as it comes. left_out:
+    ledger's: jobs/pipeline/timer_events.py), `pop_event` (the POP ledger's: jobs/pipeline/pop_events.py). The sink
+    writes each as it comes. left_out:
     (topic, queue_id, queue_offset) of units left out before (the consume-queue audit's): counted as skipped."""
     out = Pieces()
     if left_out is not None:
@@ -42,6 +44,7 @@ def iter_split(plan, units, left_out=None):
         yield from out.flush()
         replay_topic(plan, topic, topic_units, messages, out)
         add_timer_pieces(plan, topic, topic_units, messages, out)
+        add_pop_pieces(plan, topic, messages, out)
         yield from out.flush()
     _skipped_stats(plan, out)
     yield from out.flush()

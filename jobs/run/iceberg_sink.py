@@ -29,13 +29,14 @@ from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
 from jobs.run import lake, place
 from jobs.run.catalog_wait import DEFAULT_WAIT, seconds, waiting
 from jobs.run.place import Place
+from jobs.run.pop_ledger import LEDGER_SCHEMA, POP
 from jobs.run.sink import answer_schema, move_all, remove_attempts
 from schemas.arrow_schemas import BITMAP_SCHEMA, BODIES_SCHEMA, CORRUPT_SCHEMA
 
 # output folder of a run (jobs/run/sink.py) -> table name; the audits get a table when they have rows
 TABLES = {"messages": "messages", "audit/collisions": "collisions", "matched": "matched",
           "audit/corrupt": "audit_corrupt", "audit/bitmaps": "audit_bitmaps", "audit/bodies": "audit_bodies",
-          "audit/consume_queue": "audit_consume_queue"}
+          "audit/consume_queue": "audit_consume_queue", POP: "pop"}
 ANSWERS = ("messages", "audit/collisions", "matched")  # a snapshot every run, empty when it has no row
 # each table's partition: what its readers select by (a group's deliveries; a topic's messages); the sink writes a
 # file per partition and split (SinkSpec.for_tables), add_files reads a file's partition from its statistics
@@ -311,6 +312,8 @@ def _schema(output, with_body):
               "audit/consume_queue": CQ_AUDIT_SCHEMA}
     if output in audits:  # every part names its broker (sink.with_broker)
         return audits[output].append(pa.field("broker", pa.string()))
+    if output == POP:  # the POP ledger (jobs/run/pop_ledger.py): a night's rows appended, when it has any
+        return LEDGER_SCHEMA
     return answer_schema(output, "normalized", with_body)
 
 

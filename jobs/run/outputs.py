@@ -26,6 +26,7 @@ from jobs.run import claim as claims
 from jobs.run import lifecycle, report
 from jobs.run import stage as T
 from jobs.run.place import Place
+from jobs.run.pop_ledger import lost_warnings, pop_summary
 from jobs.run.progress import Progress
 from jobs.run.session import is_connect
 from jobs.run.sink import ATTEMPTS
@@ -291,6 +292,7 @@ def _run_with(spark, planned, out, options, sink, ranges, progress):
     out.fs.create_dir(out.root, recursive=True)
     written = sink.commit(out, reports, planned, options)
     timers = sink.ledger(spark, out.uri, (out.fs, out.root), written, timer_reads(reports, planned), options)
+    pop = sink.pop_ledger(spark, out.uri, (out.fs, out.root), written, planned)
     several = len(planned.parts) > 1
     summaries, timelines = [], {}
     for b, part in planned.parts:
@@ -306,5 +308,8 @@ def _run_with(spark, planned, out, options, sink, ranges, progress):
     if timers is not None:
         summary["timers"] = timers_summary(timers)
         summary["warnings"] += overdue_warnings(timers, options.timer_overdue)
+    if pop is not None:
+        summary["pop"] = pop_summary(pop)
+        summary["warnings"] = lost_warnings(pop) + summary["warnings"]
     summary["outputs"] = {name: {"files": f, "rows": r, "bytes": b} for name, (f, r, b) in sorted(written.items())}
     return summary, timelines

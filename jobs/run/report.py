@@ -38,17 +38,21 @@ def report_data(summary, timelines, status):
     attention = needs_attention(subs)
     timers = summary.get("timers") or {"topics": [], "totals": {}}
     overdue = timers["totals"].get("overdue") or 0
+    pop = summary.get("pop") or {"groups": [], "totals": {}}
     text = STATUS.get(status, "")
     if attention and status == 0:  # never "clean" while a group's expression throws or delivers nothing
         text = f"finished, {len(attention)} subscription(s) need attention"
     if overdue and status == 0 and not attention:  # nor while the timer wheel looks stuck
         text = f"finished, {overdue} timer message(s) overdue"
+    if pop["totals"].get("lost") and status == 0:  # nor while a POP group lost messages
+        lost = f"{pop['totals']['lost']} POP message(s) lost"
+        text = f"{text}; {lost}" if attention or overdue else f"finished, {lost}"
     return {"status": status, "status_text": text, "attention": attention, "bucket_ms": width,
             "run": {k: summary.get(k) for k in ("store", "from", "rocketmq_version", "window", "job_seconds",
                                                 "sink", "corrupt_items", "skipped_units", "uninflated_bodies")},
             "warnings": summary.get("warnings", []), "store_problems": summary.get("store_problems", []),
             "bitmap_audit": summary.get("bitmap_audit", {}).get("topics", []), "subscriptions": subs,
-            "brokers": summary.get("brokers") or {}, "timers": timers}
+            "brokers": summary.get("brokers") or {}, "timers": timers, "pop": pop}
 
 
 def needs_attention(subs):
@@ -91,13 +95,12 @@ def _on_axis(timeline, axis, width):
 
 
 def render(summary, timelines, status):
-    """The whole page: trouble first (the headline, what needs attention, every subscription in one table),
-    then the run and the charts."""
+    """The whole page: trouble first (the headline, POP messages lost, what needs attention, every subscription
+    in one table, the POP groups), then the run and the charts."""
     data = report_data(summary, timelines, status)
-    parts = [_head(), _headline(data), _timer_alarm(data), _attention(data), _overview(data), _run(data),
-             _timers(data), _timelines(data),
-             _funnels(data), _errors(data, summary), _bloom(data), _audit(data), _damage(data), _embedded(data),
-             "</body></html>\n"]
+    parts = [_head(), _headline(data), _pop_lost(data), _timer_alarm(data), _attention(data), _overview(data),
+             _pop(data), _run(data), _timers(data), _timelines(data), _funnels(data), _errors(data, summary),
+             _bloom(data), _audit(data), _damage(data), _embedded(data), "</body></html>\n"]
     return "".join(parts)
 
 
@@ -120,7 +123,7 @@ def _head():
 
 
 def _headline(data):
-    cls = "ok" if data["status"] == 0 and not data["attention"] else "bad"
+    cls = "ok" if data["status"] == 0 and not data["attention"] and not data["pop"]["totals"].get("lost") else "bad"
     return f"<h1>mqreplay report: <span class=\"{cls}\">{_e(data['status_text'])}</span></h1>\n"
 
 
@@ -154,6 +157,32 @@ def _timers(data):
     out += [f"<tr><td>{_e(t['real_topic'])}</td><td class=\"t\">{_e(t['broker'])}</td><td>{t['delivered']}</td>"
             f"<td>{t['pending']}</td><td>{t['cancelled']}</td><td>{t['overdue']}</td><td>{_e(t['lag_ms_median'])}</td>"
             f"<td>{_e(t['lag_ms_max'])}</td></tr>" for t in topics]
+    return "".join(out) + "</table>\n"
+
+
+def _pop_lost(data):
+    """The POP alarm, first on the page: messages a POP group never acked that the revive service passed
+    without reviving them (OUT/pop/, state lost)."""
+    lost = [g for g in data["pop"]["groups"] if g["lost"]]
+    if not lost:
+        return ""
+    return ("<h2 class=\"bad\">POP messages lost</h2><ul>" + "".join(
+        f"<li><strong>{_e(g['group'])}</strong>{_e(' (broker ' + g['broker'] + ')' if g['broker'] else '')}: "
+        f"{g['lost']} message(s) never acked, their checkpoint passed by the revive service, not in the POP retry "
+        "topic (OUT/pop/, state lost)</li>" for g in lost) + "</ul>\n")
+
+
+def _pop(data):
+    """Per POP group (OUT/pop/): what it popped and how that ended, time to ack, redeliveries."""
+    if not data["pop"]["groups"]:
+        return ""
+    names = ("popped", "acked", "revived", "inflight", "lost", "redeliveries", "ack_ms_median", "ack_ms_max")
+    out = ["<h2>POP consumption</h2><table><tr><th>broker</th><th>group</th>"
+           + "".join(f"<th>{_e(n.replace('_', ' '))}</th>" for n in names) + "</tr>"]
+    for g in data["pop"]["groups"]:
+        cls = " class=\"bad\"" if g["lost"] else ""
+        out.append(f"<tr{cls}><td class=\"t\">{_e(g['broker'])}</td><td class=\"t\">{_e(g['group'])}</td>"
+                   + "".join(f"<td>{_e(g[n])}</td>" for n in names) + "</tr>")
     return "".join(out) + "</table>\n"
 
 

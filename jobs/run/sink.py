@@ -32,6 +32,7 @@ from schemas.columns import batch_bounds, one_array
 
 ATTEMPTS = "_attempts"
 TIMER_EVENTS = "_timer_events"  # a run's timer events, until the driver has paired them into timers/
+POP_EVENTS = "_pop_events"  # a run's POP events, until the driver has paired them into pop/
 # the narrow row of matched/ and audit/collisions/ (besides group and topic)
 NARROW_FIELDS = ["queue_id", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys", "born_timestamp",
                  "store_timestamp"]
@@ -170,6 +171,11 @@ class SplitWriter:
 
     def _timer_clock(self, last):
         self.clock = last if self.clock is None else max(self.clock, last)
+
+    def _pop_event(self, table):
+        """The POP ledger's events (jobs/pipeline/pop_events.py): paired by the driver's Spark step, which
+        writes pop/ and removes them (jobs/run/pop_ledger.py)."""
+        self._append(POP_EVENTS, f"{POP_EVENTS}/part-{self.split:05d}.parquet", table)
 
     def _stats(self, table):
         for row in table.to_pylist():

@@ -20,7 +20,16 @@ from jobs.pipeline.brokers import bare
 from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
 from jobs.run import iceberg_sink as lake_sink
 from jobs.run.place import Place
-from jobs.run.sink import TIMER_EVENTS, SinkSpec, attempt_parts, commit, write_driver_part, write_empty_tables
+from jobs.run.pop_ledger import write_pop_ledger
+from jobs.run.sink import (
+    POP_EVENTS,
+    TIMER_EVENTS,
+    SinkSpec,
+    attempt_parts,
+    commit,
+    write_driver_part,
+    write_empty_tables,
+)
 from jobs.run.timer_lake import commit_timers, merge_ledger
 from jobs.run.timer_ledger import write_ledger
 from schemas.arrow_schemas import CORRUPT_SCHEMA
@@ -69,14 +78,22 @@ class ParquetSink:
         {output: (files, rows, bytes)} put into `written`, and its counts per (broker, real topic) returned.
         `where`: OUT's (filesystem, path)."""
         made, counts = write_ledger(spark, out, where, written, reads, options.timer_overdue,
-                                    event_files=self._events())
+                                    event_files=self._events(TIMER_EVENTS))
         written.update(made)
         return counts
 
-    def _events(self):
-        """The timer events' parts the commit left where their attempts wrote them (an object store), taken out
-        of `kept`: the ledger reads them there, and neither OUT nor a table gets them."""
-        return [path for path, _ in self.kept.pop(TIMER_EVENTS, ())] if self.kept else []
+    def _events(self, output):
+        """A ledger's events' parts (TIMER_EVENTS, POP_EVENTS) the commit left where their attempts wrote them (an
+        object store), taken out of `kept`: the ledger reads them there, and neither OUT nor a table gets them."""
+        return [path for path, _ in self.kept.pop(output, ())] if self.kept else []
+
+    def pop_ledger(self, spark, out, where, written, planned):
+        """The POP ledger (pop/, jobs/run/pop_ledger.py) from the committed POP events: its {output: (files, rows,
+        bytes)} put into `written`, its counts per (broker, group) returned. `where`: OUT's (filesystem, path)."""
+        made, counts = write_pop_ledger(spark, out, where, written, [p.plan for _, p in planned.parts],
+                                        event_files=self._events(POP_EVENTS))
+        written.update(made)
+        return counts
 
     def publish(self, out, summary, planned, options, run):
         """What the sink adds to the summary once the outputs are committed, before OUT is published."""
@@ -99,6 +116,9 @@ class NoopSink(ParquetSink):
         return {}
 
     def ledger(self, spark, out, where, written, reads, options):
+        return None  # nothing written: the events were counted, not kept
+
+    def pop_ledger(self, spark, out, where, written, planned):
         return None  # nothing written: the events were counted, not kept
 
     def publish(self, out, summary, planned, options, run):
@@ -144,7 +164,7 @@ class IcebergSink(ParquetSink):
     def ledger(self, spark, out, where, written, reads, options):
         """NS.timers' rows merged with the night's (jobs/run/timer_lake.py), committed by `publish`."""
         (made, counts), self.held_timers = merge_ledger(spark, self.target, out, where, written, reads,
-                                                        options.timer_overdue, event_files=self._events())
+                                                        options.timer_overdue, event_files=self._events(TIMER_EVENTS))
         self.out_where = where
         written.update(made)
         return counts

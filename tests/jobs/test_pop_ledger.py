@@ -1,0 +1,233 @@
+"""The POP ledger (issue 51) of store_pop, a RocketMQ 5.3.3 store two POP groups consumed: the tasks' events (run in
+process) paired by the Spark step into OUT/pop/, row for row RocketMQ's answer (expected/pop_ledger.json: every
+popped message, its handles, how it ended); a lost message made by taking a POP retry topic away; damaged
+checkpoint bodies audited, never a crash.
+
+Expectations come from the fixture's pop_ledger.json, or are written out by hand from it."""
+import json
+import shutil
+import tarfile
+import tempfile
+from collections import Counter
+
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pytest
+
+from jobs import explain
+from jobs.pipeline.plan import build_plan
+from jobs.pipeline.split_units import commitlog_splits
+from jobs.run import report
+from jobs.run.iceberg_sink import IcebergTarget, publish_tables
+from jobs.run.pop_ledger import lost_warnings, pop_summary, write_pop_ledger
+from jobs.run.sink import SinkSpec, commit, write_empty_tables
+from jobs.run.stage import run_split
+from jobs.settings import JobOptions
+from schemas.errors import CorruptStoreError
+from tests.conftest import DATA
+from tests.jobs.lake_parts import REF, parts
+
+RETRY_TAG_A = "%RETRY%G_POP_TAG_PopTopicA"
+
+
+@pytest.fixture(scope="module")
+def store_pop(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fixtures")
+    with tarfile.open(DATA / "stores" / "store_pop.tar.gz") as tar:
+        tar.extractall(root, filter="data")
+    return root / "store_pop"
+
+
+@pytest.fixture(scope="module")
+def expected(store_pop):
+    return json.loads((store_pop / "expected" / "pop_ledger.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def subscriptions(expected, tmp_path_factory):
+    path = tmp_path_factory.mktemp("subs") / "subs_pop.json"
+    path.write_text(json.dumps({"groups": [{"group": g, "topic": t, "expressionType": x, "expression": e}
+                                           for g, x, e in expected["groups"] for t in ("PopTopicA", "PopTopicB")]}),
+                    encoding="utf-8")
+    return path
+
+
+def pop_ledger(spark, store, subscriptions, keep=None, **options):
+    """(OUT/pop/ rows by (group, topic, queue_id, queue_offset), the counts per group, what was written) of a run
+    of `store`: its tasks in process, then the driver's Spark step; OUT kept in `keep` when given."""
+    planned = build_plan(JobOptions(store=str(store), subscription_files=(str(subscriptions),), **options))
+    out = str(keep) if keep else tempfile.mkdtemp(prefix="mqreplay-pop-")
+    try:
+        reports = []
+        for index, split in enumerate(commitlog_splits(planned.plan)):
+            reports += run_split(planned.plan, SinkSpec(out, "normalized", True), index, split, "local")[0]
+        written = commit(out, reports)
+        made, counts = write_pop_ledger(spark, out, (pafs.LocalFileSystem(), out), written, [planned.plan])
+        rows = ds.dataset(f"{out}/pop", format="parquet").to_table().to_pylist()
+        return {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]): r for r in rows}, counts, \
+            dict(written, **made)
+    finally:
+        if not keep:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def whole(spark, store_pop, subscriptions):
+    return pop_ledger(spark, store_pop / "store", subscriptions)
+
+
+def expected_rows(expected):
+    return {(g, e["topic"], e["queueId"], e["queueOffset"]): e for g, rows in expected["ledger"].items() for e in rows}
+
+
+def test_every_popped_message_is_one_row_as_rocketmq_answers(whole, expected):
+    rows, _, _ = whole
+    want = expected_rows(expected)
+    assert set(rows) == set(want)
+    for key, e in want.items():
+        r = rows[key]
+        last = e["pops"][-1]
+        revived = e["revived"] or {}
+        acked = e["acked"] or {}
+        assert (r["uniq_key"], r["state"], r["pops"], r["first_pop_time"], r["last_pop_time"], r["invisible_time"],
+                r["acked_time"], r["acked_by"], r["retry_topic"], r["retry_queue_offset"],
+                r["revived_store_timestamp"], r["cut_off"]) == \
+            (e["uniqKey"], e["state"], len(e["pops"]), e["pops"][0]["popTime"], last["popTime"],
+             last["invisibleTime"], acked.get("ackTime"), acked.get("how"), revived.get("retryTopic"),
+             revived.get("retryQueueOffset"), revived.get("storeTs"), None), key
+
+
+def test_changed_invisible_time_is_a_second_handle(whole, expected):
+    rows, _, _ = whole
+    twice = {k for k, e in expected_rows(expected).items() if len(e["pops"]) == 2}
+    assert len(twice) == 89  # counts.ckChangeInvisible: one new checkpoint per change
+    assert {k for k, r in rows.items() if r["pops"] == 2} == twice
+
+
+def test_counts_per_group_are_the_ledgers(whole, expected):
+    _, counts, _ = whole
+    states = Counter({tuple(k.split(":")): n for k, n in expected["states"].items()})
+    for c in counts:
+        assert (c["popped"], c["acked"], c["revived"], c["inflight"], c["lost"], c["redeliveries"]) == \
+            (sum(n for (g, _), n in states.items() if g == c["group"]), states[(c["group"], "acked")],
+             states[(c["group"], "revived")], states[(c["group"], "inflight")], 0, 0)
+    assert sorted(c["group"] for c in counts) == ["G_POP_SQL", "G_POP_TAG"]
+
+
+def test_a_revived_message_missing_from_its_retry_topic_is_lost(spark, store_pop, subscriptions, expected, tmp_path):
+    """Take %RETRY%G_POP_TAG_PopTopicA away (its consume queue and its topics.json entry): the revive service
+    passed those checkpoints (its committed offsets) and nothing acked them, so each message it revived there
+    is lost; every other row is as before."""
+    store = tmp_path / "store"
+    shutil.copytree(store_pop / "store", store)
+    shutil.rmtree(store / "consumequeue" / RETRY_TAG_A)
+    topics = json.loads((store / "config" / "topics.json").read_text(encoding="utf-8"))
+    del topics["topicConfigTable"][RETRY_TAG_A]
+    (store / "config" / "topics.json").write_text(json.dumps(topics), encoding="utf-8")
+    rows, counts, _ = pop_ledger(spark, store, subscriptions)
+    want = expected_rows(expected)
+    lost = {k for k, e in want.items() if (e["revived"] or {}).get("retryTopic") == RETRY_TAG_A}
+    assert len(lost) == 34
+    assert {k for k, r in rows.items() if r["state"] == "lost"} == lost
+    assert all(rows[k]["state"] == e["state"] for k, e in want.items() if k not in lost)
+    tag = next(c for c in counts if c["group"] == "G_POP_TAG")
+    assert (tag["lost"], tag["revived"]) == (34, 57 - 34)
+
+
+def _damaged_copy(store_pop, tmp_path):
+    """A copy whose first checkpoint (G_POP_TAG, PopTopicA queue 2 from 0: offsets 5, 8, 12, 17, 22, 24) has a
+    body that is no JSON object, in the wheel and in the revive log (its `{` made `[`, the length kept)."""
+    store = tmp_path / "store"
+    shutil.copytree(store_pop / "store", store)
+    body = b'{"bm":0,"bn":"broker-g","c":"G_POP_TAG","d":[5,8,12,17,22,24]'
+    for path in (store / "commitlog").iterdir():
+        data = path.read_bytes()
+        if body in data:
+            path.write_bytes(data.replace(body, b"[" + body[1:]))
+    return store
+
+
+def test_a_damaged_checkpoint_stops_the_run_by_default(spark, store_pop, subscriptions, tmp_path):
+    with pytest.raises(CorruptStoreError, match="POP checkpoint or ack"):
+        pop_ledger(spark, _damaged_copy(store_pop, tmp_path), subscriptions)
+
+
+def test_a_damaged_checkpoint_is_audited_and_what_is_known_stays(spark, store_pop, subscriptions, expected, tmp_path):
+    """--on-corrupt skip: both records of the checkpoint audited; its acked messages keep a row (the acks tell
+    them), no handle and marked; its un-acked one (offset 5, revived) has nothing left that names it."""
+    rows, _, written = pop_ledger(spark, _damaged_copy(store_pop, tmp_path), subscriptions, on_corrupt="skip")
+    assert written["audit/corrupt"][1] == 2
+    cut = {k: r for k, r in rows.items() if r["cut_off"]}
+    assert set(cut) == {("G_POP_TAG", "PopTopicA", 2, o) for o in (8, 12, 17, 22, 24)}
+    assert all(r["pops"] == 0 and r["state"] == "acked" and r["cut_off"] == "checkpoint not read"
+               for r in cut.values())
+    assert ("G_POP_TAG", "PopTopicA", 2, 5) not in rows
+    assert len(rows) == sum(len(v) for v in expected["ledger"].values()) - 1
+
+
+def test_a_store_without_pop_has_an_empty_ledger(spark, store_a, tmp_path):
+    subs = tmp_path / "subs.json"
+    subs.write_text(json.dumps({"groups": [{"group": "G", "topic": "TopicTest", "expressionType": "TAG",
+                                            "expression": "*"}]}), encoding="utf-8")
+    rows, counts, written = pop_ledger(spark, store_a / "store", subs)
+    assert (rows, counts, written["pop"][1]) == ({}, [], 0)
+
+
+def test_lost_messages_are_the_reports_first_alarm(spark, store_pop, subscriptions, tmp_path):
+    """The report's headline says it and, before anything else, names the group; the POP table marks it."""
+    store = tmp_path / "store"
+    shutil.copytree(store_pop / "store", store)
+    shutil.rmtree(store / "consumequeue" / RETRY_TAG_A)
+    topics = json.loads((store / "config" / "topics.json").read_text(encoding="utf-8"))
+    del topics["topicConfigTable"][RETRY_TAG_A]
+    (store / "config" / "topics.json").write_text(json.dumps(topics), encoding="utf-8")
+    _, counts, _ = pop_ledger(spark, store, subscriptions)
+    page = report.render({"subscriptions": [], "pop": pop_summary(counts), "warnings": lost_warnings(counts)}, {}, 0)
+    assert "mqreplay report: <span class=\"bad\">finished, 34 POP message(s) lost</span>" in page
+    alarm = page.index("<h2 class=\"bad\">POP messages lost</h2>")
+    assert alarm < page.index("<h2>Subscriptions</h2>") < page.index("<h2>POP consumption</h2>")
+    assert "<strong>G_POP_TAG</strong>: 34 message(s) never acked" in page
+    assert "G_POP_SQL</strong>" not in page
+
+
+@pytest.mark.parametrize("state", ["acked", "revived", "inflight"])
+def test_explain_key_tells_a_messages_pop_history(store_pop, subscriptions, expected, state, capsys):
+    """explain --key K --json: the popped message's row of its POP group carries its handles (pop times,
+    invisible times, the changed invisible time's ack), its state and where it was revived, as pop_ledger.json;
+    the first message of each state with two handles where there is one."""
+    group, e = next((g, e) for g, rows in expected["ledger"].items() for e in rows
+                    if e["state"] == state and len(e["pops"]) == (1 if state == "revived" else 2))
+    code = explain.main(["--store", str(store_pop / "store"), "--subscriptions", str(subscriptions),
+                         "--key", e["uniqKey"], "--json"])
+    assert code == 0
+    rows = json.loads(capsys.readouterr().out)
+    pop = next(r["pop"] for r in rows if r["group"] == group and r["topic"] == e["topic"]
+               and r["queue_offset"] == e["queueOffset"])
+    assert pop["state"] == state
+    assert [(h["pop_time"], h["invisible_time"], h["acked_by"]) for h in pop["handles"]] == \
+        [(p["popTime"], p["invisibleTime"], (p["acked"] or {}).get("how")) for p in e["pops"]]
+    revived = e["revived"] or {}
+    assert (pop["revived"] or {}).get("retry_queue_offset") == revived.get("retryQueueOffset")
+
+
+def test_iceberg_sink_appends_the_nights_ledger_to_ns_pop(spark, store_pop, subscriptions, expected, tmp_path):
+    """--sink iceberg: OUT/pop/'s parts are one snapshot of NS.pop, every row of the ledger once."""
+    out = tmp_path / "out"
+    _, _, written = pop_ledger(spark, store_pop / "store", subscriptions, keep=out)
+    target = IcebergTarget("pops", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh"),
+                           refs=(REF,))
+    written.update(write_empty_tables(str(out), "normalized", True, written))
+    added = publish_tables(target, str(out), written, "night1", True,
+                           parts([("G_POP_TAG", "PopTopicA")], [("PopTopicA", 0, 0, 0)]))
+    assert added["pop"] == written["pop"][0]
+    table = target.catalog().load_table("pops.pop")
+    a = table.scan(selected_fields=("group", "topic", "queue_id", "queue_offset", "state")).to_arrow()
+    assert Counter(zip(a.column("group").to_pylist(), a.column("topic").to_pylist(), a.column("queue_id").to_pylist(),
+                       a.column("queue_offset").to_pylist(), a.column("state").to_pylist())) == \
+        Counter((g, e["topic"], e["queueId"], e["queueOffset"], e["state"])
+                for g, rows in expected["ledger"].items() for e in rows)
+
+
+def test_a_run_without_bodies_reads_the_checkpoints_bodies_all_the_same(spark, store_pop, subscriptions, whole):
+    rows, _, _ = pop_ledger(spark, store_pop / "store", subscriptions, with_body=False)
+    assert rows == whole[0]
