@@ -12,6 +12,7 @@ How OUT is published depends on the filesystem (`_renames`):
   `_SUCCESS` first) only once the new output is complete under OUT.tmp-<run>. A failure while copying
   deletes the objects already copied under OUT (none is left that a reader could take for data), keeps the
   complete output at OUT.tmp-<run>, and says so."""
+import contextlib
 import json
 import re
 import threading
@@ -21,7 +22,7 @@ from dataclasses import replace
 
 import pyarrow.fs as pafs
 
-from jobs.errors import PublishFailed, UsageError
+from jobs.errors import PublishFailed, UsageError, output_error
 from jobs.run import claim as claims
 from jobs.run import lifecycle, report
 from jobs.run import stage as T
@@ -38,6 +39,7 @@ TMP_NAME = re.compile(r"\.tmp-[0-9a-f]{8}")
 SUCCESS = "_SUCCESS"
 REPORT = "report.html"  # the run drawn (jobs/run/report.py)
 OUTPUT_MARKS = (SUCCESS, "summary.json")
+UNWRITABLE = "give an --out in a directory this run can write (its parent must let it make OUT.claim and OUT.tmp-*)"
 COPY_THREADS = 16  # what a job's OUT holds (summary.json alone: written before _SUCCESS)
 
 
@@ -49,7 +51,10 @@ class OutputRun:
     def __init__(self, out, overwrite=False, clean_stale=False, run=None):
         self.out, self.overwrite = str(out), overwrite
         self.fs, self.final = storefs.resolve(out)
-        self.claim = claims.acquire(out, clean_stale, run)
+        try:
+            self.claim = claims.acquire(out, clean_stale, run)
+        except OSError as exc:  # the claim is OUT's first write: an OUT this run cannot write, said at once
+            raise output_error(f"--out {out}", exc, UNWRITABLE) from None
         self.tmp_path = f"{self.final}{TMP_MARK}{self.claim.run}"
         self.tmp_uri = storefs.sibling_uri(out, TMP_MARK + self.claim.run)  # for tasks: scheme, host, query kept
         self._lock = threading.Lock()
@@ -62,6 +67,9 @@ class OutputRun:
             self.fs.create_dir(self.tmp_path, recursive=True)
             with self.fs.open_output_stream(f"{self.tmp_path}/{RUN_MARK}") as f:
                 f.write(json.dumps(self.claim.holder).encode("utf-8"))
+        except OSError as exc:
+            self.claim.release()
+            raise output_error(f"--out {out}", exc, UNWRITABLE) from None
         except BaseException:
             self.claim.release()
             raise
@@ -212,16 +220,18 @@ def run_and_publish(spark, planned, run, options, sink, progress=None):
     removed once no task of the run still runs, and the claim released."""
     started = time.time()
     try:
-        summary, timelines = _run(spark, planned, run.tmp_uri, options, sink, progress)
-        sink.publish(run.tmp_uri, summary, planned, options, run.claim.run)  # Iceberg: the tables' commits
+        summary, timelines = _run(spark, planned, run.tmp_uri, options, sink, progress, run.out)
+        with writing(f"--sink {sink.name}: committing the run's tables"):
+            sink.publish(run.tmp_uri, summary, planned, options, run.claim.run)  # Iceberg: the tables' commits
         summary["job_seconds"] = round(time.time() - started, 3)
         summary["run"] = run.claim.run  # as _SUCCESS, the console and every line of the run's log file say
-        with run.fs.open_output_stream(f"{run.tmp_path}/summary.json") as f:
-            f.write(json.dumps(summary, indent=2, ensure_ascii=False, sort_keys=True).encode("utf-8"))
-        with run.fs.open_output_stream(f"{run.tmp_path}/{REPORT}") as f:
-            f.write(report.render(summary, timelines, exit_code(summary)).encode("utf-8"))
-        with run.fs.open_output_stream(f"{run.tmp_path}/offsets.json") as f:  # where the next run starts
-            f.write(json.dumps(planned.offsets(), indent=2, ensure_ascii=False).encode("utf-8"))
+        with writing(f"--out {run.out}"):
+            with run.fs.open_output_stream(f"{run.tmp_path}/summary.json") as f:
+                f.write(json.dumps(summary, indent=2, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+            with run.fs.open_output_stream(f"{run.tmp_path}/{REPORT}") as f:
+                f.write(report.render(summary, timelines, exit_code(summary)).encode("utf-8"))
+            with run.fs.open_output_stream(f"{run.tmp_path}/offsets.json") as f:  # where the next run starts
+                f.write(json.dumps(planned.offsets(), indent=2, ensure_ascii=False).encode("utf-8"))
         run.publish()
     except BaseException:
         _settle(spark)
@@ -259,22 +269,34 @@ def _interrupt(spark):
         return
 
 
-def _run(spark, planned, out, options, sink, progress=None):
+@contextlib.contextmanager
+def writing(where):
+    """An OSError met writing an output (OUT, the warehouse, the catalog's files) is the output's: exit 2 naming
+    `where`, never "input damaged" (the store was read before)."""
+    try:
+        yield
+    except OSError as exc:
+        raise output_error(where, exc) from exc
+
+
+def _run(spark, planned, out, options, sink, progress=None, given=None):
     plans = [p.plan for _, p in planned.parts]
     ranges = T.broker_splits(spark, plans)
     progress = progress or Progress(mode="off")
     total = sum(T.split_bytes(plans[k], a, b) for k, a, b in ranges)
     with progress.stage(spark, len(ranges), total) as counters:
-        return _run_with(spark, planned, out, options, sink, ranges, counters)
+        return _run_with(spark, planned, out, options, sink, ranges, counters, given or out)
 
 
-def _run_with(spark, planned, out, options, sink, ranges, progress):
+def _run_with(spark, planned, out, options, sink, ranges, progress, given):
     """The one Spark stage over every broker's splits (tasks write their parts), then the sink's commit of what
-    successful attempts wrote; the summary per broker, then of the run (summary.cluster_summary)."""
+    successful attempts wrote; the summary per broker, then of the run (summary.cluster_summary). `given`: OUT as
+    the command line gave it, for an error writing there."""
     reports = T.replay(spark, [p.plan for _, p in planned.parts], sink.spec(out, options), ranges, progress)
     fs, path = storefs.resolve(out)
-    fs.create_dir(path, recursive=True)
-    written = sink.commit(out, reports, planned, options)
+    with writing(f"--out {given}"):
+        fs.create_dir(path, recursive=True)
+        written = sink.commit(out, reports, planned, options)
     several = len(planned.parts) > 1
     summaries, timelines = [], {}
     for b, part in planned.parts:
