@@ -48,17 +48,22 @@ class OutputRun:
     temporary removed, the claim released). Both endings take one lock, so a kill's cleanup (jobs/run/lifecycle.py)
     never interleaves with a publish."""
 
-    def __init__(self, out, overwrite=False, clean_stale=False, run=None):
-        self.out, self.overwrite = str(out), overwrite
+    def __init__(self, out, overwrite=False, clean_stale=False, run=None, command=None):
+        self.out, self.overwrite, self.command = str(out), overwrite, command
         self.fs, self.final = storefs.resolve(out)
+        self._lock = threading.Lock()
+        # a retry of the command that published OUT has nothing to do: found before the claim, so that nothing
+        # is written, not even OUT.claim (a complete OUT is whole: published by rename, or `_SUCCESS` copied last)
+        self.repeated = None if overwrite else published_by(self.fs, self.final, command)
+        self.ended = self.repeated is not None
+        if self.ended:
+            return
         try:
             self.claim = claims.acquire(out, clean_stale, run)
         except OSError as exc:  # the claim is OUT's first write: an OUT this run cannot write, said at once
             raise output_error(f"--out {out}", exc, UNWRITABLE) from None
         self.tmp_path = f"{self.final}{TMP_MARK}{self.claim.run}"
         self.tmp_uri = storefs.sibling_uri(out, TMP_MARK + self.claim.run)  # for tasks: scheme, host, query kept
-        self._lock = threading.Lock()
-        self.ended = False
         try:
             refuse_existing(out, overwrite)
             self.stale = stale_temporaries(out, exclude=self.tmp_path)
@@ -83,7 +88,7 @@ class OutputRun:
                 raise UsageError(f"--out {self.out}: this run lost its claim (another run took it over); its "
                                  f"output is left at {self.tmp_path}")
             self.fs.delete_file(f"{self.tmp_path}/{RUN_MARK}")  # a complete output: not a dead run's any more
-            _write_success(self.fs, self.tmp_path, self.claim.run)
+            _write_success(self.fs, self.tmp_path, self.claim.run, self.command)
             found = self.fs.get_file_info(self.final).type
             if found != pafs.FileType.NotFound and not self.overwrite:
                 self.ended = True
@@ -206,11 +211,26 @@ def _files(fs, root):
                   if i.type == pafs.FileType.File)
 
 
-def _write_success(fs, tmp_path, run):
-    """`_SUCCESS`, last: the run's id and every file of OUT (paths relative to OUT)."""
+def _write_success(fs, tmp_path, run, command=None):
+    """`_SUCCESS`, last: the run's id, its command's fingerprint (jobs/run/command.py) and every file of OUT
+    (paths relative to OUT)."""
     files = _files(fs, tmp_path)
+    marks = {"run": run, "command": command, "files": files}
     with fs.open_output_stream(f"{tmp_path}/{SUCCESS}") as f:
-        f.write(json.dumps({"run": run, "files": files}, indent=1, ensure_ascii=False).encode("utf-8"))
+        f.write(json.dumps(marks, indent=1, ensure_ascii=False).encode("utf-8"))
+
+
+def published_by(fs, path, command):
+    """OUT's `_SUCCESS` (run, command, files) when OUT is the complete output of this same command (jobs/run/
+    command.py), else None: a retry of that command has nothing to do."""
+    if not command:
+        return None
+    try:
+        with fs.open_input_stream(f"{path}/{SUCCESS}") as f:
+            marks = json.loads(f.read().decode("utf-8"))
+    except (OSError, ValueError):  # no OUT, no _SUCCESS, or not ours: OUT is refused as any existing one
+        return None
+    return marks if isinstance(marks, dict) and marks.get("command") == command else None
 
 
 def run_and_publish(spark, planned, run, options, sink, progress=None):
