@@ -13,7 +13,6 @@ the run stopped; 2 usage, the caller's mistake (bad arguments, a missing or wron
 --on-corrupt skip (see OUT/audit/corrupt); 5 the job failed for another reason (a crashed worker, out of
 memory, spark-submit's JVM killed); 128 + N stopped by signal N (143: SIGTERM), nothing published.
 """
-import json
 import logging
 import os
 import re
@@ -48,7 +47,6 @@ from jobs.run.sinks import sink_of  # noqa: E402
 from jobs.run.stage import unseen_paths  # noqa: E402
 from jobs.run.summary import exit_code, summary_notes, summary_table  # noqa: E402
 from jobs.settings import job_options, load_settings  # noqa: E402
-from schemas import storefs  # noqa: E402
 from schemas.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ConfigError, ReplayError  # noqa: E402
 
 log = logging.getLogger("mqreplay")
@@ -98,8 +96,8 @@ def _prepare(args, progress):
     options = replace(options_from(args, settings), store=brokers[0].uri)
     progress.set_phase("claiming OUT")
     run = outputs.OutputRun(args.out, args.overwrite, args.clean_stale, run=args.run, command=command)
-    if run.repeated is not None:
-        return None
+    if run.repeated is not None:  # a retry of the command that published OUT: nothing to plan
+        return settings, options, run, None, sink
     if run.stale and args.clean_stale:
         print(f"removed {len(run.stale)} leftover temporary output(s): {', '.join(run.stale)}", file=sys.stderr)
     elif run.stale:
@@ -196,10 +194,9 @@ def _logged(args, events=None):
 def _main(args, progress):
     if args.remote:
         client_paths_absolute(args)
-    prepared = _prepare(args, progress)
-    if prepared is None:
-        return _repeated(args)
-    settings, options, run, planned, sink = prepared
+    settings, options, run, planned, sink = _prepare(args, progress)
+    if run.repeated is not None:
+        return _repeated(args, run)
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: the JVM is this process's parent
         lifecycle.watch_parent(run.abandon, exit_code=EXIT_FAILED)
     try:
@@ -242,14 +239,11 @@ def _main(args, progress):
     return exit_code(summary)
 
 
-def _repeated(args):
+def _repeated(args, run):
     """A retry of the command whose complete output OUT is (jobs/run/command.py): its summary, said to be that
     run's, and that run's exit code (0 for a clean run; 3 or 4 again when it finished with those); nothing run,
     nothing changed."""
-    fs, path = storefs.resolve(args.out)
-    with fs.open_input_stream(f"{path}/summary.json") as f:
-        summary = json.loads(f.read().decode("utf-8"))
-    args.summary = summary
+    summary = args.summary = run.published_summary()
     print_quietly(summary_table(summary))
     line = (f"output: {args.out} is already the complete output of this same command (run {summary.get('run')}): "
             "nothing was run, nothing changed (a retry of a run that had published; docs/scheduler.md)")

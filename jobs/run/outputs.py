@@ -79,6 +79,11 @@ class OutputRun:
             self.claim.release()
             raise
 
+    def published_summary(self):
+        """OUT's summary.json, of the run that published OUT (a retry of its command reports it)."""
+        with self.fs.open_input_stream(f"{self.final}/summary.json") as f:
+            return json.loads(f.read().decode("utf-8"))
+
     def publish(self):
         """Move the complete temporary OUT to OUT (replacing a previous job's OUT with --overwrite)."""
         with self._lock, lifecycle.ending():
