@@ -159,6 +159,7 @@ def check_lake(target, parts):
     the commit will remove, as warnings."""
     def check(catalog):
         held = open_lake(target, catalog)
+        lake.refuse_renamed(target.namespace, held, target.refs)
         if not target.continuing:
             lake.refuse_overlaps(target.namespace, held, target.refs, lake.run_ranges(_named(parts)))
         dead = {}
