@@ -127,8 +127,8 @@ def refuse_renamed(namespace, held, refs):
         where = ref.key[len(ref.broker) + 1:]
         for row in held.rows:
             name = row["broker"]
-            if name == ref.broker or row["store"] != f"{name}@{where}" or not StoreRef(name, row["store"],
-                                                                                          ref.head).holds(row):
+            same = row["store"] == f"{name}@{where}" and StoreRef(name, row["store"], ref.head).holds(row)
+            if name == ref.broker or not same:
                 continue
             raise UsageError(f"--sink iceberg: {namespace} holds this store as broker {name} ({row['store']}), and "
                              f"this run names it {ref.broker}: under another name every row of it would be committed "
