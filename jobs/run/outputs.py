@@ -216,6 +216,22 @@ def _files(fs, root):
                   if i.type == pafs.FileType.File)
 
 
+def remove_empty_folders(fs, root):
+    """Remove every folder under root that holds no file (the partition folders whose parts an Iceberg run moved
+    into its tables): a reader of OUT never meets one (Spark's `read.parquet` fails on an empty folder)."""
+    infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    holding = set()  # every folder with a file somewhere below it
+    for info in infos:
+        if info.type == pafs.FileType.File:
+            folder = info.path.rpartition("/")[0]
+            while len(folder) > len(root) and folder not in holding:
+                holding.add(folder)
+                folder = folder.rpartition("/")[0]
+    empty = [i.path for i in infos if i.type == pafs.FileType.Directory and i.path not in holding]
+    for folder in sorted(empty, key=len, reverse=True):  # the deepest first: each is empty when removed
+        fs.delete_dir(folder)
+
+
 def _write_success(fs, tmp_path, run, command=None):
     """`_SUCCESS`, last: the run's id, its command's fingerprint (jobs/run/command.py) and every file of OUT
     (paths relative to OUT)."""
@@ -248,6 +264,7 @@ def run_and_publish(spark, planned, run, options, sink, progress=None):
         summary, timelines = _run(spark, planned, run.tmp_uri, options, sink, progress, run.out)
         with writing(f"--sink {sink.name}: committing the run's tables"):
             sink.publish(run.tmp_uri, summary, planned, options, run.claim.run)  # Iceberg: the tables' commits
+            remove_empty_folders(run.fs, run.tmp_path)  # Iceberg moved its parts out: no folder left empty
         summary["job_seconds"] = round(time.time() - started, 3)
         summary["run"] = run.claim.run  # as _SUCCESS, the console and every line of the run's log file say
         with writing(f"--out {run.out}"):
