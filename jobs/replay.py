@@ -133,6 +133,7 @@ def main(argv=None):
     for handler in logging.getLogger().handlers:  # the console: INFO; the run's log file takes the job's DEBUG
         if type(handler) is logging.StreamHandler:
             handler.setLevel(logging.INFO)
+            handler.addFilter(not_py4j)  # its stacks (a stopped run's broken call) are the log file's
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines would follow the summary
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)  # a line per column it has no statistics of (add_files)
     try:
@@ -161,6 +162,11 @@ def main(argv=None):
         console.close_log(handler)
 
 
+def not_py4j(record):
+    """A log record that is not py4j's (which logs some of its errors through the root logger)."""
+    return not record.name.startswith("py4j") and "/py4j/" not in record.pathname.replace("\\", "/")
+
+
 def lineage_stores(store):
     """The stores a run reads, as paths or URIs (a `NAME=URI` broker's URI)."""
     given = store if isinstance(store, (list, tuple)) else [store]
@@ -173,7 +179,7 @@ def _logged(args, events=None):
     try:
         code = _main(args, progress)
     except Exception as exc:  # noqa: BLE001 - every error ends the run with its exit code (jobs/errors.py)
-        code, message = outcome(exc)
+        code, message = outcome(lifecycle.stop_signalled() or exc)
         log.debug("the run failed", exc_info=True)
         log.debug("exit %d: %s", code, message)
         print(f"error: {message}", file=sys.stderr)
@@ -202,6 +208,8 @@ def _main(args, progress):
     try:
         progress.set_phase("starting Spark")
         spark = spark_session(settings, args.master, args.remote)
+        if not args.remote:  # a stop signal to the JVM stops the run as one to this driver (lifecycle.py)
+            lifecycle.forward_jvm_signals(spark)
     except BaseException:
         run.abandon()
         raise
@@ -213,6 +221,8 @@ def _main(args, progress):
         raise
     except Exception as exc:  # noqa: BLE001 - a failed Spark job: a task's own error, or Spark's cause
         log.debug("the job failed", exc_info=True)
+        if lifecycle.stop_signalled() is not None:  # a stop py4j made its own error of
+            raise lifecycle.stop_signalled() from None
         task_error = carried(exc)
         if task_error is not None:
             raise task_error from None

@@ -108,6 +108,7 @@ class OutputRun:
                     self._publish_by_rename(found != pafs.FileType.NotFound)
                 else:
                     self._publish_by_copy(found != pafs.FileType.NotFound)
+                lifecycle.published()
             except Exception as exc:
                 raise PublishFailed(f"--out {self.out}: publishing failed ({exc}); the complete output is at "
                                     f"{self.tmp_path}") from exc
@@ -292,6 +293,8 @@ def _settle(spark, timeout=60.0):
         return
     deadline = time.time() + timeout
     try:
+        if lifecycle.stop_signalled() is not None:  # a stopped run's tasks are not waited for: cancelled
+            spark.sparkContext.cancelAllJobs()
         tracker = spark.sparkContext.statusTracker()
         while time.time() < deadline:
             stages = [stage for job in tracker.getJobIdsForGroup() if tracker.getJobInfo(job)
