@@ -24,6 +24,8 @@ from jobs.errors import RunStopped
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _ending = threading.Event()  # set while the run publishes or cleans up: a signal then waits for it
 _stopped = threading.Event()  # a stop was raised, or the run published: later signals change nothing
+_published = threading.Event()  # OUT is published: the run has finished
+_committing = threading.Event()  # set from the stage's end until OUT is published: the run is finishing
 _signalled = []  # the stop signal raised (py4j turns a RunStopped raised inside its call into its own error)
 
 
@@ -33,7 +35,7 @@ def stop_on_signals():
     never after it published (`published()`). Called again once Spark has started: PySpark's SparkContext
     replaces the SIGINT handler with its own (a KeyboardInterrupt)."""
     def handler(signum, frame):
-        if not _ending.is_set() and not _stopped.is_set():
+        if not (_ending.is_set() or _committing.is_set() or _stopped.is_set()):
             _stopped.set()
             _signalled.append(signum)
             raise RunStopped(signum)
@@ -50,6 +52,7 @@ def stop_signalled():
 
 def published():
     """The run published OUT: a stop signal from now on changes nothing (the run has finished)."""
+    _published.set()
     _stopped.set()
 
 
@@ -103,21 +106,39 @@ def ending():
         _ending.clear()
 
 
+@contextlib.contextmanager
+def committing():
+    """From the stage's end to OUT's publish (an Iceberg commit, summary.json, the rename): the run needs Spark no
+    more and finishes whatever stops it: a stop signal waits, and the JVM's death (kill -9) lets it publish
+    before this process ends. So a kill that lands there leaves the lake committed and OUT published, never
+    a lake committed under no OUT, and the scheduler's retry of the same command has nothing to do."""
+    _committing.set()
+    try:
+        yield
+    finally:
+        _committing.clear()
+
+
 def watch_parent(on_death, exit_code=1, interval=0.5):
     """A daemon thread: when the parent process (spark-submit's JVM) is gone, call `on_death` and end this
-    process with `exit_code`; returns the thread. Only under spark-submit (the JVM is the parent there)."""
+    process with `exit_code` (once a run that is committing has published: `committing`); returns the thread.
+    Only under spark-submit (the JVM is the parent there)."""
     parent = os.getppid()
 
     def watch():
         while True:
             time.sleep(interval)
             if os.getppid() != parent:
+                while _committing.is_set():
+                    time.sleep(interval / 5)
+                done = _published.is_set()
                 try:  # first the cleanup: the output below goes into the dead JVM's pipe, and may fail
-                    on_death()
-                    print("mqreplay: spark-submit's JVM is gone: the run stopped, nothing was published",
-                          file=sys.stderr, flush=True)
+                    if not done:
+                        on_death()
+                    print("mqreplay: spark-submit's JVM is gone, " + ("after the run published OUT" if done else
+                          "the run stopped, nothing was published"), file=sys.stderr, flush=True)
                 finally:
-                    os._exit(exit_code)
+                    os._exit(0 if done else exit_code)
 
     thread = threading.Thread(target=watch, name="mqreplay-parent-watch", daemon=True)
     thread.start()

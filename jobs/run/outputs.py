@@ -263,24 +263,31 @@ def run_and_publish(spark, planned, run, options, sink, progress=None):
     started = time.time()
     try:
         summary, timelines = _run(spark, planned, run.tmp_uri, options, sink, progress, run.out)
-        with writing(f"--sink {sink.name}: committing the run's tables"):
-            sink.publish(run.tmp_uri, summary, planned, options, run.claim.run)  # Iceberg: the tables' commits
-            remove_empty_folders(run.fs, run.tmp_path)  # Iceberg moved its parts out: no folder left empty
-        summary["job_seconds"] = round(time.time() - started, 3)
-        summary["run"] = run.claim.run  # as _SUCCESS, the console and every line of the run's log file say
-        with writing(f"--out {run.out}"):
-            with run.fs.open_output_stream(f"{run.tmp_path}/summary.json") as f:
-                f.write(json.dumps(summary, indent=2, ensure_ascii=False, sort_keys=True).encode("utf-8"))
-            with run.fs.open_output_stream(f"{run.tmp_path}/{REPORT}") as f:
-                f.write(report.render(summary, timelines, exit_code(summary)).encode("utf-8"))
-            with run.fs.open_output_stream(f"{run.tmp_path}/offsets.json") as f:  # where the next run starts
-                f.write(json.dumps(planned.offsets(), indent=2, ensure_ascii=False).encode("utf-8"))
-        run.publish()
+        with lifecycle.committing():  # Spark's part is done: a kill from here on lets the run publish first
+            _commit_and_publish(run, summary, timelines, planned, options, sink, started)
     except BaseException:
         _settle(spark)
         run.abandon()
         raise
     return summary
+
+
+def _commit_and_publish(run, summary, timelines, planned, options, sink, started):
+    """What the sink publishes (Iceberg: the tables' commits), summary.json, report.html and offsets.json (the
+    exclusive end per topic and queue of what the run covered, for --starting-offsets), then OUT published."""
+    with writing(f"--sink {sink.name}: committing the run's tables"):
+        sink.publish(run.tmp_uri, summary, planned, options, run.claim.run)
+        remove_empty_folders(run.fs, run.tmp_path)  # Iceberg moved its parts out: no folder left empty
+    summary["job_seconds"] = round(time.time() - started, 3)
+    summary["run"] = run.claim.run  # as _SUCCESS, the console and every line of the run's log file say
+    with writing(f"--out {run.out}"):
+        with run.fs.open_output_stream(f"{run.tmp_path}/summary.json") as f:
+            f.write(json.dumps(summary, indent=2, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+        with run.fs.open_output_stream(f"{run.tmp_path}/{REPORT}") as f:
+            f.write(report.render(summary, timelines, exit_code(summary)).encode("utf-8"))
+        with run.fs.open_output_stream(f"{run.tmp_path}/offsets.json") as f:  # where the next run starts
+            f.write(json.dumps(planned.offsets(), indent=2, ensure_ascii=False).encode("utf-8"))
+    run.publish()
 
 
 def _settle(spark, timeout=60.0):
