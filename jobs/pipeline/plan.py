@@ -87,8 +87,9 @@ def build_plan(options, broker=None, several=False, layout=None):
             {RETRY_PREFIX + g for g in {r.group for r in regs} | {f.consumer_group for f in stored}}
     everything = merge_subscriptions(stored, regs, bloom, topics_present, options.retry)
     warnings = [] if several else _names_that_match_nothing(options, regs, everything, topics_present)
+    born_notes = []
     subs = merge_subscriptions(stored, regs, bloom, topics_present, options.retry,
-                               set(options.groups) or None, set(options.topics) or None)
+                               set(options.groups) or None, set(options.topics) or None, born_notes)
     if several and not unknown_topics:  # a topic of another broker: no subscription of it here
         subs = [s for s in subs if s.topic in topics_present]
     if not subs and not warnings and not options.read_all and not several:
@@ -100,7 +101,7 @@ def build_plan(options, broker=None, several=False, layout=None):
     if CONSUMER_FILTER_FILE in config.damaged:
         warnings.append(f"bitmap audit not done: config/{CONSUMER_FILTER_FILE} is damaged (audited, read as absent), "
                         "so the store's SQL92 registrations, which its stored bitmaps are compared with, are unknown")
-    warnings += config_file_warnings(config, config_files(options), broker)
+    warnings += config_file_warnings(config, config_files(options), broker) + born_notes
     compiled = [compile_subscription(s, options.dialect) for s in subs]
     for c in compiled:
         if c.error:
