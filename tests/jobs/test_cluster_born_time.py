@@ -35,8 +35,8 @@ def test_broker_a_s_born_times_do_not_override_broker_b_s_own(store_cluster, tmp
     options = JobOptions(store=str(store_cluster / "broker-a" / "store"),
                          subscription_files=(str(_broker_a_file(store_cluster, tmp_path)),))
     planned = plan_cluster(options, brokers_of(_stores(store_cluster)))
-    late = {b.name: [c.sub for c in p.plan.subscriptions if c.sub.group == "GC_SQL_LATE_B" and c.sub.expression_type == "SQL92"]
-            for b, p in planned.parts}  # the SQL92 ones (its retry topic: TAG *)
+    late = {b.name: [c.sub for c in p.plan.subscriptions  # the SQL92 ones (its retry topic: TAG *)
+                     if c.sub.group == "GC_SQL_LATE_B" and c.sub.expression_type == "SQL92"] for b, p in planned.parts}
     assert {(s.born_time, s.born_from) for s in late["broker-b"]} == {(BROKER_B_LATE, "config/consumerFilter.json")}
     warnings = {b.name: p.warnings for b, p in planned.parts}
     assert [w for w in warnings["broker-b"] if w.startswith("broker broker-b: GC_SQL_LATE_B/TopicPay: bornTime "
