@@ -107,6 +107,7 @@ class IcebergSink(ParquetSink):
         started = time.time()
         written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
         added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts)
+        summary["sink"] = f"iceberg: namespace {self.target.namespace} of {self.target.describe()}"
         summary["iceberg"] = {"catalog": self.target.describe(), "namespace": self.target.namespace,
                               "tables": added, "commit_seconds": round(time.time() - started, 3)}
 

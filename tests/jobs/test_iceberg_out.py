@@ -1,6 +1,7 @@
 """An Iceberg run's OUT (summary, offsets.json, report) holds no empty folder: the partition folders whose parts the
 run moved into its tables are removed, so `spark.read.parquet` of OUT's folders never meets one (it fails with
 UNABLE_TO_INFER_SCHEMA)."""
+import json
 import os
 
 import pyarrow.fs as pafs
@@ -34,3 +35,5 @@ def test_an_iceberg_runs_out_holds_no_empty_folder(store_a, tmp_path):
     assert proc.returncode == 0, proc.console[-3000:]
     assert _empty_folders(out) == []
     assert {"summary.json", "offsets.json", "_SUCCESS"} <= set(os.listdir(out))
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["sink"].startswith("iceberg: namespace mqreplay of sqlite:///")  # the report's "sink" row
