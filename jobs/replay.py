@@ -42,7 +42,7 @@ from jobs.run import console, lifecycle, outputs  # noqa: E402
 from jobs.run.command import fingerprint  # noqa: E402
 from jobs.run.lineage import Lineage  # noqa: E402
 from jobs.run.progress import open_progress  # noqa: E402
-from jobs.run.session import spark_session  # noqa: E402
+from jobs.run.session import classic_session_exists, spark_session  # noqa: E402
 from jobs.run.sinks import sink_of  # noqa: E402
 from jobs.run.stage import unseen_paths  # noqa: E402
 from jobs.run.summary import exit_code, summary_notes, summary_table  # noqa: E402
@@ -174,7 +174,8 @@ def lineage_stores(store):
 
 
 def _logged(args, events=None):
-    lifecycle.stop_on_signals()
+    lifecycle.begin()
+    previous = lifecycle.stop_on_signals()
     progress = open_progress(args.progress).start()
     try:
         code = _main(args, progress)
@@ -188,6 +189,8 @@ def _logged(args, events=None):
         return code
     finally:
         progress.stop()
+        if not console.under_spark_submit():  # a notebook's kernel gets its interrupt back
+            lifecycle.restore_signals(previous)
     log.debug("exit %d", code)
     if events is not None:
         if getattr(args, "summary", None) is not None:
@@ -203,12 +206,14 @@ def _main(args, progress):
     settings, options, run, planned, sink = _prepare(args, progress)
     if run.repeated is not None:
         return _repeated(args, run)
-    if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: the JVM is this process's parent
+    if console.under_spark_submit():  # the JVM is this process's parent (never a notebook's kernel)
         lifecycle.watch_parent(run.abandon, exit_code=EXIT_FAILED)
+    owned = args.remote is not None or not classic_session_exists()  # a notebook's session is left running
     try:
         progress.set_phase("starting Spark")
         spark = spark_session(settings, args.master, args.remote)
-        if not args.remote:  # a stop signal to the JVM stops the run as one to this driver (lifecycle.py)
+        if owned and not args.remote:  # a stop signal to the JVM stops the run as one to this driver
+            lifecycle.stop_on_signals()  # again: SparkContext took SIGINT
             lifecycle.forward_jvm_signals(spark)
     except BaseException:
         run.abandon()
@@ -231,7 +236,8 @@ def _main(args, progress):
         return EXIT_FAILED
     finally:
         progress.stop()
-        _stop_spark(spark)
+        if owned:
+            _stop_spark(spark)
     args.summary = summary  # OUT is published: the lineage's COMPLETE event counts its rows
     print_quietly(summary_table(summary))  # OUT is published: a stdout closed by its reader changes nothing
     for line in summary_notes(summary):

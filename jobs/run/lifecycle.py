@@ -40,7 +40,19 @@ def stop_on_signals():
             _signalled.append(signum)
             raise RunStopped(signum)
 
-    for signum in STOP_SIGNALS:
+    return {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
+
+
+def begin():
+    """A new run in this process (a notebook runs several): no stop received, nothing published yet."""
+    for state in (_stopped, _published, _committing, _ending):
+        state.clear()
+    _signalled.clear()
+
+
+def restore_signals(previous):
+    """Put back the handlers stop_on_signals replaced (a notebook's kernel keeps its own interrupt)."""
+    for signum, handler in (previous or {}).items():
         signal.signal(signum, handler)
 
 
@@ -76,12 +88,11 @@ class _Forward:
 
 def forward_jvm_signals(spark):
     """The JVM's TERM, INT and HUP forwarded to this driver (a classic session's JVM: spark-submit's, or the one
-    this process started), so that the run stops as on a signal of its own; `stop_on_signals` installed again
-    (SparkContext took SIGINT). Returns the signals forwarded (a signal the JVM may not handle is left as is)."""
+    this process started), so that the run stops as on a signal of its own. Returns the signals forwarded (a
+    signal the JVM may not handle is left as is)."""
     from py4j.protocol import Py4JError
     from pyspark.java_gateway import ensure_callback_server_started
 
-    stop_on_signals()
     context = spark.sparkContext
     ensure_callback_server_started(context._gateway)
     jvm_signal = context._jvm.sun.misc.Signal

@@ -86,6 +86,14 @@ def _submitted_conf():
     return {key for key, _ in SparkConf().getAll()}
 
 
+def classic_session_exists():
+    """Whether a classic SparkSession is already active in this process (a notebook's, Databricks'): the job
+    runs in it and leaves it running."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession() is not None
+
+
 def is_connect(spark):
     """Whether `spark` is a Spark Connect client session (no SparkContext, no RDDs, no accumulators)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
