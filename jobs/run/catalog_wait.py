@@ -2,7 +2,9 @@
 a REST catalog answering 409 (a commit that lost a race: CommitFailedException, or ValidationException when
 pyiceberg's own retry finds the race changed what it rewrites) or 503 (ServiceUnavailable).
 Each operation on the catalog is retried with a growing pause until `--catalog-wait` has passed; then the run
-stops with exit 2 (UsageError: the lake is as it was, the night can be run again), saying who held it.
+stops with exit 2 (UsageError), saying who held it: the lake counts the run only once its ranges are committed,
+so the night can be run again (a table committed before the busy one holds a run without ranges, which the next
+run removes first).
 
 An operation retried here must be whole: it loads what it changes again (a table's metadata moved on when
 another writer committed) and commits once."""
