@@ -42,7 +42,7 @@ from jobs.run import console, lifecycle, outputs  # noqa: E402
 from jobs.run.command import fingerprint  # noqa: E402
 from jobs.run.lineage import Lineage  # noqa: E402
 from jobs.run.progress import open_progress  # noqa: E402
-from jobs.run.session import classic_session_exists, spark_session  # noqa: E402
+from jobs.run.session import classic_session_exists, is_connect, spark_session  # noqa: E402
 from jobs.run.sinks import sink_of  # noqa: E402
 from jobs.run.stage import unseen_paths  # noqa: E402
 from jobs.run.summary import exit_code, summary_notes, summary_table  # noqa: E402
@@ -218,8 +218,8 @@ def _main(args, progress):
     except BaseException:
         run.abandon()
         raise
-    if args.remote:
-        check_server_sees(spark, run, planned, options)
+    if executors_elsewhere(spark):  # before the stage: a path only this machine has fails in seconds
+        check_server_sees(spark, run, planned, options, owned)
     try:
         summary = outputs.run_and_publish(spark, planned, run, options, sink, progress=progress)
     except ReplayError:  # OUT appeared meanwhile or the claim was lost (usage), publishing failed, a stop
@@ -278,18 +278,27 @@ def client_paths_absolute(args):
         args.commitlog = ",".join(local(d) for d in commitlog_dirs(args.commitlog))
 
 
-def check_server_sees(spark, run, planned, options):
-    """Exit 2, nothing written, when the Connect server's executors cannot see the store or OUT's directory at
-    the paths this client planned with (docs/connect.md)."""
+def executors_elsewhere(spark):
+    """Whether the session's executors may run on other machines: a Spark Connect server, or a master that is not
+    local (YARN, Kubernetes, standalone)."""
+    return is_connect(spark) or not spark.sparkContext.master.startswith("local")
+
+
+def check_server_sees(spark, run, planned, options, owned=True):
+    """Exit 2, nothing written, when the executors (a Connect server's, a cluster's) cannot see the store or OUT's
+    directory at the paths this driver planned with (docs/connect.md)."""
     paths = [("--store", broker.uri) for broker, _ in planned.parts] + \
         [("--commitlog", d) for d in options.commitlog] + \
         [("--out", os.path.dirname(run.tmp_uri.rstrip("/")))]
     unseen = unseen_paths(spark, paths)
     if unseen:
-        _stop_spark(spark)
+        if owned:
+            _stop_spark(spark)
         run.abandon()
-        raise UsageError("the Spark Connect server does not see " + ", ".join(f"{n} {p}" for n, p in unseen) +
-                         ": store and OUT must be at the same paths on the client and the server's executors "
+        who = "the Spark Connect server does" if is_connect(spark) else \
+            f"the executors of master {spark.sparkContext.master} do"
+        raise UsageError(f"{who} not see " + ", ".join(f"{n} {p}" for n, p in unseen) +
+                         ": store and OUT must be at the same paths on this machine and the executors "
                          "(a shared mount or an object store; docs/connect.md)")
 
 
