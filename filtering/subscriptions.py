@@ -24,6 +24,7 @@ class Subscription:
     bloom_bits: tuple = None
     stored: bool = False
     pop_retry_of: str = None  # a POP retry topic's: the topic whose unacked messages it holds (pop_retry_topics)
+    born_from: str = None  # where born_time came from: the store's consumerFilter.json, or a subscriptions file
 
 
 @dataclass
@@ -42,31 +43,45 @@ class CompiledSubscription:
         return self.sub.group, self.sub.topic
 
 
+STORED_AT = "config/consumerFilter.json"  # where a store's own registrations are (born_from)
+
+
 def merge_subscriptions(stored_filters, registrations, bloom, existing_topics=None, retry=True,
-                        groups=None, topics=None):
+                        groups=None, topics=None, notes=None):
     """Effective subscriptions: stored SQL92 registrations, replaced per (group, topic) by later ones.
 
     stored_filters: schemas.config.ConsumerFilterData list; registrations: schemas.config.Registration
-    list in precedence order (files, then command-line). Each group also gets `%RETRY%<group>` with `*`
-    (a push consumer's retry subscription) when `retry` and the store has that topic, and each of its topics'
-    POP retry topics the store has (a 5.x POP consumer's) with that topic's own expression."""
+    list in precedence order (files, then command-line). A registration of the expression the store holds keeps
+    the store's bornTime: the broker's own (in a cluster, a file written from another broker's registrations
+    holds that broker's bornTime); one of another bornTime adds a line to `notes` (a list, when given). Each
+    group also gets `%RETRY%<group>` with `*` (a push consumer's retry subscription) when `retry` and the store
+    has that topic, and each of its topics' POP retry topics the store has (a 5.x POP consumer's) with that
+    topic's own expression."""
     subs = {}
     stored = {}
     for fd in stored_filters:
         s = Subscription(fd.consumer_group, fd.topic, fd.expression_type, fd.expression, fd.born_time,
-                         tuple(fd.bloom_bit_pos) if fd.bloom_bit_pos else None, True)
+                         tuple(fd.bloom_bit_pos) if fd.bloom_bit_pos else None, True,
+                         STORED_AT if fd.born_time is not None else None)
         subs[(s.group, s.topic)] = stored[(s.group, s.topic)] = s
     for reg in registrations:
         key = (reg.group, reg.topic)
         known = stored.get(key)
         if known and known.expression_type == reg.expression_type and known.expression == reg.expression:
-            subs[key] = replace(known, born_time=reg.born_time if reg.born_time is not None else known.born_time)
+            if known.born_time is None and reg.born_time is not None:
+                subs[key] = replace(known, born_time=reg.born_time, born_from=reg.source)
+                continue
+            if notes is not None and reg.born_time is not None and reg.born_time != known.born_time:
+                notes.append(f"{reg.group}/{reg.topic}: bornTime {reg.born_time} of {reg.source} ignored: the "
+                             f"store registered the same expression at {known.born_time} ({STORED_AT}), which "
+                             "its bitmaps follow")
+            subs[key] = known
             continue
         bits = None
         if reg.expression_type == "SQL92":
             bits = tuple(reg.bloom_bit_pos) if reg.bloom_bit_pos else tuple(bloom.registration_bits(*key))
         subs[key] = Subscription(reg.group, reg.topic, reg.expression_type, reg.expression, reg.born_time,
-                                 bits, False)
+                                 bits, False, reg.source if reg.born_time is not None else None)
     if retry:
         for group in sorted({g for g, _ in subs}):
             topic = RETRY_PREFIX + group

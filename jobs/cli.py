@@ -138,7 +138,7 @@ def parse_explain_args(argv):
     add_subscription_arguments(p)
     p.add_argument("--group", help="the consumer group (with --key: only its verdicts)")
     p.add_argument("--topic", help="the topic (a group's retry topic is %%RETRY%%<group>; with --key: only its "
-                                   "messages)")
+                                   "messages; with --msg-id: the record's own when not given)")
     p.add_argument("--key", help="find the messages carrying this key (a KEYS token or the UNIQ_KEY), in every "
                                  "topic unless --topic, with every subscribed group's verdict")
     p.add_argument("--queue-id", type=int, help="the unit's queue id (with --queue-offset)")
@@ -156,7 +156,8 @@ def parse_explain_args(argv):
         if args.queue_id is not None or args.queue_offset is not None or args.msg_id is not None:
             p.error("--key finds messages itself: give no --queue-id, --queue-offset or --msg-id with it")
         return args
-    missing = [f for f, v in (("--group", args.group), ("--topic", args.topic)) if v is None]
+    missing = [f for f, v in (("--group", args.group), ("--topic", args.topic)) if v is None
+               and not (f == "--topic" and args.msg_id is not None)]  # an offset msg id names its topic
     if missing:
         p.error(f"the following arguments are required: {', '.join(missing)} (or --key)")
     by_position = args.queue_id is not None or args.queue_offset is not None

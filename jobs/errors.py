@@ -49,6 +49,21 @@ class OffsetOutOfRange(InputError):
     """An offset above a queue's latest: the input names data the store never held (exit 1)."""
 
 
+class OutputError(ReplayError):
+    """OUT, the warehouse or the catalog cannot be written or is not what it must be (read-only, no permission,
+    full, a catalog file that is no database): the output's fault, never the input's (exit 2)."""
+
+    exit_code = EXIT_USAGE
+
+
+def output_error(where, exc, advice=""):
+    """The OutputError of an OSError met writing an output: `where` names it (`--out OUT`)."""
+    reason = str(exc)
+    if isinstance(exc, OSError) and exc.strerror:
+        reason = exc.strerror + (f": {exc.filename}" if exc.filename else "")
+    return OutputError(f"{where}: cannot be written ({reason})" + (f": {advice}" if advice else ""))
+
+
 class PublishFailed(ReplayError):
     """Publishing a complete output failed (exit 5); the message says where the complete output is."""
 

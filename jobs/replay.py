@@ -39,9 +39,10 @@ from jobs.errors import UsageError, carried, outcome  # noqa: E402
 from jobs.pipeline.brokers import brokers_of, split_store  # noqa: E402
 from jobs.pipeline.cluster import plan_cluster  # noqa: E402
 from jobs.run import console, lifecycle, outputs  # noqa: E402
+from jobs.run.command import fingerprint  # noqa: E402
 from jobs.run.lineage import Lineage  # noqa: E402
 from jobs.run.progress import open_progress  # noqa: E402
-from jobs.run.session import spark_session  # noqa: E402
+from jobs.run.session import classic_session_exists, is_connect, spark_session  # noqa: E402
 from jobs.run.sinks import sink_of  # noqa: E402
 from jobs.run.stage import unseen_paths  # noqa: E402
 from jobs.run.summary import exit_code, summary_notes, summary_table  # noqa: E402
@@ -90,10 +91,13 @@ def _prepare(args, progress):
     starts. The claim comes before the plan: a second run on the same OUT refuses at once."""
     settings = settings_of(args)
     brokers = brokers_of(args.store, args.brokers, args.commitlog)
+    command = fingerprint(args, brokers)  # before the sink reads a lake's offsets into --starting-offsets
     sink = sink_of(args, brokers)
     options = replace(options_from(args, settings), store=brokers[0].uri)
     progress.set_phase("claiming OUT")
-    run = outputs.OutputRun(args.out, args.overwrite, args.clean_stale, run=args.run)
+    run = outputs.OutputRun(args.out, args.overwrite, args.clean_stale, run=args.run, command=command)
+    if run.repeated is not None:  # a retry of the command that published OUT: nothing to plan
+        return settings, options, run, None, sink
     if run.stale and args.clean_stale:
         print(f"removed {len(run.stale)} leftover temporary output(s): {', '.join(run.stale)}", file=sys.stderr)
     elif run.stale:
@@ -130,6 +134,7 @@ def main(argv=None):
     for handler in logging.getLogger().handlers:  # the console: INFO; the run's log file takes the job's DEBUG
         if type(handler) is logging.StreamHandler:
             handler.setLevel(logging.INFO)
+            handler.addFilter(not_py4j)  # its stacks (a stopped run's broken call) are the log file's
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines would follow the summary
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)  # a line per column it has no statistics of (add_files)
     try:
@@ -158,6 +163,11 @@ def main(argv=None):
         console.close_log(handler)
 
 
+def not_py4j(record):
+    """A log record that is not py4j's (which logs some of its errors through the root logger)."""
+    return not record.name.startswith("py4j") and "/py4j/" not in record.pathname.replace("\\", "/")
+
+
 def lineage_stores(store):
     """The stores a run reads, as paths or URIs (a `NAME=URI` broker's URI)."""
     given = store if isinstance(store, (list, tuple)) else [store]
@@ -165,12 +175,13 @@ def lineage_stores(store):
 
 
 def _logged(args, events=None):
-    lifecycle.stop_on_signals()
+    lifecycle.begin()
+    previous = lifecycle.stop_on_signals()
     progress = open_progress(args.progress).start()
     try:
         code = _main(args, progress)
     except Exception as exc:  # noqa: BLE001 - every error ends the run with its exit code (jobs/errors.py)
-        code, message = outcome(exc)
+        code, message = outcome(lifecycle.stop_signalled() or exc)
         log.debug("the run failed", exc_info=True)
         log.debug("exit %d: %s", code, message)
         print(f"error: {message}", file=sys.stderr)
@@ -179,6 +190,8 @@ def _logged(args, events=None):
         return code
     finally:
         progress.stop()
+        if not console.under_spark_submit():  # a notebook's kernel gets its interrupt back
+            lifecycle.restore_signals(previous)
     log.debug("exit %d", code)
     if events is not None:
         if getattr(args, "summary", None) is not None:
@@ -192,22 +205,30 @@ def _main(args, progress):
     if args.remote:
         client_paths_absolute(args)
     settings, options, run, planned, sink = _prepare(args, progress)
-    if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: the JVM is this process's parent
+    if run.repeated is not None:
+        return _repeated(args, run)
+    if console.under_spark_submit():  # the JVM is this process's parent (never a notebook's kernel)
         lifecycle.watch_parent(run.abandon, exit_code=EXIT_FAILED)
+    owned = args.remote is not None or not classic_session_exists()  # a notebook's session is left running
     try:
         progress.set_phase("starting Spark")
         spark = spark_session(settings, args.master, args.remote)
+        if owned and not args.remote:  # a stop signal to the JVM stops the run as one to this driver
+            lifecycle.stop_on_signals()  # again: SparkContext took SIGINT
+            lifecycle.forward_jvm_signals(spark)
     except BaseException:
         run.abandon()
         raise
-    if args.remote:
-        check_server_sees(spark, run, planned, options)
+    if executors_elsewhere(spark):  # before the stage: a path only this machine has fails in seconds
+        check_server_sees(spark, run, planned, options, owned)
     try:
         summary = outputs.run_and_publish(spark, planned, run, options, sink, progress=progress)
     except ReplayError:  # OUT appeared meanwhile or the claim was lost (usage), publishing failed, a stop
         raise
     except Exception as exc:  # noqa: BLE001 - a failed Spark job: a task's own error, or Spark's cause
         log.debug("the job failed", exc_info=True)
+        if lifecycle.stop_signalled() is not None:  # a stop py4j made its own error of
+            raise lifecycle.stop_signalled() from None
         task_error = carried(exc)
         if task_error is not None:
             raise task_error from None
@@ -216,7 +237,8 @@ def _main(args, progress):
         return EXIT_FAILED
     finally:
         progress.stop()
-        _stop_spark(spark)
+        if owned:
+            _stop_spark(spark)
     args.summary = summary  # OUT is published: the lineage's COMPLETE event counts its rows
     print_quietly(summary_table(summary))  # OUT is published: a stdout closed by its reader changes nothing
     for line in summary_notes(summary):
@@ -234,6 +256,19 @@ def _main(args, progress):
     return exit_code(summary)
 
 
+def _repeated(args, run):
+    """A retry of the command whose complete output OUT is (jobs/run/command.py): its summary, said to be that
+    run's, and that run's exit code (0 for a clean run; 3 or 4 again when it finished with those); nothing run,
+    nothing changed."""
+    summary = args.summary = run.published_summary()
+    print_quietly(summary_table(summary))
+    line = (f"output: {args.out} is already the complete output of this same command (run {summary.get('run')}): "
+            "nothing was run, nothing changed (a retry of a run that had published; docs/scheduler.md)")
+    print_quietly(line)
+    log.debug("%s", line)
+    return exit_code(summary)
+
+
 def client_paths_absolute(args):
     """Over Spark Connect, local paths are made absolute here: the server runs in a directory of its own."""
     local = lambda p: p if "://" in p else os.path.abspath(p)  # noqa: E731
@@ -244,18 +279,27 @@ def client_paths_absolute(args):
         args.commitlog = ",".join(local(d) for d in commitlog_dirs(args.commitlog))
 
 
-def check_server_sees(spark, run, planned, options):
-    """Exit 2, nothing written, when the Connect server's executors cannot see the store or OUT's directory at
-    the paths this client planned with (docs/connect.md)."""
+def executors_elsewhere(spark):
+    """Whether the session's executors may run on other machines: a Spark Connect server, or a master that is not
+    local (YARN, Kubernetes, standalone)."""
+    return is_connect(spark) or not spark.sparkContext.master.startswith("local")
+
+
+def check_server_sees(spark, run, planned, options, owned=True):
+    """Exit 2, nothing written, when the executors (a Connect server's, a cluster's) cannot see the store or OUT's
+    directory at the paths this driver planned with (docs/connect.md)."""
     paths = [("--store", broker.uri) for broker, _ in planned.parts] + \
         [("--commitlog", d) for d in options.commitlog] + \
         [("--out", os.path.dirname(run.tmp_uri.rstrip("/")))]
     unseen = unseen_paths(spark, paths)
     if unseen:
-        _stop_spark(spark)
+        if owned:
+            _stop_spark(spark)
         run.abandon()
-        raise UsageError("the Spark Connect server does not see " + ", ".join(f"{n} {p}" for n, p in unseen) +
-                         ": store and OUT must be at the same paths on the client and the server's executors "
+        who = "the Spark Connect server does" if is_connect(spark) else \
+            f"the executors of master {spark.sparkContext.master} do"
+        raise UsageError(f"{who} not see " + ", ".join(f"{n} {p}" for n, p in unseen) +
+                         ": store and OUT must be at the same paths on this machine and the executors "
                          "(a shared mount or an object store; docs/connect.md)")
 
 

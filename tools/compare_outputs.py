@@ -4,7 +4,8 @@
 
 Parquet parts are read with pyarrow.dataset (hive partitioning), sorted on every non-nested column and
 compared as tables (file layout and row order may differ); summary.json is compared whole, except
-timings (`*_seconds`) and the `store` path when the two runs spelt it differently. Exit 0 when identical."""
+timings (`*_seconds`), the run's id (`run`: every run has its own) and the `store` path when the two runs spelt it
+differently. Exit 0 when identical."""
 import json
 import os
 import sys
@@ -50,8 +51,8 @@ def load_summary(out):
 def compare_summaries(a, b):
     sa, sb = (load_summary(d) for d in (a, b))
     for summary in (sa, sb):
-        for key in [k for k in summary if k.endswith("_seconds")]:
-            del summary[key]  # how long a run took is no result
+        for key in [k for k in summary if k.endswith("_seconds") or k == "run"]:
+            del summary[key]  # how long a run took, and which run it was, are no result
     if sa.get("store") != sb.get("store"):
         print(f"  summary.json: store {sa.get('store')} / {sb.get('store')} (paths: not compared)")
         for summary in (sa, sb):

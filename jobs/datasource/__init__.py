@@ -41,8 +41,9 @@ from jobs.settings import CHOICES as SETTING_CHOICES
 from jobs.settings import JobOptions, job_options, load_settings
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, spark_schema
 from schemas.config import load_registrations
-from schemas.errors import ConfigError
+from schemas.errors import ConfigError, ReplayError
 from schemas.key_lookup import find_key_units
+from schemas.store import check_store_root
 
 log = logging.getLogger("mqreplay")
 
@@ -154,6 +155,12 @@ def read_options(options):
         brokers = brokers_of(stores, None, tuple(_from_launch_dir(d) for d in commitlog_dirs(options.get("commitlog"))))
     except UsageError as exc:
         raise UsageError(f"rocketmq: option {'brokers' if options.get('brokers') else 'path'}: {exc}") from None
+    for broker in brokers:  # a store that is not there fails load(), as every other option does
+        try:
+            check_store_root(broker.fs, broker.root, broker.uri)
+        except ReplayError as exc:
+            raise UsageError(f"rocketmq: option {'brokers' if options.get('brokers') else 'path'}: "
+                             f"{str(exc).replace('--store ', '')}") from None
     settings = load_settings()
     defaults = {"rocketmqVersion": settings["rocketmq_version"], "onCorrupt": settings["on_corrupt"],
                 "onSubscriptionError": "fail", "unitsFrom": "auto", "withBody": settings["with_body"],

@@ -1,7 +1,7 @@
 """Explain one decision of the replay: why group G did (or did not) receive one message of topic T.
 
     python -m jobs.explain --store STORE [--subscriptions FILE | --subscription G T TYPE EXPR] --group G
-        --topic T (--queue-id Q --queue-offset O | --msg-id OFFSET_MSG_ID) [--rocketmq-version 4|5]
+        (--topic T --queue-id Q --queue-offset O | --msg-id OFFSET_MSG_ID [--topic T]) [--rocketmq-version 4|5]
         [--store NAME=STORE ... [--broker NAME]]
         [--commitlog DIR[,DIR...]]
         [--from committed] [--since T] [--until T] [--json]
@@ -76,7 +76,7 @@ def answer(args):
                          "--queue-offset (a --msg-id names its broker)")
     for k, broker in enumerate(brokers):
         ctx = broker_context(settings, broker, args)
-        queue_id, queue_offset = args.queue_id, args.queue_offset
+        topic, queue_id, queue_offset = args.topic, args.queue_id, args.queue_offset
         if args.msg_id is not None:
             try:
                 topic, queue_id, queue_offset = locate_msg_id(ctx, args.msg_id)
@@ -87,11 +87,11 @@ def answer(args):
                     raise ExplainError(f"message id {args.msg_id} is in none of the brokers' stores "
                                        f"({', '.join(b.name for b in brokers)})") from None
                 raise
-            if topic != args.topic:
+            if args.topic is not None and topic != args.topic:  # without --topic: the record's own
                 raise ExplainError(f"message {args.msg_id} is in topic {topic} (queue {queue_id}, offset "
                                    f"{queue_offset}), not in {args.topic}")
-        csub = subscription_of_or_error(ctx, args.group, args.topic)
-        units, messages = read_queue_units(ctx, args.topic, queue_id, [queue_offset])
+        csub = subscription_of_or_error(ctx, args.group, topic)
+        units, messages = read_queue_units(ctx, topic, queue_id, [queue_offset])
         result = report(ctx, decide(ctx, csub, units, messages, args.window))
         return {"broker": broker.name, **result} if named else result
 

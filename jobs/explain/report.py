@@ -103,7 +103,7 @@ def _subscription(ctx, csub, message):
         out["code_set"] = {t: java_hash(t) for t in sorted(csub.tag.tags)}
         out["all"] = csub.tag.match_all
     if sub.expression_type == "SQL92":
-        out.update(born_time=sub.born_time, bloom_bits=list(sub.bloom_bits or ()))
+        out.update(born_time=sub.born_time, born_from=sub.born_from, bloom_bits=list(sub.bloom_bits or ()))
     out["retry_rule"] = _retry_rule(ctx, csub, message)
     out["warning"] = csub.warning  # compiled, but RocketMQ ignores part of it (trailing text)
     return out

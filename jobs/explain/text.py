@@ -49,7 +49,9 @@ def _subscription(s):
     if "code_set" in s:
         lines.append("  '*': every tag" if s["all"] else f"  code set {s['code_set']}")
     if s["type"] == "SQL92":
-        lines.append(f"  bornTime {s['born_time']}, bloom bits {s['bloom_bits']}")
+        born = f"bornTime {s['born_time']} (from {s['born_from']})" if s.get("born_from") else \
+            "no bornTime (registered before the first message)"
+        lines.append(f"  {born}, bloom bits {s['bloom_bits']}")
     if s["retry_rule"]:
         lines.append(f"  {s['retry_rule']}")
     if s["warning"]:

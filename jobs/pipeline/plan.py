@@ -93,8 +93,9 @@ def build_plan(options, broker=None, several=False, layout=None):
     topics_present |= lmqs  # LMQ queues are named by their consume queue alone: without one, by the records
     everything = merge_subscriptions(stored, regs, bloom, topics_present, options.retry)
     warnings = [] if several else _names_that_match_nothing(options, regs, everything, topics_present)
+    born_notes = []
     subs = merge_subscriptions(stored, regs, bloom, topics_present, options.retry,
-                               set(options.groups) or None, set(options.topics) or None)
+                               set(options.groups) or None, set(options.topics) or None, born_notes)
     if several and not unknown_topics:  # a topic of another broker: no subscription of it here
         subs = [s for s in subs if s.topic in topics_present]
     if not subs and not warnings and not options.read_all and not several:
@@ -110,6 +111,7 @@ def build_plan(options, broker=None, several=False, layout=None):
     if CONSUMER_FILTER_FILE in config.damaged:
         warnings.append(f"bitmap audit not done: config/{CONSUMER_FILTER_FILE} is damaged (audited, read as absent), "
                         "so the store's SQL92 registrations, which its stored bitmaps are compared with, are unknown")
+    warnings += config_file_warnings(config, config_files(options), broker) + born_notes
     compiled = [compile_subscription(s, options.dialect) for s in subs]
     for c in compiled:
         if c.error:
@@ -357,6 +359,31 @@ def _start_offsets(options, compiled, committed):
         for qid, offset in committed.get((c.sub.topic, c.sub.group), {}).items():
             out.append((c.sub.group, c.sub.topic, int(qid), int(offset)))
     return tuple(out)
+
+
+# what a run cannot know without each config file it reads
+WITHOUT = {TOPICS_FILE: "the topics' queue counts are unknown (a queue the consume queue lacks goes unnoticed)",
+           CONSUMER_FILTER_FILE: "the store's own SQL92 registrations (their bornTime, their stored bitmaps) are "
+                                 "unknown",
+           CONSUMER_OFFSET_FILE: "no group's committed offset is known (--from committed)"}
+
+
+def config_file_warnings(config, needed, broker):
+    """A warning per config file the run reads that is missing or unreadable (a damaged one read as absent under
+    --on-corrupt skip): what the run cannot know without it; for topics.json of a store given without a name,
+    that the store does not name its broker (the name its rows carry, and its identity in a lake)."""
+    out = []
+    for name in needed:
+        if name in config.paths and name not in config.damaged or name == CONSUMER_FILTER_FILE and name in \
+                config.damaged:  # present and read, or damaged registrations, which the bitmap audit's warning names
+            continue
+        state = "damaged (audited, read as absent)" if name in config.damaged else "missing"
+        line = f"config/{name} is {state}: {WITHOUT[name]}"
+        if name == TOPICS_FILE and not broker.named and broker.name is not None:
+            line += (f", and the store does not name its broker: this run calls it {broker.name!r} (give "
+                     "--store NAME=STORE to keep the name an earlier run or a lake knows it by)")
+        out.append(line)
+    return out
 
 
 def config_files(options):

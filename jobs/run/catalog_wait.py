@@ -2,7 +2,9 @@
 a REST catalog answering 409 (a commit that lost a race: CommitFailedException, or ValidationException when
 pyiceberg's own retry finds the race changed what it rewrites) or 503 (ServiceUnavailable).
 Each operation on the catalog is retried with a growing pause until `--catalog-wait` has passed; then the run
-stops with exit 2 (UsageError: the lake is as it was, the night can be run again), saying who held it.
+stops with exit 2 (UsageError), saying who held it: the lake counts the run only once its ranges are committed,
+so the night can be run again (a table committed before the busy one holds a run without ranges, which the next
+run removes first).
 
 An operation retried here must be whole: it loads what it changes again (a table's metadata moved on when
 another writer committed) and commits once."""
@@ -10,7 +12,8 @@ import os
 import re
 import time
 
-from jobs.errors import UsageError
+from jobs.errors import OutputError, UsageError, output_error
+from schemas.errors import ReplayError
 
 DEFAULT_WAIT = "5m"
 FIRST_PAUSE_S, MAX_PAUSE_S = 0.5, 10.0
@@ -54,8 +57,30 @@ def holders(uri):
     return found
 
 
-def waiting(operation, wait_s, what, uri=None, sleep=time.sleep, clock=time.monotonic):
-    """operation() once the catalog takes it: retried while it is busy, for at most wait_s seconds."""
+def unusable(exc, uri, what, repair):
+    """The OutputError (exit 2) of a catalog that cannot be used as it is, or None: a file that is no SQLite
+    database (random bytes, a truncated copy), or one that cannot be opened or written; an OSError writing the
+    warehouse. `repair`: the command that registers the warehouse's tables in a new catalog."""
+    name, text = type(exc).__name__, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if isinstance(exc, OSError):
+        return output_error(what, exc)
+    if name not in ("DatabaseError", "OperationalError"):
+        return None
+    where = f"--catalog-uri {uri}" if uri else "the catalog"
+    if re.search(r"not a database|malformed|encrypted", text, re.I):
+        path = uri[len("sqlite:///"):] if uri and uri.startswith("sqlite:///") else None
+        return OutputError(f"{where}: {path or 'its database'} is not a catalog database ({text}); nothing was "
+                           f"committed. Restore it from a backup, or move it aside and register the warehouse's "
+                           f"tables in a new one, their history kept: {repair}")
+    if re.search(r"unable to open|readonly|read-only|disk I/O|full", text, re.I):
+        return OutputError(f"{where}: the catalog cannot be opened or written ({text}): give a catalog this run "
+                           "can write")
+    return None
+
+
+def waiting(operation, wait_s, what, uri=None, sleep=time.sleep, clock=time.monotonic, repair=None):
+    """operation() once the catalog takes it: retried while it is busy, for at most wait_s seconds. A catalog or
+    warehouse that cannot be used (`unusable`) is the output's error, exit 2, never the input's."""
     deadline, pause, reason = clock() + wait_s, FIRST_PAUSE_S, None
     while True:
         try:
@@ -63,6 +88,10 @@ def waiting(operation, wait_s, what, uri=None, sleep=time.sleep, clock=time.mono
         except Exception as exc:  # noqa: BLE001 - only a busy catalog is retried, the rest raised as it came
             reason = busy(exc)
             if reason is None:
+                failed = None if isinstance(exc, ReplayError) else unusable(
+                    exc, uri, what, repair or "python -m jobs.maintain ... --register-existing")
+                if failed is not None:
+                    raise failed from exc
                 raise
             if clock() + pause > deadline:
                 who = holders(uri)

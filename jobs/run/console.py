@@ -23,14 +23,29 @@ import time
 import uuid
 
 RUN_ENV, LOG_DIR_ENV, LOG_FILE_ENV = "MQREPLAY_RUN", "MQREPLAY_LOG", "MQREPLAY_LOG_FILE"
+SUBMIT_CLASS = b"org.apache.spark.deploy.SparkSubmit"  # in the command line of spark-submit's JVM
 RUN_ID = re.compile(r"^[0-9a-f]{8}$")
+
+
+def under_spark_submit(env=None, parent=None):
+    """Whether this driver is spark-submit's child: PYSPARK_GATEWAY_PORT set, and the parent process is the JVM
+    running SparkSubmit. A notebook's or Databricks' kernel has the gateway port too, from a JVM that is not its
+    parent: there stderr is never redirected through /proc/PPID and the parent never watched."""
+    env = os.environ if env is None else env
+    if "PYSPARK_GATEWAY_PORT" not in env:
+        return False
+    try:
+        with open(f"/proc/{parent or os.getppid()}/cmdline", "rb") as f:
+            return SUBMIT_CLASS in f.read()
+    except OSError:  # no /proc, or the parent is gone
+        return False
 
 
 def diagnostics(env=None, parent=None):
     """The stream for diagnostics: the spark-submit JVM's stderr when the driver runs under it and that is
     another file than its stdout; else sys.stderr."""
     env = os.environ if env is None else env
-    if "PYSPARK_GATEWAY_PORT" not in env:
+    if not under_spark_submit(env, parent):
         return sys.stderr
     fd = f"/proc/{parent or os.getppid()}/fd"
     try:

@@ -75,7 +75,13 @@ class IcebergTarget:
 
     def waiting(self, operation, what):
         """operation(catalog), retried while the catalog is busy (catalog_wait.waiting)."""
-        return waiting(lambda: operation(self.catalog()), self.wait_s, what, self.uri)
+        return waiting(lambda: operation(self.catalog()), self.wait_s, what, self.uri, repair=self.register_command())
+
+    def register_command(self):
+        """jobs.maintain's command that registers the warehouse's tables in a new catalog (a lost or damaged one)."""
+        where = (f"--catalog-uri {self.uri} --warehouse {self.warehouse}" if self.uri is not None
+                 else f"--catalog {self.name}")
+        return f"python -m jobs.maintain {where} --namespace {self.namespace} --register-existing"
 
     def warehouse_uri(self, catalog):
         return _uri(self.warehouse) if self.uri is not None else catalog.properties.get("warehouse")
@@ -163,6 +169,7 @@ def check_lake(target, parts):
     runs killed between two commits, which the commit will remove, as warnings."""
     def check(catalog):
         held = open_lake(target, catalog)
+        lake.refuse_renamed(target.namespace, held, target.refs)
         if not target.continuing:
             lake.refuse_overlaps(target.namespace, held, target.refs, lake.run_ranges(_named(parts)))
         dead = {}

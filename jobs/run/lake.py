@@ -177,6 +177,23 @@ def refuse_overlaps(namespace, held, refs, ranges):
                      f"{shown}{more} (nothing committed; --starting-offsets iceberg continues every group after them)")
 
 
+def refuse_renamed(namespace, held, refs):
+    """UsageError (exit 2, nothing committed) when the lake holds a store of the run under another broker name:
+    the same storeHost (or real path) and first record, or an earlier one. A bare store is named by its
+    config/topics.json: a copy without it would be taken for a new store and its rows committed twice."""
+    for ref in refs:
+        where = ref.key[len(ref.broker) + 1:]
+        for row in held.rows:
+            name = row["broker"]
+            same = row["store"] == f"{name}@{where}" and StoreRef(name, row["store"], ref.head).holds(row)
+            if name == ref.broker or not same:
+                continue
+            raise UsageError(f"--sink iceberg: {namespace} holds this store as broker {name} ({row['store']}), and "
+                             f"this run names it {ref.broker}: under another name every row of it would be committed "
+                             f"again. Give --store {name}=STORE (a bare store is named by its config/topics.json, "
+                             "which may be missing from this copy); nothing committed")
+
+
 def _stores(refs):
     return ", ".join(f"{r.key} (first record {r.head})" if r.head else r.key for r in refs)
 

@@ -12,6 +12,7 @@ How OUT is published depends on the filesystem (`_renames`):
   `_SUCCESS` first) only once the new output is complete under OUT.tmp-<run>. A failure while copying
   deletes the objects already copied under OUT (none is left that a reader could take for data), keeps the
   complete output at OUT.tmp-<run>, and says so."""
+import contextlib
 import json
 import re
 import threading
@@ -21,7 +22,7 @@ from dataclasses import replace
 
 import pyarrow.fs as pafs
 
-from jobs.errors import PublishFailed, UsageError
+from jobs.errors import PublishFailed, UsageError, output_error
 from jobs.run import claim as claims
 from jobs.run import lifecycle, report
 from jobs.run import stage as T
@@ -41,6 +42,7 @@ TMP_NAME = re.compile(r"\.tmp-[0-9a-f]{8}")
 SUCCESS = "_SUCCESS"
 REPORT = "report.html"  # the run drawn (jobs/run/report.py)
 OUTPUT_MARKS = (SUCCESS, "summary.json")
+UNWRITABLE = "give an --out in a directory this run can write (its parent must let it make OUT.claim and OUT.tmp-*)"
 COPY_THREADS = 16  # what a job's OUT holds (summary.json alone: written before _SUCCESS)
 
 
@@ -49,15 +51,23 @@ class OutputRun:
     temporary removed, the claim released). Both endings take one lock, so a kill's cleanup (jobs/run/lifecycle.py)
     never interleaves with a publish."""
 
-    def __init__(self, out, overwrite=False, clean_stale=False, run=None):
+    def __init__(self, out, overwrite=False, clean_stale=False, run=None, command=None):
         self.place = Place.of(out)  # OUT resolved once: every step of the run and its tasks ask this object
-        self.out, self.overwrite = self.place.uri, overwrite
+        self.out, self.overwrite, self.command = self.place.uri, overwrite, command
         self.fs, self.final = self.place.fs, self.place.root
-        self.claim = claims.acquire(self.place, clean_stale, run)
+        self._lock = threading.Lock()
+        # a retry of the command that published OUT has nothing to do: found before the claim, so that nothing
+        # is written, not even OUT.claim (a complete OUT is whole: published by rename, or `_SUCCESS` copied last)
+        self.repeated = None if overwrite else published_by(self.fs, self.final, command)
+        self.ended = self.repeated is not None
+        if self.ended:
+            return
+        try:
+            self.claim = claims.acquire(self.place, clean_stale, run)
+        except OSError as exc:  # the claim is OUT's first write: an OUT this run cannot write, said at once
+            raise output_error(f"--out {out}", exc, UNWRITABLE) from None
         self.tmp = self.place.sibling(TMP_MARK + self.claim.run)  # shipped to the tasks: scheme, host, query kept
         self.tmp_path, self.tmp_uri = self.tmp.root, self.tmp.uri
-        self._lock = threading.Lock()
-        self.ended = False
         try:
             refuse_existing(self.place, overwrite)
             self.stale = stale_temporaries(self.place, exclude=self.tmp_path)
@@ -66,9 +76,17 @@ class OutputRun:
             self.fs.create_dir(self.tmp_path, recursive=True)
             with self.fs.open_output_stream(f"{self.tmp_path}/{RUN_MARK}") as f:
                 f.write(json.dumps(self.claim.holder).encode("utf-8"))
+        except OSError as exc:
+            self.claim.release()
+            raise output_error(f"--out {out}", exc, UNWRITABLE) from None
         except BaseException:
             self.claim.release()
             raise
+
+    def published_summary(self):
+        """OUT's summary.json, of the run that published OUT (a retry of its command reports it)."""
+        with self.fs.open_input_stream(f"{self.final}/summary.json") as f:
+            return json.loads(f.read().decode("utf-8"))
 
     def publish(self, in_attempts=None):
         """Move the complete temporary OUT to OUT (replacing a previous job's OUT with --overwrite). `in_attempts`:
@@ -82,7 +100,7 @@ class OutputRun:
                 raise UsageError(f"--out {self.out}: this run lost its claim (another run took it over); its "
                                  f"output is left at {self.tmp_path}")
             self.fs.delete_file(f"{self.tmp_path}/{RUN_MARK}")  # a complete output: not a dead run's any more
-            _write_success(self.fs, self.tmp_path, self.claim.run, in_attempts)
+            _write_success(self.fs, self.tmp_path, self.claim.run, in_attempts, self.command)
             found = self.fs.get_file_info(self.final).type
             if found != pafs.FileType.NotFound and not self.overwrite:
                 self.ended = True
@@ -97,6 +115,7 @@ class OutputRun:
                     self._publish_by_rename(found != pafs.FileType.NotFound)
                 else:
                     self._publish_by_copy(found != pafs.FileType.NotFound, in_attempts)
+                lifecycle.published()
             except Exception as exc:
                 raise PublishFailed(f"--out {self.out}: publishing failed ({exc}); the complete output is at "
                                     f"{self.tmp_path}") from exc
@@ -215,11 +234,42 @@ def _published(fs, root, in_attempts):
     return sorted({f for f in _files(fs, root) if not f.startswith(ATTEMPTS + "/")} | set(in_attempts))
 
 
-def _write_success(fs, tmp_path, run, in_attempts=None):
-    """`_SUCCESS`, last: the run's id and every file of OUT (paths relative to OUT)."""
+def remove_empty_folders(fs, root):
+    """Remove every folder under root that holds no file (the partition folders whose parts an Iceberg run moved
+    into its tables): a reader of OUT never meets one (Spark's `read.parquet` fails on an empty folder)."""
+    infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    holding = set()  # every folder with a file somewhere below it
+    for info in infos:
+        if info.type == pafs.FileType.File:
+            folder = info.path.rpartition("/")[0]
+            while len(folder) > len(root) and folder not in holding:
+                holding.add(folder)
+                folder = folder.rpartition("/")[0]
+    empty = [i.path for i in infos if i.type == pafs.FileType.Directory and i.path not in holding]
+    for folder in sorted(empty, key=len, reverse=True):  # the deepest first: each is empty when removed
+        fs.delete_dir(folder)
+
+
+def _write_success(fs, tmp_path, run, in_attempts=None, command=None):
+    """`_SUCCESS`, last: the run's id, its command's fingerprint (jobs/run/command.py) and every file of OUT
+    (paths relative to OUT)."""
     files = _published(fs, tmp_path, in_attempts)
+    marks = {"run": run, "command": command, "files": files}
     with fs.open_output_stream(f"{tmp_path}/{SUCCESS}") as f:
-        f.write(json.dumps({"run": run, "files": files}, indent=1, ensure_ascii=False).encode("utf-8"))
+        f.write(json.dumps(marks, indent=1, ensure_ascii=False).encode("utf-8"))
+
+
+def published_by(fs, path, command):
+    """OUT's `_SUCCESS` (run, command, files) when OUT is the complete output of this same command (jobs/run/
+    command.py), else None: a retry of that command has nothing to do."""
+    if not command:
+        return None
+    try:
+        with fs.open_input_stream(f"{path}/{SUCCESS}") as f:
+            marks = json.loads(f.read().decode("utf-8"))
+    except (OSError, ValueError):  # no OUT, no _SUCCESS, or not ours: OUT is refused as any existing one
+        return None
+    return marks if isinstance(marks, dict) and marks.get("command") == command else None
 
 
 def run_and_publish(spark, planned, run, options, sink, progress=None):
@@ -229,22 +279,32 @@ def run_and_publish(spark, planned, run, options, sink, progress=None):
     removed once no task of the run still runs, and the claim released."""
     started = time.time()
     try:
-        summary, timelines = _run(spark, planned, run.tmp, options, sink, progress)
-        sink.publish(run.tmp, summary, planned, options, run.claim.run)  # Iceberg: the tables' commits
-        summary["job_seconds"] = round(time.time() - started, 3)
-        summary["run"] = run.claim.run  # as _SUCCESS, the console and every line of the run's log file say
+        summary, timelines = _run(spark, planned, run.tmp, options, sink, progress, run.out)
+        with lifecycle.committing():  # Spark's part is done: a kill from here on lets the run publish first
+            _commit_and_publish(run, summary, timelines, planned, options, sink, started)
+    except BaseException:
+        _settle(spark)
+        run.abandon()
+        raise
+    return summary
+
+
+def _commit_and_publish(run, summary, timelines, planned, options, sink, started):
+    """What the sink publishes (Iceberg: the tables' commits), summary.json, report.html and offsets.json (the
+    exclusive end per topic and queue of what the run covered, for --starting-offsets), then OUT published."""
+    with writing(f"--sink {sink.name}: committing the run's tables"):
+        sink.publish(run.tmp, summary, planned, options, run.claim.run)
+        remove_empty_folders(run.fs, run.tmp_path)  # Iceberg moved its parts out: no folder left empty
+    summary["job_seconds"] = round(time.time() - started, 3)
+    summary["run"] = run.claim.run  # as _SUCCESS, the console and every line of the run's log file say
+    with writing(f"--out {run.out}"):
         with run.fs.open_output_stream(f"{run.tmp_path}/summary.json") as f:
             f.write(json.dumps(summary, indent=2, ensure_ascii=False, sort_keys=True).encode("utf-8"))
         with run.fs.open_output_stream(f"{run.tmp_path}/{REPORT}") as f:
             f.write(report.render(summary, timelines, exit_code(summary)).encode("utf-8"))
         with run.fs.open_output_stream(f"{run.tmp_path}/offsets.json") as f:  # where the next run starts
             f.write(json.dumps(planned.offsets(), indent=2, ensure_ascii=False).encode("utf-8"))
-        run.publish(sink.in_attempts())
-    except BaseException:
-        _settle(spark)
-        run.abandon()
-        raise
-    return summary
+    run.publish(sink.in_attempts())
 
 
 def _settle(spark, timeout=60.0):
@@ -257,6 +317,8 @@ def _settle(spark, timeout=60.0):
         return
     deadline = time.time() + timeout
     try:
+        if lifecycle.stop_signalled() is not None:  # a stopped run's tasks are not waited for: cancelled
+            spark.sparkContext.cancelAllJobs()
         tracker = spark.sparkContext.statusTracker()
         while time.time() < deadline:
             stages = [stage for job in tracker.getJobIdsForGroup() if tracker.getJobInfo(job)
@@ -276,21 +338,33 @@ def _interrupt(spark):
         return
 
 
-def _run(spark, planned, out, options, sink, progress=None):
+@contextlib.contextmanager
+def writing(where):
+    """An OSError met writing an output (OUT, the warehouse, the catalog's files) is the output's: exit 2 naming
+    `where`, never "input damaged" (the store was read before)."""
+    try:
+        yield
+    except OSError as exc:
+        raise output_error(where, exc) from exc
+
+
+def _run(spark, planned, out, options, sink, progress=None, given=None):
     plans = [p.plan for _, p in planned.parts]
     ranges = T.broker_splits(spark, plans)
     progress = progress or Progress(mode="off")
     total = sum(T.split_bytes(plans[k], a, b) for k, a, b in ranges)
     with progress.stage(spark, len(ranges), total) as counters:
-        return _run_with(spark, planned, out, options, sink, ranges, counters)
+        return _run_with(spark, planned, out, options, sink, ranges, counters, given or out)
 
 
-def _run_with(spark, planned, out, options, sink, ranges, progress):
+def _run_with(spark, planned, out, options, sink, ranges, progress, given):
     """The one Spark stage over every broker's splits (tasks write their parts), then the sink's commit of what
-    successful attempts wrote; the summary per broker, then of the run (summary.cluster_summary)."""
+    successful attempts wrote; the summary per broker, then of the run (summary.cluster_summary). `given`: OUT as
+    the command line gave it, for an error writing there."""
     reports = T.replay(spark, [p.plan for _, p in planned.parts], sink.spec(out, options), ranges, progress)
-    out.fs.create_dir(out.root, recursive=True)
-    written = sink.commit(out, reports, planned, options)
+    with writing(f"--out {given}"):
+        out.fs.create_dir(out.root, recursive=True)
+        written = sink.commit(out, reports, planned, options)
     timers = sink.ledger(spark, out.uri, (out.fs, out.root), written, timer_reads(reports, planned), options)
     pop = sink.pop_ledger(spark, out.uri, (out.fs, out.root), written, planned)
     several = len(planned.parts) > 1

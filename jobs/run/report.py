@@ -200,6 +200,18 @@ def _overview(data):
     return "".join(out) + "</table>\n"
 
 
+def window_text(window):
+    """The window in words: the bounds asked, and how many units of how many queues it covered (the queues'
+    offsets are in summary.json and offsets.json); a cluster's, broker by broker."""
+    if "units" not in window:  # {broker: window} of a run of several brokers
+        return "; ".join(f"broker {name}: {window_text(w)}" for name, w in sorted(window.items()) if w)
+    asked = [f"{k.replace('_', '-')} {window[k] if k in ('since', 'until') else 'given'}"
+             for k in ("since", "until", "starting_offsets", "ending_offsets") if window.get(k) is not None]
+    queues = sum(len(q) for q in (window.get("offsets") or {}).values())
+    covered = f"{window.get('units', 0)} unit(s) of {queues} queue(s)"
+    return f"{', '.join(asked)}: {covered}" if asked else covered
+
+
 def _run(data):
     run, status = data["run"], data["status"]
     rows = [("store", run["store"]), ("exit status", f"{status} ({data['status_text']})"),
@@ -207,7 +219,7 @@ def _run(data):
             ("from", run["from"]), ("SQL92 dialect", run["rocketmq_version"]), ("sink", run.get("sink") or "parquet")]
     window = run.get("window") or {}
     if window:
-        rows.append(("window", json.dumps(window, ensure_ascii=False)[:2000]))
+        rows.append(("window", window_text(window)))
     out = ["<h2>The run</h2><table>"]
     out += [f"<tr><th>{_e(k)}</th><td class=\"t\">{_e(v)}</td></tr>" for k, v in rows if v is not None]
     out.append("</table>")

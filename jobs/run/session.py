@@ -4,6 +4,7 @@ Spark Connect client (`--remote sc://HOST:PORT`). The stage and the sinks are Da
 for through `is_connect`."""
 import os
 import subprocess
+import sys
 
 # PySpark's daemon, with the job's imports done before it forks the workers (jobs/run/worker_daemon.py)
 DAEMON_CONF = "spark.python.daemon.module"
@@ -24,6 +25,7 @@ def spark_session(settings, master=None, remote=None):
     builder = SparkSession.builder.appName("mqreplay")
     if not master and "PYSPARK_GATEWAY_PORT" not in os.environ:  # plain `python jobs/replay.py`
         master = "local[*]"
+    workers_run_this_python(master, settings.get("spark", {}))
     if master:
         builder = builder.master(master)
     given = _submitted_conf()
@@ -33,6 +35,18 @@ def spark_session(settings, master=None, remote=None):
     if DAEMON_CONF not in given and _workers_import_daemon(master or _submitted_master(given)):
         builder = builder.config(DAEMON_CONF, DAEMON_MODULE)
     return builder.getOrCreate()
+
+
+def workers_run_this_python(master, spark_settings, env=None):
+    """A plain `python jobs/replay.py` on a local master: its Python workers run this interpreter (the venv's,
+    which has the project's dependencies), not PySpark's default `python3` from PATH (which may lack pyarrow),
+    unless PYSPARK_PYTHON or spark.pyspark.python names one. Under spark-submit, or on a cluster's master, the
+    workers' interpreter is the submitter's to say."""
+    env = os.environ if env is None else env
+    if "PYSPARK_GATEWAY_PORT" in env or not (master or "").startswith("local") or env.get("PYSPARK_PYTHON") \
+            or "spark.pyspark.python" in spark_settings:
+        return
+    env["PYSPARK_PYTHON"] = sys.executable
 
 
 def _workers_import_daemon(master):
@@ -70,6 +84,14 @@ def _submitted_conf():
 
     SparkContext._ensure_initialized()
     return {key for key, _ in SparkConf().getAll()}
+
+
+def classic_session_exists():
+    """Whether a classic SparkSession is already active in this process (a notebook's, Databricks'): the job
+    runs in it and leaves it running."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession() is not None
 
 
 def is_connect(spark):

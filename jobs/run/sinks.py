@@ -185,6 +185,7 @@ class IcebergSink(ParquetSink):
         added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts, self.kept,
                                          timers)
         self.kept = {}  # each moved into its table: none left for OUT's publish
+        summary["sink"] = f"iceberg: namespace {self.target.namespace} of {self.target.describe()}"
         summary["iceberg"] = {"catalog": self.target.describe(), "namespace": self.target.namespace,
                               "tables": added, "commit_seconds": round(time.time() - started, 3)}
 

@@ -347,3 +347,12 @@ def test_brokers_option_reads_a_cluster_each_row_naming_its_broker(spark, store_
     assert len({d[1:] for d in delivered}) < len(delivered)  # (group, topic, queue, offset) alone collide
     with pytest.raises(Exception, match="option path: give one store \\(path\\) or a cluster \\(brokers\\), not both"):
         spark.read.format("rocketmq").option("brokers", brokers).load(str(store_cluster / "broker-a" / "store"))
+
+
+def test_a_store_that_is_not_there_fails_load_not_the_first_query(spark, tmp_path):
+    register(spark)
+    with pytest.raises(Exception, match=f"option path: store directory not found: {tmp_path / 'nowhere'}"):
+        spark.read.format("rocketmq").load(str(tmp_path / "nowhere"))  # no action: load() alone
+    (tmp_path / "a_file").write_text("x", encoding="utf-8")
+    with pytest.raises(Exception, match="option path: .*a_file is a file"):
+        spark.read.format("rocketmq").load(str(tmp_path / "a_file"))

@@ -179,3 +179,12 @@ def test_every_troubled_group_is_named_before_any_chart_and_the_overview_table_c
     assert all(f"<td>{g}</td>" in overview for g in ("G_FINE", "G_THROWS", "G_BAD", "G_NOTHING", "G_QUIET"))
     assert "<th>delivered</th><th>filtered out</th><th>collided</th><th>errors</th>" in overview
     assert page.index("Needs attention") < page.index("<h2>Subscriptions") < page.index("<h2>The run")
+
+
+def test_the_window_is_said_in_words_not_as_json():
+    from jobs.run.report import window_text
+    one = {"since": 1795237035000, "until": 1795237035400, "starting_offsets": None, "ending_offsets": None,
+           "offsets": {"TopicTest": {"0": [3, 9], "1": [0, 4]}}, "units": 10}
+    assert window_text(one) == "since 1795237035000, until 1795237035400: 10 unit(s) of 2 queue(s)"
+    assert window_text({"broker-a": one, "broker-b": None}) == \
+        "broker broker-a: since 1795237035000, until 1795237035400: 10 unit(s) of 2 queue(s)"
