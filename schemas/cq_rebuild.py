@@ -263,18 +263,8 @@ def _units(buf, pos, stop, starts, names, name_lens, schedule, excluded, lmq, ta
                 if fan_ids[i] == -1:
                     return n, at, END_STOP
                 a = b + 1
-            c32[0, n] = topic
-            c32[1, n] = queue_id
-            c32[2, n] = total
-            c32[3, n] = level
-            c32[4, n] = batch_num
-            c64[0, n] = queue_offset
-            c64[1, n] = pos
-            c64[2, n] = code
-            c64[3, n] = store_time
-            if (f & 1) != 0:
-                c64[4, n] = (tag_at << 16) | tag_len
-            flags[n] = f
+            _put(c32, c64, flags, n, topic, queue_id, total, level, batch_num, queue_offset, pos, code, store_time,
+                 (tag_at << 16) | tag_len, f)
             n += 1
             a, c = value_at[_DISPATCH], value_at[_DISPATCH_OFFSETS]
             for i in range(fan):
@@ -285,23 +275,23 @@ def _units(buf, pos, stop, starts, names, name_lens, schedule, excluded, lmq, ta
                 for k in range(a, b):
                     if buf[k] == 47:
                         slash = True
-                if fan_ids[i] >= 0 and parsed and not slash:
-                    c32[0, n] = fan_ids[i]
-                    c32[1, n] = 0 if _has_prefix(buf, a, b - a, lmq) else queue_id
-                    c32[2, n] = total
-                    c32[3, n] = 0
-                    c32[4, n] = 1
-                    c64[0, n] = offset
-                    c64[1, n] = pos
-                    c64[2, n] = code
-                    c64[3, n] = store_time
-                    if (f & 1) != 0:
-                        c64[4, n] = (tag_at << 16) | tag_len
-                    flags[n] = f & 1
+                if fan_ids[i] >= 0 and parsed and not slash:  # an LMQ's queue is 0, another queue's the record's
+                    _put(c32, c64, flags, n, fan_ids[i], 0 if _has_prefix(buf, a, b - a, lmq) else queue_id, total, 0,
+                         1, offset, pos, code, store_time, (tag_at << 16) | tag_len, f & 1)
                     n += 1
                 a, c = b + 1, d + 1
         at = at + 1 if given else end
     return n, at, END_STOP
+
+
+@numba.njit(inline="always", **_JIT)
+def _put(c32, c64, flags, n, topic, queue_id, size, level, batch_num, queue_offset, pos, code, store_time, tag, f):
+    """Unit n's fields into the pass's columns (_units); `tag` (where a non-ASCII tag is) kept only when f says so."""
+    c32[0, n], c32[1, n], c32[2, n], c32[3, n], c32[4, n] = topic, queue_id, size, level, batch_num
+    c64[0, n], c64[1, n], c64[2, n], c64[3, n] = queue_offset, pos, code, store_time
+    if (f & 1) != 0:
+        c64[4, n] = tag
+    flags[n] = f
 
 
 @numba.njit(**_JIT)

@@ -37,20 +37,14 @@ def run_logs(tmp_path_factory):
 @pytest.fixture(scope="session")
 def store_a(tmp_path_factory):
     """Fixture store_a (a real RocketMQ 4.9.8 store and its dumps), unpacked once per session."""
-    root = tmp_path_factory.mktemp("fixtures")
-    with tarfile.open(DATA / "stores" / "store_a.tar.gz") as tar:
-        tar.extractall(root, filter="data")
-    return root / "store_a"
+    return _unpacked(tmp_path_factory, "store_a")
 
 
 @pytest.fixture(scope="session")
 def store_dledger(tmp_path_factory):
     """Fixture store_dledger (a real RocketMQ 4.9.8 store in DLedger mode and its dumps, as store_a's), unpacked
     once per session."""
-    root = tmp_path_factory.mktemp("fixtures")
-    with tarfile.open(DATA / "stores" / "store_dledger.tar.gz") as tar:
-        tar.extractall(root, filter="data")
-    return root / "store_dledger"
+    return _unpacked(tmp_path_factory, "store_dledger")
 
 
 def read_store_jsonl(path):
@@ -93,17 +87,26 @@ def store_cluster(tmp_path_factory):
     """Fixture store_cluster (two brokers of one RocketMQ 4.9.8 cluster, broker-a/store and broker-b/store, with
     the cluster's registrations and each broker's read-path answers, expected_cluster.json and
     expected_committed.json), unpacked once per session."""
+    return _unpacked(tmp_path_factory, "store_cluster")
+
+
+def _unpacked(tmp_path_factory, name):
+    """A fixture store's copy in tests/data/stores/<name>.tar.gz, unpacked into a folder of the session."""
     root = tmp_path_factory.mktemp("fixtures")
-    with tarfile.open(DATA / "stores" / "store_cluster.tar.gz") as tar:
+    with tarfile.open(DATA / "stores" / f"{name}.tar.gz") as tar:
         tar.extractall(root, filter="data")
-    return root / "store_cluster"
+    return root / name
 
 
 @pytest.fixture(scope="session")
 def store_5x(tmp_path_factory):
     """Fixture store_5x (a RocketMQ 5.3.3 store: timer wheel, LMQ queues, a BatchCQ topic, and RocketMQ's answers in
     expected/), unpacked once per session."""
-    root = tmp_path_factory.mktemp("fixtures")
-    with tarfile.open(DATA / "stores" / "store_5x.tar.gz") as tar:
-        tar.extractall(root, filter="data")
-    return root / "store_5x"
+    return _unpacked(tmp_path_factory, "store_5x")
+
+
+@pytest.fixture(scope="session")
+def store_pop(tmp_path_factory):
+    """Fixture store_pop (a RocketMQ 5.3.3 store two POP groups consumed, and RocketMQ's answers in expected/),
+    unpacked once per session."""
+    return _unpacked(tmp_path_factory, "store_pop")

@@ -6,7 +6,6 @@ checkpoint bodies audited, never a crash.
 Expectations come from the fixture's pop_ledger.json, or are written out by hand from it."""
 import json
 import shutil
-import tarfile
 import tempfile
 from collections import Counter
 
@@ -24,18 +23,9 @@ from jobs.run.sink import SinkSpec, commit, write_empty_tables
 from jobs.run.stage import run_split
 from jobs.settings import JobOptions
 from schemas.errors import CorruptStoreError
-from tests.conftest import DATA
 from tests.jobs.lake_parts import REF, parts
 
 RETRY_TAG_A = "%RETRY%G_POP_TAG_PopTopicA"
-
-
-@pytest.fixture(scope="module")
-def store_pop(tmp_path_factory):
-    root = tmp_path_factory.mktemp("fixtures")
-    with tarfile.open(DATA / "stores" / "store_pop.tar.gz") as tar:
-        tar.extractall(root, filter="data")
-    return root / "store_pop"
 
 
 @pytest.fixture(scope="module")
