@@ -23,8 +23,8 @@ class Subscription:
     born_time: int = None
     bloom_bits: tuple = None
     stored: bool = False
-    pop_retry_of: str = None  # a POP retry topic's: the topic whose unacked messages it holds (pop_retry_topics)
     born_from: str = None  # where born_time came from: the store's consumerFilter.json, or a subscriptions file
+    pop_retry_of: str = None  # a POP retry topic's: the topic whose unacked messages it holds (pop_retry_topics)
 
 
 @dataclass

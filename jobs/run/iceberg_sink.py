@@ -169,7 +169,7 @@ def check_lake(target, parts):
     runs killed between two commits, which the commit will remove, as warnings."""
     def check(catalog):
         held = open_lake(target, catalog)
-        lake.refuse_renamed(target.namespace, held, target.refs)
+        lake.refuse_renamed(target.namespace, lake.stores_held(catalog, target.namespace), target.refs)
         if not target.continuing:
             lake.refuse_overlaps(target.namespace, held, target.refs, lake.run_ranges(_named(parts)))
         dead = {}

@@ -177,13 +177,24 @@ def refuse_overlaps(namespace, held, refs, ranges):
                      f"{shown}{more} (nothing committed; --starting-offsets iceberg continues every group after them)")
 
 
-def refuse_renamed(namespace, held, refs):
-    """UsageError (exit 2, nothing committed) when the lake holds a store of the run under another broker name:
-    the same storeHost (or real path) and first record, or an earlier one. A bare store is named by its
-    config/topics.json: a copy without it would be taken for a new store and its rows committed twice."""
+def stores_held(catalog, namespace):
+    """The (store, head, broker) the lake's ranges name, each once: its stores under every broker name (three
+    columns of the ranges table read, not its rows of groups and queues)."""
+    table = load(catalog, f"{namespace}.{RANGES}")
+    if table is None:
+        return []
+    found = table.scan(selected_fields=("store", "head", "broker")).to_arrow()
+    return found.group_by(["store", "head", "broker"]).aggregate([]).to_pylist()
+
+
+def refuse_renamed(namespace, stores, refs):
+    """UsageError (exit 2, nothing committed) when the lake holds a store of the run under another broker name
+    (`stores`: stores_held's): the same storeHost (or real path) and first record, or an earlier one. A bare store
+    is named by its config/topics.json: a copy without it would be taken for a new store and its rows committed
+    twice."""
     for ref in refs:
         where = ref.key[len(ref.broker) + 1:]
-        for row in held.rows:
+        for row in stores:
             name = row["broker"]
             same = row["store"] == f"{name}@{where}" and StoreRef(name, row["store"], ref.head).holds(row)
             if name == ref.broker or not same:
