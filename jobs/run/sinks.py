@@ -135,7 +135,7 @@ class IcebergSink(ParquetSink):
     def __init__(self, target):
         self.target = target
         self.held_timers = None  # what NS.timers held when the run merged its ledger (ledger, then publish)
-        self.out_where = None  # the temporary OUT's (filesystem, path), where the merged ledger waits for publish
+        self.out_where = None  # the temporary OUT (a Place), where the merged ledger waits for publish
 
     def spec(self, out, options):
         return SinkSpec(out, options.layout, options.with_body, for_tables=True)
@@ -165,7 +165,7 @@ class IcebergSink(ParquetSink):
         """NS.timers' rows merged with the night's (jobs/run/timer_lake.py), committed by `publish`."""
         (made, counts), self.held_timers = merge_ledger(spark, self.target, out, where, written, reads,
                                                         options.timer_overdue, event_files=self._events(TIMER_EVENTS))
-        self.out_where = where
+        self.out_where = Place(where[0], where[1], out)  # the temporary OUT, where the merged ledger waits
         written.update(made)
         return counts
 
@@ -181,7 +181,8 @@ class IcebergSink(ParquetSink):
     def publish(self, out, summary, planned, options, run):
         started = time.time()
         written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
-        timers = (lambda: commit_timers(self.target, self.out_where, run, self.held_timers),)
+        timers = () if self.out_where is None else (  # the night's merged ledger (ledger), when it was made
+            lambda: commit_timers(self.target, self.out_where, run, self.held_timers),)
         added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts, self.kept,
                                          timers)
         self.kept = {}  # each moved into its table: none left for OUT's publish

@@ -8,7 +8,7 @@ import pyarrow.fs as pafs
 
 from jobs.errors import UsageError
 from jobs.run import lake
-from jobs.run.iceberg_sink import RUN, _move_parts, _table
+from jobs.run.iceberg_sink import RUN, _move_parts, _table_and_place
 from jobs.run.timer_ledger import LEDGER_SCHEMA, TIMERS, spark_path, write_ledger
 from schemas.arrow_schemas import spark_schema
 
@@ -38,20 +38,20 @@ def merge_ledger(spark, target, out_uri, where, written, reads, overdue_ms, even
 
 def commit_timers(target, where, run, held):
     """{table: files added}: one snapshot of NS.timers naming the run: the files it held (`held`) replaced by the
-    merged ones under OUT.tmp/timers/ (`where`: OUT's (filesystem, path); moved into the table's location
-    first). UsageError (exit 2) when another run committed to the table since this one read it: its merge
-    would be lost."""
+    merged ones under OUT.tmp/timers/ (`where`: the temporary OUT, a jobs/run/place.Place; moved into the
+    table's location first). UsageError (exit 2) when another run committed to the table since this one read
+    it: its merge would be lost."""
     identifier = f"{target.namespace}.{TABLE}"
-    fs, root = where
-    table = target.waiting(lambda c: _table(target, c, identifier, LEDGER_SCHEMA, None),
-                           f"--sink iceberg ({identifier})")
+    fs, root = where.fs, where.root
+    table, location = target.waiting(lambda c: _table_and_place(target, c, identifier, LEDGER_SCHEMA, None),
+                                     f"--sink iceberg ({identifier})")
     current = table.current_snapshot()
     if _committed(table, run):
         return {TABLE: 0}  # committed already (a retry after a commit whose answer was lost)
     if (current.snapshot_id if current is not None else None) != held.snapshot_id:
         raise UsageError(f"--sink iceberg: {identifier} changed while this run ran (another run committed to it): "
                          "nothing of this run was committed to it; run the night again")
-    files = _move_parts(fs, root, TIMERS, table.location(), run)
+    files = _move_parts(where, TIMERS, location, run)
     if fs.get_file_info(f"{root}/{TIMERS}").type != pafs.FileType.NotFound:
         fs.delete_dir(f"{root}/{TIMERS}")
 

@@ -136,10 +136,12 @@ def test_overwrite_refuses_a_file_or_a_foreign_directory_before_spark_starts(sto
                                          "tags", "keys", "born_timestamp", "store_timestamp", "broker"],
                     "messages": ["queue_id", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys",
                                  "born_timestamp", "store_timestamp", "born_host", "store_host", "reconsume_times",
-                                 "sys_flag", "properties", "body", "broker", "topic"]}),
+                                 "sys_flag", "properties", "body", "source_topic", "source_queue_id",
+                                 "source_queue_offset", "broker", "topic"]}),
     ("wide", {"matched": ["group", "topic", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys",
                           "born_timestamp", "store_timestamp", "born_host", "store_host", "reconsume_times",
-                          "sys_flag", "properties", "body", "broker"]}),
+                          "sys_flag", "properties", "body", "source_topic", "source_queue_id", "source_queue_offset",
+                          "broker"]}),
 ])
 def test_an_empty_window_still_writes_every_answer_table_with_its_columns(store_a, tmp_path, spark, layout, tables):
     out = tmp_path / "out"
