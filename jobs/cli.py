@@ -13,6 +13,7 @@ from jobs.run.catalog_wait import DEFAULT_WAIT
 from jobs.run.progress import MODES
 from jobs.settings import CHOICES, DEFAULTS
 from jobs.version import package_version
+from schemas.dump import DUMPS
 from schemas.errors import EXIT_USAGE
 
 # RocketMQ's own limits (TopicValidator.TOPIC_MAX_LENGTH, Validators.CHARACTER_MAX_LENGTH): a longer name is
@@ -32,6 +33,10 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(EXIT_USAGE, f"error: {message} ({self.prog} --help)\n")
+
+
+# `--starting-offsets iceberg`: each queue from where the lake's ranges of the run's groups end (args.continue_lake)
+CONTINUE_LAKE = "iceberg"
 
 
 def add_version_argument(p):
@@ -123,7 +128,9 @@ def parse_replay_args(argv):
                    help=f"--sink iceberg: how long a busy catalog is waited for, s/m/h/d (default {DEFAULT_WAIT})")
     p.add_argument("--progress", choices=MODES, default="auto",
                    help="tty: a line redrawn every second; log: a line every 30 s; auto: tty on a terminal")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.continue_lake = args.starting_offsets == CONTINUE_LAKE  # the one place this choice's name is compared
+    return args
 
 
 def parse_explain_args(argv):
@@ -164,6 +171,17 @@ def parse_explain_args(argv):
     if by_position == (args.msg_id is not None) or (by_position and None in (args.queue_id, args.queue_offset)):
         p.error("give either --queue-id and --queue-offset, or --msg-id")
     return args
+
+
+def parse_dump_args(argv):
+    """`python -m jobs.dump`'s command line (schemas/dump.py's dumps)."""
+    p = argparse.ArgumentParser(prog="python -m jobs.dump", description="Print a store as JSON lines")
+    p.add_argument("store", help="a broker's storePathRootDir")
+    p.add_argument("what", choices=DUMPS)
+    p.add_argument("--no-body", action="store_true", help="leave message bodies out")
+    p.add_argument("--commitlog", metavar="DIR[,DIR...]", default="",
+                   help="the commit log's directories when they are not under STORE_DIR")
+    return p.parse_args(argv)
 
 
 def parse_maintain_args(argv):

@@ -143,7 +143,7 @@ def main(argv=None):
         return EXIT_USAGE if exc.code else EXIT_OK
     try:  # the caller's mistakes, before a log file or anything else is made (one line, exit 2)
         check_arguments(args)
-        if args.starting_offsets != "iceberg":  # else the tables' offsets, read once the run has begun
+        if not args.continue_lake:  # else the tables' offsets, read once the run has begun
             window_of(args)
         settings_of(args)
         inputs = lineage_stores(args.store)  # a broker name that cannot be is the caller's mistake too

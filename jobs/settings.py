@@ -15,6 +15,14 @@ DEFAULTS = {
     "on_corrupt": "fail", "verify_crc": False, "max_body_mb": 64, "timer_overdue_seconds": 300, "spark": {},
 }
 CHOICES = {"rocketmq_version": ("4", "5"), "from": ("earliest", "committed"), "on_corrupt": ("fail", "skip")}
+
+
+def damage_skipped(on_corrupt):
+    """Whether --on-corrupt says to audit damaged data and go on (skip), where by default it stops the run: the
+    one place the choice's name is compared (JobOptions.skips_damage, ReplayPlan.skips_damage)."""
+    return on_corrupt == "skip"
+
+
 FLAGS = ("retry_subscriptions", "filter_support_retry", "with_body", "verify_crc")
 SIZES = ("split_size_mb", "bloom_f", "bloom_n", "max_body_mb", "timer_overdue_seconds")
 DEFAULT_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf", "replay.json")
@@ -86,6 +94,11 @@ class JobOptions:
     audit_consume_queue: bool = False  # --audit-consume-queue: every unit checked against the commit log
     # a pending timer message due this long before the latest record the run read is overdue (a stuck wheel)
     timer_overdue: int = DEFAULTS["timer_overdue_seconds"] * 1000
+
+    @property
+    def skips_damage(self):
+        """--on-corrupt skip: damaged data is audited and left out; otherwise it stops the run."""
+        return damage_skipped(self.on_corrupt)
 
 
 def job_options(settings, store, **given):

@@ -189,7 +189,7 @@ class CommitLog:
         return out
 
     def describe(self):
-        """One dict per directory read: what `python -m schemas.dump STORE layout` prints."""
+        """One dict per directory read: what `python -m jobs.dump STORE layout` prints."""
         return [dict(layout=self.layout, dir=d.path, format=d.kind.name, files=d.files, found_as=d.found_as,
                      file_size=next((f.size for f in self.files if f.kind == d.kind), None),
                      divided_commitlog_offset=self.divided_offset, setting=LAYOUTS.get(self.layout))

@@ -1,26 +1,24 @@
-"""Print a store as JSON lines for people inspecting it by hand (the analog of kafka-dump-log).
+"""A store as JSON lines for people inspecting it by hand (the analog of kafka-dump-log); the command that prints
+them is `python -m jobs.dump` (jobs/dump.py, its arguments parsed in jobs/cli.py):
 
-    python -m schemas.dump STORE_DIR messages [--no-body]   one line per commit-log message
-    python -m schemas.dump STORE_DIR cq                     one line per consume-queue unit
-    python -m schemas.dump STORE_DIR units                  one line per unit the broker builds from the
-                                                            commit log (schemas/cq_rebuild.py): compare with cq
-    python -m schemas.dump STORE_DIR config                 one line per config file, parsed
-    python -m schemas.dump STORE_DIR layout                 one line per commit-log directory read: its
-                                                            layout and the RocketMQ setting that makes it
+    python -m jobs.dump STORE_DIR messages [--no-body]   one line per commit-log message
+    python -m jobs.dump STORE_DIR cq                     one line per consume-queue unit
+    python -m jobs.dump STORE_DIR units                  one line per unit the broker builds from the
+                                                         commit log (schemas/cq_rebuild.py): compare with cq
+    python -m jobs.dump STORE_DIR config                 one line per config file, parsed
+    python -m jobs.dump STORE_DIR layout                 one line per commit-log directory read: its
+                                                         layout and the RocketMQ setting that makes it
 
 Commit-log layouts read (schemas/commitlog_files.py): plain (<root>/commitlog, the default); plain over
 several directories (storePathCommitLog=DIR1,DIR2, RIP-7, 4.9.2+); DLedger (enableDLegerCommitLog=true:
 <root>/dledger-<selfId>/data, or storePathDLedgerCommitLog); plain then DLedger (a broker switched to
 DLedger: its old commitlog/ up to dividedCommitlogOffset). --commitlog DIR[,DIR...] for a log kept elsewhere.
 """
-import argparse
 import base64
 import json
-import sys
 from pathlib import Path
 
 from schemas.config import load_fastjson
-from schemas.errors import EXIT_INPUT, ReplayError
 from schemas.local_api import iter_message_batches, local_store, queue_batch, rebuilt_units
 
 
@@ -67,35 +65,8 @@ def dump_units(store, out, commitlog=()):
         out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m schemas.dump", description=__doc__.splitlines()[0])
-    parser.add_argument("store", help="a broker's storePathRootDir")
-    parser.add_argument("what", choices=["messages", "cq", "units", "config", "layout"])
-    parser.add_argument("--no-body", action="store_true", help="leave message bodies out")
-    parser.add_argument("--commitlog", metavar="DIR[,DIR...]", default="",
-                        help="the commit log's directories when they are not under STORE_DIR")
-    args = parser.parse_args(argv)
-    try:
-        if args.what == "messages":
-            dump_messages(args.store, sys.stdout, with_body=not args.no_body, commitlog=args.commitlog)
-        elif args.what == "cq":
-            dump_cq(args.store, sys.stdout)
-        elif args.what == "units":
-            dump_units(args.store, sys.stdout, args.commitlog)
-        elif args.what == "layout":
-            dump_layout(args.store, sys.stdout, args.commitlog)
-        else:
-            dump_config(args.store, sys.stdout)
-    except BrokenPipeError:
-        return 0
-    except ReplayError as exc:  # damaged or missing: exit 1; a commit log it cannot find or read: 2
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except OSError as exc:  # unreadable
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_INPUT
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+DUMPS = {"messages": lambda store, out, args: dump_messages(store, out, not args.no_body, args.commitlog),
+         "cq": lambda store, out, args: dump_cq(store, out),
+         "units": lambda store, out, args: dump_units(store, out, args.commitlog),
+         "layout": lambda store, out, args: dump_layout(store, out, args.commitlog),
+         "config": lambda store, out, args: dump_config(store, out)}  # python -m jobs.dump STORE <name>

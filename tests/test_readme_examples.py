@@ -8,7 +8,7 @@ into pieces, and each piece is one of these kinds:
 - SQL: it starts with CREATE, SELECT or WITH, or its fence says sql. Each statement runs with `spark.sql`.
 - Python: one of its lines starts with `import`, `from X import`, `NAME = ` or `NAME.NAME`, or its fence says
   python. It runs with `spark` bound.
-- a command: every line starts with `.venv/bin/python -m` (the tools that need no Spark: schemas.dump,
+- a command: every line starts with `.venv/bin/python -m` (the tools that need no Spark: jobs.dump,
   jobs.explain). Each runs with the interpreter of the tests; a pipe into `head` is left out, so the
   whole output is read.
 - a job: a line starts with `.venv/bin/spark-submit jobs/replay.py`: it runs on store_a (its `--out` a new

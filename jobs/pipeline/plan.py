@@ -19,6 +19,7 @@ from jobs.pipeline.replay_plan import ReplayPlan, replay_plan
 from jobs.pipeline.timer_events import timer_topics
 from jobs.pipeline.units.choose import BrokerUnits, choose, store_topics
 from jobs.pipeline.window import resolve
+from jobs.settings import damage_skipped
 from schemas import layout as L
 from schemas.config import (
     CONSUMER_FILTER_FILE,
@@ -127,11 +128,11 @@ def build_plan(options, broker=None, several=False, layout=None):
     warnings += _unreadable_topics(config.topics, topics)
     # a damaged file of a queue this run does not read is not this run's business
     problems = [p for p in problems if p["queue_id"] is None or p["topic"] in topics]
-    if problems and options.on_corrupt != "skip":
+    if problems and not options.skips_damage:
         p = problems[0]
         raise CorruptStoreError(p["file"], p["offset"], p["reason"], p["topic"], p["queue_id"])
     units = choose(options.units_from, fs, layout, topics, config.topics)
-    if units.problems and options.on_corrupt != "skip":
+    if units.problems and not options.skips_damage:
         p = units.problems[0]
         raise CorruptStoreError(p["file"], p["offset"], p["reason"], p["topic"], p["queue_id"])
     problems += units.problems
@@ -415,7 +416,7 @@ def _load_config_dir(root, needed, on_corrupt, problems):
         try:
             return load_store_config(root, absent, needed)
         except ConfigError as exc:
-            if on_corrupt != "skip" or problems is None or not exc.path or str(exc.path) in absent \
+            if not damage_skipped(on_corrupt) or problems is None or not exc.path or str(exc.path) in absent \
                     or not os.path.exists(exc.path):
                 raise
             problems.append(dict(file=str(exc.path), offset=None, topic=None, queue_id=None,

@@ -2,6 +2,8 @@
 task."""
 from dataclasses import dataclass, replace
 
+from jobs.settings import damage_skipped
+
 
 @dataclass(frozen=True)
 class ReplayPlan:
@@ -40,6 +42,11 @@ class ReplayPlan:
     # a store with POP (a revive topic): ((revive topic, queue, the revive service's committed offset), ...), and
     # the tasks extract the POP ledger's events (jobs/pipeline/pop_events.py); None: no POP
     pop_revive: tuple = None
+
+    @property
+    def skips_damage(self):
+        """--on-corrupt skip: damaged data is audited and left out; otherwise it stops the run."""
+        return damage_skipped(self.on_corrupt)
 
     @property
     def walks_records(self):

@@ -36,7 +36,7 @@ def _corrupt(plan, out, units, rows, reason, path, offsets=None, deleted=False, 
         return
     sel = units.take(pa.array(rows))
     where = sel.column("commitlog_offset") if offsets is None else pa.array(np.asarray(offsets)[rows])
-    if plan.on_corrupt != "skip" and not deleted:
+    if not plan.skips_damage and not deleted:
         first = sel.slice(0, 1).to_pylist()[0]
         raise CorruptStoreError(path, where[0].as_py(), reason, first["topic"], first["queue_id"])
     if not kept:
@@ -109,7 +109,7 @@ def decode_messages(plan, units, out):
         decoded = pa.Table.from_batches([decode_records(buf, uniq, file_start + lo, path, with_body=plan.with_body,
                                                         raw=plan.verify_crc, fields=fields, inflate=False)])
     except CorruptStoreError:
-        if plan.on_corrupt != "skip":
+        if not plan.skips_damage:
             raise
         decoded, idx, inverse = _decode_one_by_one(plan, buf, np.unique(starts[idx]), starts, idx, file_start + lo,
                                                    path, units, out)

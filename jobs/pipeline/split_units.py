@@ -190,7 +190,7 @@ def walk_split(plan, start, end):
         return walked, None
     reason = ("record damaged: the units of the records from here to the end of the split "
               f"(commit-log offset {end}) cannot be rebuilt from the commit log")
-    if plan.on_corrupt != "skip":
+    if not plan.skips_damage:
         raise CorruptStoreError(f.path, damaged_at, reason)
     return walked, dict(file=f.path, offset=damaged_at, topic=None, queue_id=None, queue_offset=None,
                         commitlog_offset=damaged_at, reason=reason)

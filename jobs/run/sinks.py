@@ -199,7 +199,7 @@ def sink_of(args, brokers):
     and `--starting-offsets iceberg` as where the lake's ranges of each store end (none yet: the earliest),
     refined per group once the plan names the run's groups (ParquetSink.starting_offsets)."""
     kind = SINKS[args.sink]
-    continuing = args.starting_offsets == "iceberg"
+    continuing = args.continue_lake
     if kind is not IcebergSink:
         if args.catalog or args.catalog_uri or args.warehouse:
             raise UsageError("--catalog, --catalog-uri and --warehouse go with --sink iceberg")
