@@ -148,7 +148,7 @@ class _Plan:
     """What timer_events asks of a plan: the corruption policy and the commit log's file of an offset."""
 
     def __init__(self, on_corrupt):
-        self.on_corrupt = on_corrupt
+        self.skips_damage = on_corrupt == "skip"
         self.log = self
 
     def file_at(self, offset):
