@@ -137,11 +137,17 @@ def message_columns(messages, units, rows=None):
             continue
         column = (units if name in UNIT_FIELDS else messages).column(name)
         cols[name] = column if take is None else column.take(take)
-    own = pc.equal(messages.column("topic"), units.column("topic"))
+    n = units.num_rows if take is None else len(take)
+    own = pc.equal(messages.column("topic"), units.column("topic"))  # a batch is one topic's units
     own = own if take is None else own.take(take)
+    everywhere = pc.all(own).as_py() is not False  # its own queue's rows (all but an LMQ's): no source to name
     for name, field in SOURCE_FIELDS.items():
-        column = messages.column(field) if take is None else messages.column(field).take(take)
-        cols[name] = pc.if_else(own, pa.scalar(None, column.type), column)
+        column = messages.column(field)
+        if everywhere:
+            cols[name] = pa.nulls(n, column.type)
+        else:
+            column = column if take is None else column.take(take)
+            cols[name] = pc.if_else(own, pa.scalar(None, column.type), column)
     return cols
 
 

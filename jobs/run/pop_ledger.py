@@ -14,12 +14,10 @@ last checkpoint it merged, and re-puts every un-acked message of an expired chec
 An ack of an earlier handle is a changed invisible time (the broker acks the old handle when it writes the new
 one)."""
 import pyarrow as pa
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 from jobs.pipeline.pop_events import ACK, BATCH_ACK, CK, MESSAGE, POP_EVENT_SCHEMA
 from jobs.run.sink import POP_EVENTS, write_driver_part
-from schemas.arrow_schemas import spark_schema
+from jobs.run.spark_outputs import read_events, remove, sizes, write_table
 
 POP = "pop"
 ACKED, REVIVED, INFLIGHT, LOST = "acked", "revived", "inflight", "lost"
@@ -36,11 +34,6 @@ LEDGER_SCHEMA = pa.schema([
 COUNT_FIELDS = ("popped", "acked", "revived", "inflight", "lost", "redeliveries", "ack_ms_median", "ack_ms_max")
 
 
-def spark_path(uri):
-    """A path or URI as Spark's Hadoop filesystems name it (S3 is s3a:// there, s3:// for pyarrow)."""
-    return "s3a://" + uri[len("s3://"):] if uri.startswith("s3://") else uri
-
-
 def write_pop_ledger(spark, out_uri, where, written, plans, event_files=()):
     """OUT/pop/ from the run's committed POP events (`written`: the sink's {output: (files, rows, bytes)}), then
     the events removed. Returns ({"pop": (files, rows, bytes)}, the counts per (broker, group): count_rows'
@@ -51,24 +44,14 @@ def write_pop_ledger(spark, out_uri, where, written, plans, event_files=()):
     base = out_uri.rstrip("/")
     counts = []
     if events[1]:
-        schema = spark_schema(POP_EVENT_SCHEMA.append(pa.field("broker", pa.string())))
-        paths = [f"{base}/{f}" for f in event_files] or [f"{base}/{POP_EVENTS}"]  # an object store's: where written
-        ledger = pair(spark.read.schema(schema).parquet(*(spark_path(p) for p in paths)), revive_offsets(plans))
-        ledger.write.option("compression", "zstd").parquet(spark_path(f"{base}/{POP}"))
-        for info in fs.get_file_info(pafs.FileSelector(f"{root}/{POP}")):  # Spark's _SUCCESS and checksums: OUT's
-            if info.base_name.startswith(("_", ".")):  # own _SUCCESS says the run is whole
-                fs.delete_file(info.path)
-        counts = count_rows(spark.read.schema(spark_schema(LEDGER_SCHEMA)).parquet(spark_path(f"{base}/{POP}")))
-    if not events[1] or not _parts(fs, f"{root}/{POP}"):
+        schema = POP_EVENT_SCHEMA.append(pa.field("broker", pa.string()))
+        write_table(pair(read_events(spark, schema, base, POP_EVENTS, event_files), revive_offsets(plans)), base,
+                    where, POP)
+        counts = count_rows(read_events(spark, LEDGER_SCHEMA, base, POP))
+    if not events[1] or not sizes(fs, f"{root}/{POP}")[0]:
         write_driver_part(out_uri, POP, LEDGER_SCHEMA.empty_table(), "empty")
-    if fs.get_file_info(f"{root}/{POP_EVENTS}").type != pafs.FileType.NotFound:
-        fs.delete_dir(f"{root}/{POP_EVENTS}")
-    files = _parts(fs, f"{root}/{POP}")
-    rows = 0
-    for info in files:
-        with fs.open_input_file(info.path) as f:
-            rows += pq.ParquetFile(f).metadata.num_rows
-    return {POP: (len(files), rows, sum(i.size for i in files))}, counts
+    remove(fs, f"{root}/{POP_EVENTS}")
+    return {POP: sizes(fs, f"{root}/{POP}")}, counts
 
 
 def revive_offsets(plans):
@@ -166,8 +149,3 @@ def lost_warnings(counts):
     return [f"POP: {r['lost']} message(s) of group {r['group']}" + (f" (broker {r['broker']})" if r["broker"] else "")
             + " lost: never acked, their checkpoint passed by the revive service, not in the POP retry topic "
             "(OUT/pop/, state lost)" for r in counts if r["lost"]]
-
-
-def _parts(fs, path):
-    return [i for i in fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-            if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")]

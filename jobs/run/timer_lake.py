@@ -9,7 +9,8 @@ import pyarrow.fs as pafs
 from jobs.errors import UsageError
 from jobs.run import lake
 from jobs.run.iceberg_sink import RUN, _move_parts, _table_and_place
-from jobs.run.timer_ledger import LEDGER_SCHEMA, TIMERS, spark_path, write_ledger
+from jobs.run.spark_outputs import spark_path
+from jobs.run.timer_ledger import LEDGER_SCHEMA, TIMERS, write_ledger
 from schemas.arrow_schemas import spark_schema
 
 TABLE = "timers"

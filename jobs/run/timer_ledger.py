@@ -6,12 +6,10 @@ through the driver, only the counts per real topic the summary shows."""
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 from jobs.pipeline.timer_events import CANCEL, DELIVERED, SCHEDULED, TIMER_EVENT_SCHEMA
 from jobs.run.sink import TIMER_EVENTS, write_driver_part
-from schemas.arrow_schemas import spark_schema
+from jobs.run.spark_outputs import read_events, remove, sizes, write_table
 
 TIMERS = "timers"
 DELIVERED_STATE, PENDING, CANCELLED = "delivered", "pending", "cancelled"
@@ -23,11 +21,6 @@ LEDGER_SCHEMA = pa.schema([
     ("broker", pa.string()),
 ])
 COUNT_FIELDS = ("delivered", "pending", "cancelled", "overdue", "lag_ms_median", "lag_ms_max")
-
-
-def spark_path(uri):
-    """A path or URI as Spark's Hadoop filesystems name it (S3 is s3a:// there, s3:// for pyarrow)."""
-    return "s3a://" + uri[len("s3://"):] if uri.startswith("s3://") else uri
 
 
 def write_ledger(spark, out_uri, where, written, reads, overdue_ms, held=None, event_files=()):
@@ -43,22 +36,17 @@ def write_ledger(spark, out_uri, where, written, reads, overdue_ms, held=None, e
     base = out_uri.rstrip("/")
     night = None
     if events[1]:
-        schema = spark_schema(TIMER_EVENT_SCHEMA.append(pa.field("broker", pa.string())))
-        paths = [f"{base}/{f}" for f in event_files] or [f"{base}/{TIMER_EVENTS}"]
-        night = pair(spark.read.schema(schema).parquet(*(spark_path(p) for p in paths)))
+        schema = TIMER_EVENT_SCHEMA.append(pa.field("broker", pa.string()))
+        night = pair(read_events(spark, schema, base, TIMER_EVENTS, event_files))
     rows = night if held is None else held if night is None else merged(held, night)
     counts = []
     if rows is None:
         write_driver_part(out_uri, TIMERS, LEDGER_SCHEMA.empty_table(), "empty")
     else:
-        rows.write.option("compression", "zstd").parquet(spark_path(f"{base}/{TIMERS}"))
-        counts = count_rows(spark.read.schema(spark_schema(LEDGER_SCHEMA)).parquet(spark_path(f"{base}/{TIMERS}")),
-                            reads, overdue_ms)
-        for info in fs.get_file_info(pafs.FileSelector(f"{root}/{TIMERS}")):  # Spark's _SUCCESS and checksums:
-            if info.base_name.startswith(("_", ".")):  # OUT's own _SUCCESS says the run is whole
-                fs.delete_file(info.path)
-    _remove(fs, f"{root}/{TIMER_EVENTS}")
-    return {TIMERS: _sizes(fs, f"{root}/{TIMERS}")}, counts
+        write_table(rows, base, where, TIMERS)
+        counts = count_rows(read_events(spark, LEDGER_SCHEMA, base, TIMERS), reads, overdue_ms)
+    remove(fs, f"{root}/{TIMER_EVENTS}")
+    return {TIMERS: sizes(fs, f"{root}/{TIMERS}")}, counts
 
 
 def pair(events):
@@ -189,19 +177,3 @@ def overdue_warnings(counts, overdue_ms):
                        f"pending more than {overdue_ms / 1000:g} s after their due time (OUT/timers/, state "
                        "pending): is the broker's timer wheel stuck?")
     return out
-
-
-def _remove(fs, path):
-    if fs.get_file_info(path).type != pafs.FileType.NotFound:
-        fs.delete_dir(path)
-
-
-def _sizes(fs, path):
-    """(files, rows, bytes) of a Parquet table's directory (rows read from the footers)."""
-    files = [i for i in fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-             if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")]
-    rows = 0
-    for info in files:
-        with fs.open_input_file(info.path) as f:
-            rows += pq.ParquetFile(f).metadata.num_rows
-    return len(files), rows, sum(i.size for i in files)

@@ -104,16 +104,22 @@ def test_counts_per_group_are_the_ledgers(whole, expected):
     assert sorted(c["group"] for c in counts) == ["G_POP_SQL", "G_POP_TAG"]
 
 
-def test_a_revived_message_missing_from_its_retry_topic_is_lost(spark, store_pop, subscriptions, expected, tmp_path):
-    """Take %RETRY%G_POP_TAG_PopTopicA away (its consume queue and its topics.json entry): the revive service
-    passed those checkpoints (its committed offsets) and nothing acked them, so each message it revived there
-    is lost; every other row is as before."""
+def _without_retry_topic(store_pop, tmp_path):
+    """A copy of store_pop without %RETRY%G_POP_TAG_PopTopicA (its consume queue and its topics.json entry)."""
     store = tmp_path / "store"
     shutil.copytree(store_pop / "store", store)
     shutil.rmtree(store / "consumequeue" / RETRY_TAG_A)
     topics = json.loads((store / "config" / "topics.json").read_text(encoding="utf-8"))
     del topics["topicConfigTable"][RETRY_TAG_A]
     (store / "config" / "topics.json").write_text(json.dumps(topics), encoding="utf-8")
+    return store
+
+
+def test_a_revived_message_missing_from_its_retry_topic_is_lost(spark, store_pop, subscriptions, expected, tmp_path):
+    """Take %RETRY%G_POP_TAG_PopTopicA away (its consume queue and its topics.json entry): the revive service
+    passed those checkpoints (its committed offsets) and nothing acked them, so each message it revived there
+    is lost; every other row is as before."""
+    store = _without_retry_topic(store_pop, tmp_path)
     rows, counts, _ = pop_ledger(spark, store, subscriptions)
     want = expected_rows(expected)
     lost = {k for k, e in want.items() if (e["revived"] or {}).get("retryTopic") == RETRY_TAG_A}
@@ -165,12 +171,7 @@ def test_a_store_without_pop_has_an_empty_ledger(spark, store_a, tmp_path):
 
 def test_lost_messages_are_the_reports_first_alarm(spark, store_pop, subscriptions, tmp_path):
     """The report's headline says it and, before anything else, names the group; the POP table marks it."""
-    store = tmp_path / "store"
-    shutil.copytree(store_pop / "store", store)
-    shutil.rmtree(store / "consumequeue" / RETRY_TAG_A)
-    topics = json.loads((store / "config" / "topics.json").read_text(encoding="utf-8"))
-    del topics["topicConfigTable"][RETRY_TAG_A]
-    (store / "config" / "topics.json").write_text(json.dumps(topics), encoding="utf-8")
+    store = _without_retry_topic(store_pop, tmp_path)
     _, counts, _ = pop_ledger(spark, store, subscriptions)
     page = report.render({"subscriptions": [], "pop": pop_summary(counts), "warnings": lost_warnings(counts)}, {}, 0)
     assert "mqreplay report: <span class=\"bad\">finished, 34 POP message(s) lost</span>" in page

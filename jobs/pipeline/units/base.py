@@ -90,3 +90,15 @@ class UnitsSource:
         """CONSUME_QUEUE_SCHEMA table of the units at `queue_offsets` of one queue, in that order (explain);
         schemas.errors.NotInStore when it lacks one."""
         raise NotImplementedError
+
+
+class QueueFilesSource(UnitsSource):
+    """What a source of listed queue files (schemas.store.QueueFiles in its `queues`) answers alike: it is empty
+    without queues, and it serves those it was given."""
+
+    def __bool__(self):
+        return bool(self.queues)
+
+    @property
+    def served(self):
+        return frozenset((q.topic, q.queue_id) for q in self.queues)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
-from jobs.pipeline.units.base import SourceRead, UnitsSource
+from jobs.pipeline.units.base import QueueFilesSource, SourceRead
 from schemas import layout as L
 from schemas import storefs
 from schemas.batch_consume_queue import decode_bcq_segment
@@ -33,7 +33,7 @@ class BatchSegment:
 
 
 @dataclass(frozen=True)
-class BatchQueueFiles(UnitsSource):
+class BatchQueueFiles(QueueFilesSource):
     """The queues read from batch-consume-queue files (schemas.store.QueueFiles with batch=True) and, once probed,
     their segments; `offsets`: a window's (topic, queue_id, first, end) ranges."""
 
@@ -42,13 +42,6 @@ class BatchQueueFiles(UnitsSource):
     queues: tuple = ()
     segments: tuple = None
     offsets: tuple = ()
-
-    def __bool__(self):
-        return bool(self.queues)
-
-    @property
-    def served(self):
-        return frozenset((q.topic, q.queue_id) for q in self.queues)
 
     @property
     def data_end(self):

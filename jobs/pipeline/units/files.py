@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 from jobs.pipeline.cq_index import SegmentIndex, probe_segments
-from jobs.pipeline.units.base import SourceRead, UnitsSource
+from jobs.pipeline.units.base import QueueFilesSource, SourceRead
 from schemas import layout as L
 from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA
 from schemas.consume_queue import resolve_units
@@ -17,7 +17,7 @@ from schemas.lookup import queue_files, read_records, read_units
 
 
 @dataclass(frozen=True)
-class ConsumeQueueFiles(UnitsSource):
+class ConsumeQueueFiles(QueueFilesSource):
     """The queues read from consume-queue files (QueueFiles) and, once probed, their SegmentIndex."""
 
     KIND = "consumequeue"
@@ -29,13 +29,6 @@ class ConsumeQueueFiles(UnitsSource):
     def of_queue(cls, fs, root, topic, queue_id):
         """The source of one queue's files, listed alone (explain); NotInStore when the store has none."""
         return cls((queue_files(fs, root, topic, queue_id),))
-
-    def __bool__(self):
-        return bool(self.queues)
-
-    @property
-    def served(self):
-        return frozenset((q.topic, q.queue_id) for q in self.queues)
 
     @property
     def data_end(self):
