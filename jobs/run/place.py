@@ -31,6 +31,20 @@ class Place:
         """The path of `relative` (a/b) under the folder."""
         return f"{self.root}/{relative}" if relative else self.root
 
+    def create_folder_in_place(self, relative):
+        """Create the folder `relative` (a/b) inside this folder, never this folder itself: on a local disk
+        level by level, each mkdir failing once its parent is gone. A task still writing after its run removed
+        the temporary OUT (a Python worker of a cancelled stage lives on until Spark's kill timeout) then fails
+        instead of making OUT.tmp-* again. (An object store has no folders to fail on: a late object there is
+        a stale temporary, which the next run on OUT removes.)"""
+        if not isinstance(self.fs, pafs.LocalFileSystem):
+            self.fs.create_dir(self.path(relative), recursive=True)
+            return
+        folder = self.root
+        for name in relative.split("/"):
+            folder = f"{folder}/{name}"
+            self.fs.create_dir(folder, recursive=False)
+
     def sibling(self, suffix):
         """The folder `<root><suffix>` beside this one (OUT.tmp-<run>, OUT.claim): scheme, host, query kept."""
         return Place(self.fs, self.root.rstrip("/") + suffix, storefs.sibling_uri(self.uri, suffix))

@@ -101,8 +101,8 @@ class SplitWriter:
     def __init__(self, spec, split, attempt, broker=None):
         self.spec, self.split, self.attempt = spec, split, attempt
         self.broker = broker  # the split's broker (ReplayPlan.broker): a `broker` column on every row written
-        out = Place.of(spec.out)
-        self.fs, self.root = out.fs, out.root
+        self.out = Place.of(spec.out)
+        self.fs = self.out.fs
         self.writers = {}  # final relative path -> [writer, stream, output, rows]
         self.stats, self.topic_stats, self.examples = {}, {}, {}
         self.timelines = {}  # (group, topic) -> Timeline of the split
@@ -208,8 +208,9 @@ class SplitWriter:
         table = with_broker(table, self.broker)
         entry = self.writers.get(final)
         if entry is None:
-            path = f"{self.root}/{ATTEMPTS}/{self.attempt}/{final}"
-            self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+            relative = f"{ATTEMPTS}/{self.attempt}/{final}"
+            self.out.create_folder_in_place(relative.rsplit("/", 1)[0])
+            path = self.out.path(relative)
             stream = self.fs.open_output_stream(path)
             statistics = STATISTICS + ["group", "broker"] if self.spec.for_tables else STATISTICS
             writer = pq.ParquetWriter(stream, table.schema, **parquet_options(table.schema, statistics))
