@@ -35,7 +35,7 @@ def report_data(summary, timelines, status):
                      "timeline": [[b, c[0]] for b, c in zip(axis, counts)],
                      "collided_timeline": [[b, c[1]] for b, c in zip(axis, counts) if c[1]],
                      "filtered_timeline": [[b, c[2]] for b, c in zip(axis, counts) if c[2]]})
-    attention = needs_attention(subs)
+    attention, notes = needs_attention(subs), threw(subs)
     timers = summary.get("timers") or {"topics": [], "totals": {}}
     overdue = timers["totals"].get("overdue") or 0
     pop = summary.get("pop") or {"groups": [], "totals": {}}
@@ -47,7 +47,7 @@ def report_data(summary, timelines, status):
     if pop["totals"].get("lost") and status == 0:  # nor while a POP group lost messages
         lost = f"{pop['totals']['lost']} POP message(s) lost"
         text = f"{text}; {lost}" if attention or overdue else f"finished, {lost}"
-    return {"status": status, "status_text": text, "attention": attention, "bucket_ms": width,
+    return {"status": status, "status_text": text, "attention": attention, "notes": notes, "bucket_ms": width,
             "run": {k: summary.get(k) for k in ("store", "from", "rocketmq_version", "window", "job_seconds",
                                                 "sink", "corrupt_items", "skipped_units", "uninflated_bodies")},
             "warnings": summary.get("warnings", []), "store_problems": summary.get("store_problems", []),
@@ -56,23 +56,32 @@ def report_data(summary, timelines, status):
 
 
 def needs_attention(subs):
-    """[{group, topic, why}] of the subscriptions a reader must look at first: an expression that failed to
-    parse, one that threw on messages or parsed with a warning, and one that delivered nothing (a retry
-    topic only when it held units)."""
+    """[{broker, group, topic, why}] of the subscriptions a reader must look at first: an expression that failed
+    to parse or parsed with a warning, units skipped as damaged, and one that delivered nothing (a retry topic
+    only when it held units). An expression that throws on some messages is RocketMQ's normal filtering (those
+    messages are not delivered) and the same every night: a note (`threw`), not an alarm."""
     out = []
     for s in subs:
         why = []
         if s["status"] != "OK":
             why.append(f"expression failed: {s.get('error') or s['status']}")
-        if s.get("evaluation_errors"):
-            why.append(f"expression threw on {s['evaluation_errors']:,} of {s.get('evaluated', 0):,} messages")
         if s.get("warning"):
             why.append(f"parsed with a warning: {s['warning']}")
+        if s.get("skipped"):
+            why.append(f"{s['skipped']:,} unit(s) skipped as damaged (audit/corrupt/)")
         if s["status"] == "OK" and not s["client_delivered"] and (s["units"] or not s["topic"].startswith("%RETRY%")):
             why.append(f"delivered nothing of {s['units'] - s['skipped']:,} unit(s) in scope")
         if why:
-            out.append({"group": s["group"], "topic": s["topic"], "why": "; ".join(why)})
+            out.append({"broker": s.get("broker"), "group": s["group"], "topic": s["topic"], "why": "; ".join(why)})
     return out
+
+
+def threw(subs):
+    """[{broker, group, topic, why}] of the expressions that threw on some messages (not delivered, as RocketMQ's
+    broker does): said once, in a note, not in the attention list or the headline."""
+    return [{"broker": s.get("broker"), "group": s["group"], "topic": s["topic"],
+             "why": f"expression threw on {s['evaluation_errors']:,} of {s.get('evaluated', 0):,} messages"}
+            for s in subs if s.get("evaluation_errors")]
 
 
 def _axis(timelines):
@@ -95,12 +104,12 @@ def _on_axis(timeline, axis, width):
 
 
 def render(summary, timelines, status):
-    """The whole page: trouble first (the headline, POP messages lost, what needs attention, every subscription
-    in one table, the POP groups), then the run and the charts."""
+    """The whole page: trouble first (the headline, POP messages lost, what needs attention, damaged units,
+    every subscription in one table, the notes, the POP groups), then the run and the charts."""
     data = report_data(summary, timelines, status)
-    parts = [_head(), _headline(data), _pop_lost(data), _timer_alarm(data), _attention(data), _overview(data),
-             _pop(data), _run(data), _timers(data), _timelines(data), _funnels(data), _errors(data, summary),
-             _bloom(data), _audit(data), _damage(data), _embedded(data), "</body></html>\n"]
+    parts = [_head(), _headline(data), _pop_lost(data), _timer_alarm(data), _attention(data), _damage(data),
+             _overview(data), _notes(data), _pop(data), _run(data), _timers(data), _timelines(data), _funnels(data),
+             _errors(data, summary), _bloom(data), _audit(data), _embedded(data), "</body></html>\n"]
     return "".join(parts)
 
 
@@ -132,7 +141,8 @@ def _attention(data):
     if not data["attention"]:
         return ""
     return ("<h2 class=\"bad\">Needs attention</h2><ul>" + "".join(
-        f"<li><strong>{_e(a['group'])} / {_e(a['topic'])}</strong>: {_e(a['why'])}</li>" for a in data["attention"])
+        f"<li><strong>{_whose(data, a)}{_e(a['group'])} / {_e(a['topic'])}</strong>: {_e(a['why'])}</li>"
+        for a in data["attention"])
         + "</ul>\n")
 
 
@@ -187,17 +197,33 @@ def _pop(data):
 
 
 def _overview(data):
-    """One row per subscription, above every chart: what it received, what was filtered, its errors."""
-    flagged = {(a["group"], a["topic"]) for a in data["attention"]}
-    out = ["<h2>Subscriptions</h2><table><tr><th>group</th><th>topic</th><th>type</th><th>in scope</th>"
-           "<th>delivered</th><th>filtered out</th><th>collided</th><th>errors</th><th>status</th></tr>"]
+    """One row per subscription, above every chart: what it received, what was filtered or skipped, its errors;
+    a broker column in a run of several."""
+    flagged = {(a["broker"], a["group"], a["topic"]) for a in data["attention"]}
+    several = len(data["brokers"]) > 1
+    out = ["<h2>Subscriptions</h2><table><tr>" + ("<th>broker</th>" if several else "") + "<th>group</th><th>topic"
+           "</th><th>type</th><th>in scope</th><th>delivered</th><th>filtered out</th><th>collided</th><th>errors</th>"
+           "<th>skipped</th><th>status</th></tr>"]
     for s in data["subscriptions"]:
-        cls = " class=\"bad\"" if (s["group"], s["topic"]) in flagged else ""
-        out.append(f"<tr{cls}><td>{_e(s['group'])}</td><td class=\"t\">{_e(s['topic'])}</td>"
-                   f"<td class=\"t\">{_e(s['expression_type'])}</td><td>{s['units'] - s['skipped']}</td>"
-                   f"<td>{s['client_delivered']}</td><td>{s.get('filtered_out', 0)}</td><td>{s['collisions']}</td>"
-                   f"<td>{s['evaluation_errors']}</td><td class=\"t\">{_e(s['status'])}</td></tr>")
+        cls = " class=\"bad\"" if (s.get("broker"), s["group"], s["topic"]) in flagged else ""
+        broker = f"<td>{_e(s.get('broker'))}</td>" if several else ""
+        group = "<td class=\"t\">" if several else "<td>"
+        out.append(f"<tr{cls}>{broker}{group}{_e(s['group'])}</td>"
+                   f"<td class=\"t\">{_e(s['topic'])}</td><td class=\"t\">{_e(s['expression_type'])}</td>"
+                   f"<td>{s['units'] - s['skipped']}</td><td>{s['client_delivered']}</td>"
+                   f"<td>{s.get('filtered_out', 0)}</td><td>{s['collisions']}</td><td>{s['evaluation_errors']}</td>"
+                   f"<td>{s['skipped']}</td><td class=\"t\">{_e(s['status'])}</td></tr>")
     return "".join(out) + "</table>\n"
+
+
+def _notes(data):
+    """What is normal but worth knowing, said once under the table: expressions that threw on some messages."""
+    if not data["notes"]:
+        return ""
+    return ("<p>Note: an SQL92 expression that throws on a message (a property missing or of another type) does not "
+            "deliver it, as RocketMQ's broker does not:</p><ul>" + "".join(
+                f"<li>{_whose(data, n)}{_e(n['group'])} / {_e(n['topic'])}: {_e(n['why'])}</li>"
+                for n in data["notes"]) + "</ul>\n")
 
 
 def window_text(window):
@@ -315,8 +341,11 @@ def _errors(data, summary):
     out = ["<h2>SQL92 evaluation errors</h2><table><tr><th>group / topic</th><th>evaluated</th><th>threw</th>"
            "<th>example and hint</th></tr>"]
     for s in rows:
-        said = [w for w in summary.get("warnings", []) if w.startswith(f"{s['group']}/{s['topic']}")]
-        out.append(f"<tr><td>{_e(s['group'])} / {_e(s['topic'])}</td><td>{s['evaluated']}</td>"
+        mine = f"{s['group']}/{s['topic']}"
+        if len(data["brokers"]) > 1:  # a run of several brokers says whose each warning is
+            mine = f"broker {s.get('broker')}: {mine}"
+        said = [w for w in summary.get("warnings", []) if w.startswith(mine)]
+        out.append(f"<tr><td>{_whose(data, s)}{_e(s['group'])} / {_e(s['topic'])}</td><td>{s['evaluated']}</td>"
                    f"<td>{s['evaluation_errors']}</td><td class=\"t\">{_e(' '.join(said))}</td></tr>")
     return "".join(out) + "</table>\n"
 
@@ -330,7 +359,7 @@ def _bloom(data):
                "<th>rate</th></tr>")
     for s in rows:
         rate = s["bloom_false_positives"] / s["stage1_passed"] if s["stage1_passed"] else 0.0
-        out.append(f"<tr><td>{_e(s['group'])} / {_e(s['topic'])}</td><td>{s['stage1_passed']}</td>"
+        out.append(f"<tr><td>{_whose(data, s)}{_e(s['group'])} / {_e(s['topic'])}</td><td>{s['stage1_passed']}</td>"
                    f"<td>{s['bloom_false_positives']}</td><td>{rate:.1%}</td></tr>")
     return "".join(out) + "</table>\n"
 
@@ -341,8 +370,8 @@ def _audit(data):
     if not topics:
         return out[0] + "<p>No stored bitmap compared.</p>\n"
     out.append("<table><tr><th>topic</th><th>compared</th><th>mismatches</th><th>explained</th></tr>")
-    out += [f"<tr><td>{_e(t['topic'])}</td><td>{t['bitmaps_compared']}</td><td>{t['bitmap_mismatches']}</td>"
-            f"<td>{t['bitmap_mismatches_explained']}</td></tr>" for t in topics]
+    out += [f"<tr><td>{_whose(data, t)}{_e(t['topic'])}</td><td>{t['bitmaps_compared']}</td>"
+            f"<td>{t['bitmap_mismatches']}</td><td>{t['bitmap_mismatches_explained']}</td></tr>" for t in topics]
     return "".join(out) + "</table>\n"
 
 

@@ -179,9 +179,10 @@ def summary_table(summary):
     audit = [t for t in summary.get("bitmap_audit", {}).get("topics", []) if t["bitmaps_compared"]]
     if audit:
         out += ["", "bitmap audit (stored ConsumeQueueExt bitmaps against all the store's registrations):"]
-        out += _table(["topic", "compared", "mismatches", "explained"],
-                      [[t["topic"], str(t["bitmaps_compared"]), str(t["bitmap_mismatches"]),
-                        str(t["bitmap_mismatches_explained"])] for t in audit])
+        names = (["broker"] if several else []) + ["topic", "compared", "mismatches", "explained"]
+        keys = (["broker"] if several else []) + ["topic", "bitmaps_compared", "bitmap_mismatches",
+                                                  "bitmap_mismatches_explained"]
+        out += _table(names, [[str(t[k]) for k in keys] for t in audit])
     timers = (summary.get("timers") or {}).get("topics") or []
     if timers:
         out += ["", "timer messages per real topic (OUT/timers/):"]

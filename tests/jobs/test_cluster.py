@@ -35,6 +35,7 @@ def _replay(cluster, tmp_path, stores=None, **given):
     planned = plan_cluster(_options(cluster, **given), brokers)
     plans = [p.plan for _, p in planned.parts]
     out = tmp_path / "out"
+    out.mkdir()  # the run's temporary OUT, which the driver makes before the tasks write
     spec = SinkSpec(str(out), "normalized", True)
     reports = []
     for index, (k, start, end) in enumerate(T.broker_splits(None, plans)):
@@ -236,6 +237,19 @@ def test_the_console_table_and_the_report_show_each_brokers_rows(store_cluster, 
     assert not any(line.split()[:3] == ["broker-a", "GC_TAG_ALL", "TopicOnlyB"] for line in table)
     page = report.render(summary, {}, 0)
     assert "<h2>Brokers</h2>" in page and "broker-b: GC_TAG_ALL / TopicOnlyB" in page
+
+
+def test_the_consoles_bitmap_audit_of_a_cluster_names_each_topics_broker():
+    from jobs.run.summary import summary_table
+
+    audit = [{"broker": b, "topic": "T", "bitmaps_compared": n, "bitmap_mismatches": m,
+              "bitmap_mismatches_explained": m} for b, n, m in (("broker-a", 5, 0), ("broker-b", 4, 1))]
+    summary = {"subscriptions": [], "bitmap_audit": {"topics": audit}, "brokers": {"broker-a": {}, "broker-b": {}}}
+    table = summary_table(summary).splitlines()
+    start = table.index("bitmap audit (stored ConsumeQueueExt bitmaps against all the store's registrations):")
+    assert [line.split() for line in table[start + 1:start + 5] if not set(line) <= {"-", " "}] == [
+        ["broker", "topic", "compared", "mismatches", "explained"], ["broker-a", "T", "5", "0", "0"],
+        ["broker-b", "T", "4", "1", "1"]]
 
 
 @pytest.mark.system

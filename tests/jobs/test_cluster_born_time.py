@@ -43,6 +43,7 @@ def test_broker_a_s_born_times_do_not_override_broker_b_s_own(store_cluster, tmp
                                                             "1795585953546 of ") and "at 1795585953846" in w]
     assert not [w for w in warnings["broker-a"] if "bornTime" in w]  # the file's are broker-a's own
     plans = [p.plan for _, p in planned.parts]
+    (tmp_path / "out").mkdir()  # the run's temporary OUT, which the driver makes before the tasks write
     spec = SinkSpec(str(tmp_path / "out"), "normalized", True)
     reports = []
     for index, (k, start, end) in enumerate(T.broker_splits(None, plans)):

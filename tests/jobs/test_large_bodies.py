@@ -177,6 +177,7 @@ def test_wide_rows_of_large_bodies_are_written_a_budget_of_bytes_at_a_time(tmp_p
             w.append(Message("Big", 0, bytes([i]) * (400 * KIB), {"TAGS": "TagA"}))
     monkeypatch.setattr(sink, "WIDE_BYTES", MIB, raising=False)
     planned = build_plan(JobOptions(store=str(tmp_path / "store"), ad_hoc=SUBSCRIPTIONS))
+    (tmp_path / "out").mkdir()  # the run's temporary OUT, which the driver makes before the tasks write
     spec = sink.SinkSpec(str(tmp_path / "out"), "wide", True)
     report, _ = run_split(planned.plan, spec, 0, commitlog_splits(planned.plan)[0], "local")
     (part,) = [r["path"] for r in report if r["kind"] == "file" and r["output"] == "matched"]

@@ -5,6 +5,7 @@ checkpoint bodies audited, never a crash.
 
 Expectations come from the fixture's pop_ledger.json, or are written out by hand from it."""
 import json
+import os
 import shutil
 import tempfile
 from collections import Counter
@@ -47,6 +48,7 @@ def pop_ledger(spark, store, subscriptions, keep=None, **options):
     of `store`: its tasks in process, then the driver's Spark step; OUT kept in `keep` when given."""
     planned = build_plan(JobOptions(store=str(store), subscription_files=(str(subscriptions),), **options))
     out = str(keep) if keep else tempfile.mkdtemp(prefix="mqreplay-pop-")
+    os.makedirs(out, exist_ok=True)  # the run's temporary OUT, which the driver makes before the tasks write
     try:
         reports = []
         for index, split in enumerate(commitlog_splits(planned.plan)):

@@ -160,8 +160,8 @@ def _trouble_page(status=0):
 def test_the_headline_never_says_clean_when_a_group_has_errors():
     page = _trouble_page(status=0)
     headline = re.search(r"<h1>(.*?)</h1>", page).group(1)
-    assert "clean" not in headline and "3 subscription(s) need attention" in headline
-    assert _data(page)["status_text"] == "finished, 3 subscription(s) need attention"
+    assert "clean" not in headline and "2 subscription(s) need attention" in headline
+    assert _data(page)["status_text"] == "finished, 2 subscription(s) need attention"
     summary = {"store": "s", "from": "earliest", "rocketmq_version": "5", "subscriptions": [_row("G_FINE", "T")],
                "warnings": [], "store_problems": [], "bitmap_audit": {"topics": []}, "job_seconds": 1.0}
     assert "clean" in re.search(r"<h1>(.*?)</h1>", report.render(summary, {}, 0)).group(1)  # no trouble: clean
@@ -170,15 +170,63 @@ def test_the_headline_never_says_clean_when_a_group_has_errors():
 def test_every_troubled_group_is_named_before_any_chart_and_the_overview_table_comes_first():
     page = _trouble_page(status=3)
     first_chart = page.index("<svg")
-    attention = page[:first_chart]
-    for group, why in (("G_THROWS", "threw on 2,765 of 3,252 messages"), ("G_BAD", "does not compile"),
-                       ("G_NOTHING", "delivered nothing of 10 unit(s)")):
+    attention = page[:page.index("<h2>Subscriptions")]
+    for group, why in (("G_BAD", "does not compile"), ("G_NOTHING", "delivered nothing of 10 unit(s)")):
         assert re.search(rf"<li><strong>{group} / T</strong>: [^<]*{re.escape(why)}", attention), group
-    assert "G_FINE / T</strong>" not in attention and "G_QUIET" not in page[:page.index("<h2>Subscriptions")]
+    assert "G_FINE" not in attention and "G_QUIET" not in attention and "G_THROWS" not in attention
     overview = page[page.index("<h2>Subscriptions"):first_chart]
     assert all(f"<td>{g}</td>" in overview for g in ("G_FINE", "G_THROWS", "G_BAD", "G_NOTHING", "G_QUIET"))
-    assert "<th>delivered</th><th>filtered out</th><th>collided</th><th>errors</th>" in overview
+    assert "<th>delivered</th><th>filtered out</th><th>collided</th><th>errors</th><th>skipped</th>" in overview
     assert page.index("Needs attention") < page.index("<h2>Subscriptions") < page.index("<h2>The run")
+
+
+def test_an_expression_that_throws_on_some_messages_is_a_note_under_the_table_not_an_alarm():
+    page = _trouble_page(status=0)
+    notes = page[page.index("<h2>Subscriptions"):page.index("<svg")]
+    assert "Note: an SQL92 expression that throws on a message" in notes
+    assert "<li>G_THROWS / T: expression threw on 2,765 of 3,252 messages</li>" in notes
+    data = _data(page)
+    assert [a["group"] for a in data["attention"]] == ["G_BAD", "G_NOTHING"]
+    assert data["notes"] == [{"broker": None, "group": "G_THROWS", "topic": "T",
+                              "why": "expression threw on 2,765 of 3,252 messages"}]
+
+
+def test_skipped_units_are_counted_and_called_for_attention_and_the_damage_comes_before_any_chart():
+    rows = [_row("G_OK", "T"), _row("G_HURT", "T", skipped=3, units=10, client_delivered=7, broker_delivered=7)]
+    summary = {"store": "s", "from": "earliest", "rocketmq_version": "5", "subscriptions": rows, "warnings": [],
+               "store_problems": [{"file": "commitlog/00000000000000000000", "offset": 4096, "reason": "bad magic"}],
+               "bitmap_audit": {"topics": []}, "job_seconds": 1.0, "corrupt_items": 1, "skipped_units": 3}
+    page = report.render(summary, {("G_OK", "T"): _one_bucket(10), ("G_HURT", "T"): _one_bucket(7)}, 4)
+    before_charts = page[:page.index("<svg")]
+    assert "<li><strong>G_HURT / T</strong>: 3 unit(s) skipped as damaged (audit/corrupt/)</li>" in before_charts
+    assert "<h2>Damaged and skipped units</h2>" in before_charts and "bad magic" in before_charts
+    assert "<td>G_HURT</td><td class=\"t\">T</td><td class=\"t\">SQL92</td><td>7</td><td>7</td><td>0</td>" \
+           "<td>0</td><td>0</td><td>3</td><td class=\"t\">OK</td>" in before_charts
+
+
+def _one_bucket(delivered):
+    line = Timeline()
+    line.add(1000, [1795237035000], [[delivered, 0, 0]])
+    return line
+
+
+def test_a_cluster_page_names_the_broker_of_every_row_attention_item_and_audited_topic():
+    nothing = _row("G", "T", client_delivered=0, broker_delivered=0, filtered_out=10)
+    rows = [dict(_row("G", "T"), broker="broker-a"), dict(nothing, broker="broker-b")]
+    audit = [{"broker": "broker-a", "topic": "T", "bitmaps_compared": 5, "bitmap_mismatches": 0,
+              "bitmap_mismatches_explained": 0},
+             {"broker": "broker-b", "topic": "T", "bitmaps_compared": 4, "bitmap_mismatches": 1,
+              "bitmap_mismatches_explained": 1}]
+    summary = {"store": "broker-a=a, broker-b=b", "from": "earliest", "rocketmq_version": "5", "subscriptions": rows,
+               "warnings": [], "store_problems": [], "bitmap_audit": {"topics": audit}, "job_seconds": 1.0,
+               "brokers": {"broker-a": {"store": "a", "totals": {}}, "broker-b": {"store": "b", "totals": {}}}}
+    page = report.render(summary, {}, 0)
+    assert "<li><strong>broker-b: G / T</strong>: delivered nothing of 10 unit(s) in scope</li>" in page
+    assert "broker-a: G / T" not in page[:page.index("<h2>Subscriptions")]
+    assert "<tr><th>broker</th><th>group</th>" in page
+    assert "<tr><td>broker-a</td><td class=\"t\">G</td>" in page
+    assert "<tr class=\"bad\"><td>broker-b</td><td class=\"t\">G</td>" in page
+    assert "<tr><td>broker-b: T</td><td>4</td><td>1</td><td>1</td></tr>" in page
 
 
 def test_the_window_is_said_in_words_not_as_json():
