@@ -48,6 +48,7 @@ from schemas.store import check_store_root
 log = logging.getLogger("mqreplay")
 
 WORKER_PYTHON_CONF = "spark.pyspark.python"
+PLANNER_WORKER = "pyspark.sql.worker.create_data_source"  # the worker that runs schema() for load()
 FLAGS = ("withBody", "verifyCrc", "retry", "filterSupportRetry", "timers")
 CHOICES = {"rocketmqVersion": SETTING_CHOICES["rocketmq_version"], "onCorrupt": SETTING_CHOICES["on_corrupt"],
            "onSubscriptionError": ("fail", "skip"), "unitsFrom": UNITS_FROM}
@@ -115,13 +116,26 @@ class RocketMQDataSource(DataSource):
         return "rocketmq"
 
     def schema(self):
-        read = read_options(self.options)  # here, so that a bad option fails load(), not the first query
+        try:
+            read = read_options(self.options)  # here, so that a bad option fails load(), not the first query
+        except (UsageError, ReplayError):
+            _untraced_in_the_planner()
+            raise
         if read.timers:
             return spark_schema(TIMER_EVENTS_SCHEMA)
         return spark_schema(arrow_schema(read.job.with_body, bool(read.job.subscription_files)))
 
     def reader(self, schema):
         return RocketMQReader(read_options(self.options), schema)
+
+
+def _untraced_in_the_planner():
+    """In Spark's planner worker, which reports the error and ends (pyspark.sql.worker.utils.worker_run), the
+    error goes to the user without its traceback (PySpark's own SPARK_HIDE_TRACEBACK, read when it formats the
+    error): a bad option is one line in load()'s AnalysisException. Nothing changes anywhere else (no other
+    process, and not this one when schema() is called outside that worker)."""
+    if PLANNER_WORKER in sys.modules:
+        os.environ["SPARK_HIDE_TRACEBACK"] = "1"
 
 
 @dataclass(frozen=True)
