@@ -16,6 +16,7 @@ Layouts (OUT/...):
               on (topic, commitlog_offset); one file per split, rows ordered by group within a batch.
   wide        matched/ and audit/collisions/ rows carry every message column (small per-group exports).
 Audits: audit/bitmaps/, audit/corrupt/, audit/bodies/ (only when there are rows)."""
+import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from jobs.errors import output_error
 from jobs.run.place import Place
 from schemas import storefs
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, STAT_FIELDS, TOPIC_STAT_FIELDS
@@ -110,7 +112,17 @@ class SplitWriter:
         self.clock = None  # the latest store time of the records decoded (the timer ledger's overdue count)
 
     def write(self, kind, piece):
-        getattr(self, "_" + kind)(piece)
+        with self._writing():
+            getattr(self, "_" + kind)(piece)
+
+    @contextlib.contextmanager
+    def _writing(self):
+        """An OSError writing a part is the output's (exit 2 naming OUT), never "input damaged": the store was
+        read before the piece reached the writer."""
+        try:
+            yield
+        except OSError as exc:
+            raise output_error(f"--out (its temporary {self.out.uri})", exc) from None
 
     def _message(self, piece):
         names = NARROW_FIELDS if self.spec.layout != "wide" else [f for f, _ in OUTPUT_MESSAGE_FIELDS if self._keeps(f)]
@@ -226,9 +238,10 @@ class SplitWriter:
         for final, (writer, stream, output, n) in sorted(self.writers.items()):
             size = None
             if writer is not None:
-                writer.close()
-                size = stream.tell()
-                stream.close()
+                with self._writing():
+                    writer.close()
+                    size = stream.tell()
+                    stream.close()
             path = None if writer is None else f"{ATTEMPTS}/{self.attempt}/{final}"
             rows.append(dict(kind="file", output=output, path=path, final=final, rows=n, bytes=size))
         for (group, topic), counters in sorted(self.stats.items()):

@@ -3,6 +3,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+import pytest
 
 from filtering.topic_replay import MessageRows
 from jobs.run.sink import SinkSpec, SplitWriter, commit, hive_escape
@@ -142,3 +143,16 @@ def test_property_names_are_dictionary_encoded_and_read_back_as_a_plain_map(tmp_
     assert "RLE_DICTIONARY" in encodings["properties.key_value.key"]
     assert "RLE_DICTIONARY" not in encodings["properties.key_value.value"]
     assert part.read().column("properties").to_pylist() == [[("a", "1")], None]
+
+
+def test_a_part_that_cannot_be_written_is_the_outputs_error_exit_2_naming_out(tmp_path):
+    from jobs.errors import EXIT_USAGE, OutputError
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "_attempts").write_bytes(b"")  # a file where the task's folder must go
+    writer = SplitWriter(SinkSpec(str(tmp_path / "out"), "normalized"), 0, "a")
+    with pytest.raises(OutputError) as raised:
+        for kind, piece in _pieces():
+            writer.write(kind, piece)
+    assert raised.value.exit_code == EXIT_USAGE == 2
+    assert str(raised.value).startswith(f"--out (its temporary {tmp_path / 'out'}): cannot be written (")
