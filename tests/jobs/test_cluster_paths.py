@@ -1,6 +1,6 @@
 """On a master that is not local (YARN, Kubernetes, standalone) the executors may be other machines: before the
 stage, the job checks that they see the store and OUT's directory (as over Spark Connect), so a local --out on
-YARN fails in seconds with one line, not after the stage. In-process, with a stand-in session."""
+YARN fails in seconds with one line, not after the stage. The master is classified on a stand-in session; the check itself runs as a real Spark task."""
 from types import SimpleNamespace
 
 import pytest
@@ -28,3 +28,15 @@ def test_a_path_the_executors_do_not_see_is_refused_naming_it(monkeypatch):
     with pytest.raises(UsageError, match=r"^the executors of master yarn do not see --out /home/me: store and OUT"):
         replay.check_server_sees(_session("yarn"), run, planned, SimpleNamespace(commitlog=()), owned=False)
     assert abandoned == [True]
+
+
+@pytest.mark.spark
+def test_the_executors_check_each_path_in_a_task_of_their_own(spark, tmp_path):
+    """The check itself is a Spark task that looks at each path on the executor's side (here the same machine:
+    a folder that is there, one that is not, a URI left to each side)."""
+    from jobs.run.stage import unseen_paths
+
+    (tmp_path / "store").mkdir()
+    paths = [("--store", str(tmp_path / "store")), ("--out", str(tmp_path / "gone")),
+             ("--commitlog", f"file://{tmp_path / 'store'}"), ("--out", "s3://bucket/out")]
+    assert unseen_paths(spark, paths) == [("--out", str(tmp_path / "gone"))]
