@@ -1,6 +1,7 @@
 """On a master that is not local (YARN, Kubernetes, standalone) the executors may be other machines: before the
 stage, the job checks that they see the store and OUT's directory (as over Spark Connect), so a local --out on
-YARN fails in seconds with one line, not after the stage. The master is classified on a stand-in session; the check itself runs as a real Spark task."""
+YARN fails in seconds with one line, not after the stage. The master is classified on a stand-in session; the
+check itself runs as a real Spark task."""
 from types import SimpleNamespace
 
 import pytest
