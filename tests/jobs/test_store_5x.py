@@ -200,3 +200,31 @@ def test_the_data_source_reads_lmq_queues_and_inner_batches_as_rocketmq_delivers
     want = Counter({k: n for k, n in expected_keys(groups).items() if k[1] in ("%LMQ%vip_1", "TopicBatch")})
     assert got == want
     assert df.where(F.col("topic") == "TopicBatch").count() == 266  # a row per message: queue offsets 0-97, 0-167
+
+
+def test_a_time_window_on_a_batchcq_queue_starts_and_ends_at_the_units_stored_at_its_bounds(store_5x, subscriptions):
+    """The window's bounds on a BatchCQ queue, found by single-unit reads: the first unit stored at or after
+    `since`, up to the first stored at or after `until` (units from batchcq.json, their store times those of
+    the records they point at in messages.jsonl.gz)."""
+    import gzip
+
+    from jobs.pipeline.window import parse_window
+
+    expected = store_5x / "expected"
+    stored = {}
+    with gzip.open(expected / "messages.jsonl.gz", "rt", encoding="utf-8") as f:
+        for line in f:
+            m = json.loads(line)
+            stored.setdefault(m["commitLogOffset"], m["storeTimestamp"])
+    units = json.loads((expected / "batchcq.json").read_text())["1"]
+    times = [stored[u["commitLogOffset"]] for u in units]
+    since, until = times[5], times[30]
+
+    def first_at_or_after(bound):
+        return min(u["queueOffset"] for u, t in zip(units, times) if t >= bound)
+
+    planned = build_plan(JobOptions(store=str(store_5x / "store"), subscription_files=(str(subscriptions),),
+                                    window=parse_window(since=str(since), until=str(until))))
+    ranges = {(t, q): (first, end) for t, q, first, end in planned.ranges}
+    assert ranges[("TopicBatch", 1)] == (first_at_or_after(since), first_at_or_after(until))
+    assert ranges[("TopicBatch", 1)][0] > 0 and ranges[("TopicBatch", 1)][1] < units[-1]["queueOffset"]

@@ -6,6 +6,7 @@ Each segment's first and last units are read once on the driver (their commit-lo
 serves, their queue offsets the queue's bounds); a task reads the segments overlapping its split. A window keeps
 whole units: a unit is in a range when its first message is (store times are a unit's, so a time window's
 bounds fall between units)."""
+import bisect
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -30,6 +31,7 @@ class BatchSegment:
     end_offset: int
     first: int
     end: int
+    units: int
 
 
 @dataclass(frozen=True)
@@ -52,12 +54,12 @@ class BatchQueueFiles(QueueFilesSource):
         segments = []
         for k, queue in enumerate(self.queues):
             for j, seg in enumerate(queue.cq):
-                head, tail = _ends(fs, seg)
+                head, tail, count = _ends(fs, seg)
                 if head is not None:
                     segments.append(BatchSegment(k, j, int(head["commitlog_offset"]),
                                                  int(tail["commitlog_offset"]) + int(tail["size"]),
                                                  int(head["base_offset"]),
-                                                 int(tail["base_offset"]) + int(tail["batch_size"])))
+                                                 int(tail["base_offset"]) + int(tail["batch_size"]), count))
         return replace(self, segments=tuple(segments))
 
     def split(self, fs, split):
@@ -88,7 +90,7 @@ class BatchQueueFiles(QueueFilesSource):
             mine = [s for s in self.segments if s.queue == k]
             if mine:
                 out[(queue.topic, queue.queue_id)] = (min(s.first for s in mine), max(s.end for s in mine),
-                                                      _store_time(fs, queue))
+                                                      _store_time(fs, queue, mine))
         return out
 
     def windowed(self, fs, window, ranges):
@@ -142,12 +144,12 @@ def _unit_at(fs, seg, k):
 
 
 def _ends(fs, seg):
-    """(first unit, last unit) of a segment (None, None when it holds none): the last found by a binary search
-    for the end of the written units (the file is zero-filled past them)."""
+    """(first unit, last unit, units written) of a segment ((None, None, 0) when it holds none): the last found by a
+    binary search for the end of the written units (the file is zero-filled past them)."""
     count = seg.length // L.BCQ_UNIT_SIZE
     head = _unit_at(fs, seg, 0) if count else None
     if head is None:
-        return None, None
+        return None, None, 0
     lo, hi = 0, count  # unit lo is written; the first unwritten one is in (lo, hi]
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -155,24 +157,31 @@ def _ends(fs, seg):
             hi = mid
         else:
             lo = mid
-    return head, _unit_at(fs, seg, lo)
+    return head, _unit_at(fs, seg, lo), lo + 1
 
 
 def _queue_units(fs, queue):
-    """Every unit of one queue (its segments decoded, in order): explain's and the window's few questions."""
+    """Every unit of one queue (its segments decoded, in order): explain's few questions."""
     parts = [decode_bcq_segment(storefs.read_range(fs, s.path), s.start, s.path) for s in queue.cq]
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else \
         decode_bcq_segment(np.zeros(0, np.uint8), 0)
 
 
-def _store_time(fs, queue):
-    """time_of(queue offset) -> the store time of the unit holding it (the window's binary search)."""
-    cache = []
+def _store_time(fs, queue, segments):
+    """time_of(queue offset) -> the store time of the unit holding it (the window's binary search), found by a
+    binary search of single units in the segment holding that offset: a few 46-byte reads, never a whole queue
+    on the driver. `segments`: the queue's probed segments, in queue-offset order."""
+    firsts = [s.first for s in segments]
 
     def time_of(offset):
-        if not cache:
-            cache.append(_queue_units(fs, queue))
-        cols = cache[0]
-        at = int(np.searchsorted(cols["queue_offset"], offset, side="right")) - 1
-        return int(cols["store_time"][max(at, 0)]) if len(cols["store_time"]) else -1
+        seg = segments[max(bisect.bisect_right(firsts, offset) - 1, 0)]
+        path = queue.cq[seg.segment]
+        lo, hi = 0, seg.units  # the last unit whose first message is at or before `offset` is in [lo, hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if int(_unit_at(fs, path, mid)["base_offset"]) <= offset:
+                lo = mid
+            else:
+                hi = mid
+        return int(_unit_at(fs, path, lo)["store_time"])
     return time_of
