@@ -25,7 +25,8 @@ def audit_units(units, records, ranges):
     would be damaged data) and counted as skipped."""
     if not ranges:
         return CQ_AUDIT_SCHEMA.empty_table(), np.zeros(0, np.int64)
-    record_keys, unit_keys = _keys(records, units)
+    audited = records.filter(pa.array(_in_ranges(records, ranges)))
+    record_keys, unit_keys, audited_keys = _keys(records, units, audited)
     order = np.argsort(record_keys, kind="stable")
     at = record_keys[order]
     k = np.searchsorted(at, unit_keys)
@@ -52,8 +53,6 @@ def audit_units(units, records, ranges):
         if len(wrong):
             rows.append(hit[wrong])
             reasons.append(np.array(_record_is(theirs.take(pa.array(wrong))), object))
-    audited = records.filter(pa.array(_in_ranges(records, ranges)))
-    audited_keys, _ = _keys(audited, units)
     pointed = np.isin(audited_keys, unit_keys)
     lacking = audited.filter(pa.array(~pointed))
     wrong_rows = np.concatenate(rows).astype(np.int64)
@@ -69,15 +68,17 @@ def audit_units(units, records, ranges):
     return pa.concat_tables(out), wrong_rows
 
 
-def _keys(records, units):
-    """(keys of records, keys of units): a record's unit and a unit of the same queue at the same commit-log offset
-    share a key (a multi-dispatched record has a unit in each of its queues at one offset)."""
-    both = pa.concat_tables([records.select(["topic", "queue_id"]), units.select(["topic", "queue_id"])])
+def _keys(*tables):
+    """The keys of each table's rows, on one numbering of the queues of them all: a record's unit and a unit of the
+    same queue at the same commit-log offset share a key (a multi-dispatched record has a unit in each of its
+    queues at one offset). One numbering for every table compared: keys made on two (Arrow's group_by numbers
+    queues in no fixed order) would not meet."""
+    both = pa.concat_tables([table.select(["topic", "queue_id"]) for table in tables])
     pairs = both.group_by(["topic", "queue_id"]).aggregate([]).to_pylist()
-    queues = tuple((p["topic"], p["queue_id"]) for p in pairs)
+    queues = tuple(sorted((p["topic"], p["queue_id"]) for p in pairs))
     width = len(queues) + 1
     return tuple(table.column("commitlog_offset").to_numpy() * width + queue_index(table, queues) + 1
-                 for table in (records, units))
+                 for table in tables)
 
 
 def _equal(a, b, name):
