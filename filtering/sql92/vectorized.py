@@ -66,10 +66,11 @@ class Col:
 class _Batch:
     """One map array: property columns, their distinct values and their Java number parses, each computed once."""
 
-    def __init__(self, maps, constant_ids, n=None):
+    def __init__(self, maps, constant_ids, n=None, coded=None):
         self.maps = maps
         self.constant_ids = constant_ids
         self.n = len(maps) if n is None else n  # n: the rows of `distinct`'s tuples, whose columns are given
+        self.coded = coded or {}  # {name: dictionary column}: the decode's encoding of a property's values
         self.no = np.zeros(self.n, dtype=bool)
         self.yes = np.ones(self.n, dtype=bool)
         self._columns = {}
@@ -83,6 +84,10 @@ class _Batch:
         pc.map_lookup costs about 250 ns a row here; a compiled scan of the keys buffer for the first
         entry of that name per row, then one take of the values, gives the same column many times faster.
         """
+        if name not in self._columns and name in self.coded:
+            coded = self.coded[name]
+            self._columns[name] = (coded.dictionary.take(coded.indices) if isinstance(coded, pa.DictionaryArray)
+                                   else coded)
         if name not in self._columns:
             if self._entries is None:
                 keys = self.maps.keys
@@ -100,6 +105,10 @@ class _Batch:
 
     def codes(self, name):
         """(index of each row's value into `dictionary`, dictionary): the column's distinct values, null one."""
+        if name not in self._codes and isinstance(self.coded.get(name), pa.DictionaryArray):  # absent: a null last
+            coded = self.coded[name]
+            self._codes[name] = (pc.fill_null(coded.indices, len(coded.dictionary)).to_numpy().astype(np.int64),
+                                 pa.concat_arrays([coded.dictionary, pa.nulls(1, pa.string())]))
         if name not in self._codes:
             encoded = pc.dictionary_encode(self.column(name), null_encoding="encode")
             self._codes[name] = (encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
@@ -433,14 +442,15 @@ def _evaluated(expression, batch):
     return np.asarray(result.value, dtype=bool) & ~result.null & ~result.err, errors
 
 
-def outcomes_many(expressions, properties):
+def outcomes_many(expressions, properties, coded=None):
     """[(matched, errors)] of several expressions over one map array: each property column (and its
-    number parses) is extracted once and shared, as the dispatcher evaluates every registration."""
+    number parses) is extracted once and shared, as the dispatcher evaluates every registration. coded:
+    {name: dictionary column} of properties the decode encoded already (row for row with `properties`)."""
     if isinstance(properties, pa.ChunkedArray):
         properties = properties.combine_chunks() if properties.num_chunks else pa.array([], properties.type)
     if not isinstance(properties, pa.MapArray):
         raise TypeError(f"expected a pyarrow map<string, string> array, got {type(properties).__name__}")
-    batch = _Batch(properties, None)
+    batch = _Batch(properties, None, coded=None if properties.null_count else coded)  # a null map reads nothing
     return [_outcomes_array(e, properties, batch) for e in expressions]
 
 

@@ -249,6 +249,22 @@ def test_evaluation_errors_count_per_message_when_messages_repeat_a_tuple():
         assert [got[0].tolist(), got[1].tolist()] == [[bool(x) for x in match * 4], [bool(x) for x in errors * 4]]
 
 
+@pytest.mark.parametrize("times", [1, 3])
+def test_columns_the_decode_encoded_give_each_expressions_outcomes(times):
+    """outcomes_many over the dictionary columns the properties' split encodes (decode_records' coded; string
+    columns where most values are distinct: times 1) gives the hand-worked outcomes."""
+    from filtering.sql92.vectorized import outcomes_many
+    from schemas.properties import parse_properties, properties_to_blob
+
+    blobs = pa.array([properties_to_blob(dict(r)) for r in MANY_ROWS] * times)
+    props, coded = parse_properties(blobs, coded=("a", "r"))[::2]
+    assert isinstance(coded["a"], pa.DictionaryArray) is (times == 3)
+    exprs = [sql92.parse(t) for t in MANY_CASES]
+    for (m, e), expr in zip(outcomes_many(exprs, props, coded), exprs):
+        want = [[bool(x) for x in mask * times] for mask in MANY_CASES[expr.text]]
+        assert [m.tolist(), e.tolist()] == want, expr.text
+
+
 def test_tuples_are_numbered_when_the_columns_combinations_outnumber_the_rows():
     """x has 40 values and y 20 (800 combinations for 200 rows), but only 40 tuples occur: those are numbered
     (a hash of the combined codes) and each evaluated once."""
