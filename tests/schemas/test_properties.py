@@ -98,6 +98,9 @@ def test_invalid_utf8_in_a_kept_value_is_replaced_as_java_s_new_string_does():
     props, named = parse_properties_at(buf, starts, lengths, extract=("TAGS",))
     assert props.to_pylist() == [[("a", "ok"), ("b", "bad\ufffd\ufffd")], [("c", "fine")], [("TAGS", "T")]]
     assert named["TAGS"].to_pylist() == [None, None, "T"]
+    coded = parse_properties_at(buf, starts, lengths, ("TAGS",), ("b", "c"))[2]  # SQL92's columns: the same text
+    assert coded["b"].to_pylist() == ["bad\ufffd\ufffd", None, None]
+    assert coded["c"].to_pylist() == [None, "fine", None]
     clean = [b"c\x01fine\x02\x01dropped\xff", b"d\x01\xc3\xa9"]  # the bad byte dropped; a valid 2-byte letter
     buf, starts, lengths = _in_a_buffer(clean)
     assert parse_properties_at(buf, starts, lengths).to_pylist() == [[("c", "fine")], [("d", "é")]]
