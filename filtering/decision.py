@@ -15,6 +15,7 @@ from filtering import bloom as bloom_mod
 from filtering import dispatcher
 from filtering.message_filter import UnitBatch, apply_subscription
 from filtering.sql92.diagnose import failure
+from schemas.arrow_schemas import CODED_PROPERTIES
 from schemas.columns import one_array
 
 # Where a message stops for a group (the stages in the order a unit meets them), and why: reason codes
@@ -50,7 +51,17 @@ def topic_batch(topic, units, messages, bloom):
         properties=one_array(messages.column("batch_properties" if "batch_properties" in messages.column_names
                                              else "properties")),
         tags=one_array(messages.column("tags")),
+        coded=coded_properties(messages),
     )
+
+
+def coded_properties(messages):
+    """{name: dictionary column} of the decode's CODED_PROPERTIES (the record's own properties, as SQL92 reads
+    them), or None when the batch was decoded without."""
+    if CODED_PROPERTIES not in messages.column_names:
+        return None
+    struct = one_array(messages.column(CODED_PROPERTIES))
+    return dict(zip([f.name for f in struct.type], struct.flatten()))
 
 
 @dataclass
@@ -76,7 +87,7 @@ def dispatch_topic(plan, topic, batch, bloom):
     registered = [c for c in plan.registrations if c.sub.topic == topic]
     adhoc = [c for c in plan.subscriptions
              if c.sub.topic == topic and c.sql is not None and not c.sub.stored and c.sub.bloom_bits]
-    match, match_errors = dispatcher.registration_outcomes(registered + adhoc, batch.properties)
+    match, match_errors = dispatcher.registration_outcomes(registered + adhoc, batch.properties, batch.coded)
     columns = {c.key: r for r, c in enumerate(registered)}
     columns.update({id(c): len(registered) + r for r, c in enumerate(adhoc)})
     recomputed = dispatcher.recompute_bitmaps(registered + adhoc, match, bloom.m)

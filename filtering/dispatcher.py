@@ -13,14 +13,15 @@ from filtering.sql92.vectorized import outcomes_many
 REASON_BORN_AFTER = "registration born after the message"
 
 
-def registration_outcomes(registrations, properties):
+def registration_outcomes(registrations, properties, coded=None):
     """(match, errors): (N, R) bool matrices of where each registration's SQL92 returns TRUE, and where
-    it throws, per message. All registrations share one extraction of the property columns."""
+    it throws, per message. All registrations share one extraction of the property columns (coded: those the
+    decode encoded already, {name: dictionary column})."""
     n = len(properties)
     match = np.zeros((n, len(registrations)), dtype=bool)
     errors = np.zeros((n, len(registrations)), dtype=bool)
     if registrations and n:
-        for r, (matched, failed) in enumerate(outcomes_many([c.sql for c in registrations], properties)):
+        for r, (matched, failed) in enumerate(outcomes_many([c.sql for c in registrations], properties, coded)):
             match[:, r], errors[:, r] = matched, failed
     return match, errors
 

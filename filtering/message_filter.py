@@ -37,6 +37,7 @@ class UnitBatch:
     stored_valid: np.ndarray  # bool: the ext unit holds a bitmap
     properties: pa.Array  # map<string, string>
     tags: pa.Array  # string
+    coded: dict = None  # {name: dictionary column} of the properties SQL92 reads, when the decode encoded them
     _tags_encoded: tuple = field(default=None, repr=False)
 
     def __len__(self):

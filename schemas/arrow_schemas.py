@@ -26,6 +26,11 @@ MESSAGE_SCHEMA = pa.schema([
     ("keys", pa.string()),
 ])
 
+# decode_records(coded=names)'s column after MESSAGE_SCHEMA's: a struct of the properties SQL92 reads, each a
+# dictionary column (distinct values; null where absent; a string column where most values are distinct),
+# encoded in the decode's split of the properties
+CODED_PROPERTIES = "coded_properties"
+
 CONSUME_QUEUE_SCHEMA = pa.schema([
     ("topic", pa.string()),
     ("queue_id", pa.int32()),

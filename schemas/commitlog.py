@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from schemas import kernels as K
 from schemas import layout as L
-from schemas.arrow_schemas import MESSAGE_SCHEMA
+from schemas.arrow_schemas import CODED_PROPERTIES, MESSAGE_SCHEMA
 from schemas.columns import gather_bytes, slices_to_binary, to_utf8
 from schemas.errors import CorruptStoreError, UnsupportedStoreError
 from schemas.hosts import format_hosts
@@ -57,7 +57,7 @@ def walk_records(buf, base_offset=0, path="commitlog", limit=None):
 
 
 def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True, raw=False, fields=None,
-                   max_body=None, inflate=True):
+                   max_body=None, inflate=True, coded=()):
     """An Arrow RecordBatch (MESSAGE_SCHEMA) of the records starting at `starts` (relative to buf).
 
     One compiled pass finds every field of every record (`kernels.record_fields`); variable fields are then
@@ -66,7 +66,8 @@ def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True,
     fields: `kernels.record_fields(buf, starts)` when the caller already has it. A compressed body that
     inflates beyond max_body bytes is null (never inflated whole: see decompress). inflate=False leaves
     compressed bodies as stored, for a caller that inflates them itself (jobs/pipeline/split_decode.py, a budget of
-    bytes at a time)."""
+    bytes at a time). coded: property names (those SQL92 reads) also given as dictionary columns, fields of one
+    struct column CODED_PROPERTIES appended to the schema, encoded in the properties' split (schemas/properties.py)."""
     buf = np.asarray(buf, dtype=np.uint8)
     starts = np.asarray(starts, dtype=np.int64)
     f = K.record_fields(buf, starts) if fields is None else fields
@@ -76,9 +77,10 @@ def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True,
     store_v6 = (sys_flag & L.STOREHOST_V6) != 0
     if raw:
         properties_raw = to_utf8(slices_to_binary(buf, f["properties_at"], f["properties_length"]))
-        properties, named = parse_properties(properties_raw, extract=("TAGS", "KEYS"))
+        properties, named, *dictionaries = parse_properties(properties_raw, ("TAGS", "KEYS"), tuple(coded))
     else:  # split where they lie in buf: no string column of the blobs
-        properties, named = parse_properties_at(buf, f["properties_at"], f["properties_length"], ("TAGS", "KEYS"))
+        properties, named, *dictionaries = parse_properties_at(buf, f["properties_at"], f["properties_length"],
+                                                               ("TAGS", "KEYS"), tuple(coded))
     stored_body = slices_to_binary(buf, f["body_at"], f["body_length"]) if (with_body or raw) else None
     tags = named["TAGS"]
     columns = {
@@ -108,8 +110,12 @@ def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True,
     if raw:
         columns.update(stored_body=stored_body, properties_raw=properties_raw)
         schema = schema.append(pa.field("stored_body", pa.binary())).append(pa.field("properties_raw", pa.string()))
-    return pa.RecordBatch.from_arrays([pa.array(columns[f.name], f.type) if isinstance(columns[f.name], np.ndarray)
-                                       else columns[f.name].cast(f.type) for f in schema], schema=schema)
+    arrays = [pa.array(columns[f.name], f.type) if isinstance(columns[f.name], np.ndarray)
+              else columns[f.name].cast(f.type) for f in schema]
+    if dictionaries:
+        arrays.append(pa.StructArray.from_arrays(list(dictionaries[0].values()), list(dictionaries[0])))
+        schema = schema.append(pa.field(CODED_PROPERTIES, arrays[-1].type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 _ERRORS = (

@@ -323,6 +323,54 @@ def _last_value_wins(keys, values, map_offsets, named, first_of):
 
 
 @numba.njit(**_JIT)
+def _value_codes(offsets, data, entries, limit):
+    n = len(entries)
+    size = 2
+    while size < 2 * n:
+        size *= 2
+    table = np.full(size, -1, np.int32)  # code of the value hashed to a slot (linear probing)
+    first = np.empty(n, np.int64)
+    codes = np.full(n, -1, np.int32)
+    k = 0
+    for row in range(n):
+        e = entries[row]
+        if e < 0:
+            continue
+        a = offsets[e]
+        width = offsets[e + 1] - a
+        h = np.uint64(14695981039346656037)  # FNV-1a
+        for p in range(a, a + width):
+            h = (h ^ np.uint64(data[p])) * np.uint64(1099511628211)
+        slot = np.int64(h & np.uint64(size - 1))
+        while True:
+            c = table[slot]
+            if c < 0:
+                if k == limit:
+                    return codes, first[:0], False
+                table[slot] = k
+                first[k] = e
+                codes[row] = k
+                k += 1
+                break
+            f = first[c]
+            if offsets[f + 1] - offsets[f] == width and _same_bytes(data, offsets[f], data, a, width):
+                codes[row] = c
+                break
+            slot = (slot + 1) & (size - 1)
+    return codes, first[:k], True
+
+
+def value_codes(values, entries, limit):
+    """(codes, first, ok) of the entries of a string array `values` at `entries` (-1: none, code -1): each
+    distinct value's code in order of first appearance, and the entry of its first appearance: a dictionary
+    encoding done while the bytes are hot (the properties' split), not by a take and a hash of the taken column
+    later. ok False: more than `limit` distinct values (then codes and first mean nothing)."""
+    offsets = np.frombuffer(values.buffers()[1], np.int32)[values.offset: values.offset + len(values) + 1]
+    data = np.frombuffer(values.buffers()[2], np.uint8) if values.buffers()[2] is not None else np.zeros(0, np.uint8)
+    return _value_codes(offsets, data, np.asarray(entries, np.int64), limit)
+
+
+@numba.njit(**_JIT)
 def _first_entry_named(key_data, key_offsets, map_offsets, name):
     n = len(map_offsets) - 1
     out = np.full(n, -1, np.int64)

@@ -5,13 +5,15 @@ cumulative CPU-seconds per stage. A dev tool (docs/performance.md), not part of 
     .venv/bin/python tools/profile_splits.py build/bench/store-200000-7 build/bench/subscriptions.json \
         [--sink normalized|noop|wide] [--passes 2] [--splits N] [--top 25]
 
-The first pass loads numba's cached kernels and warms the page cache; the last pass is the one printed.
+The first pass loads numba's cached kernels and warms the page cache and is left out; each stage's figure is
+the median over the other passes (with their range), since a shared machine's CPU time varies from pass to pass.
 """
 import argparse
 import cProfile
 import os
 import pstats
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -50,7 +52,7 @@ def main(argv=None):
     ap.add_argument("store")
     ap.add_argument("subscriptions")
     ap.add_argument("--sink", default="normalized", choices=("normalized", "noop", "wide"))
-    ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("--passes", type=int, default=2, help="passes (the first is a warm-up, left out)")
     ap.add_argument("--splits", type=int, default=None, help="only the first N splits")
     ap.add_argument("--top", type=int, default=0, help="also print the N largest functions by own time")
     args = ap.parse_args(argv)
@@ -67,6 +69,7 @@ def main(argv=None):
     planning = time.process_time() - t
     plan = planned.plan
     splits = commitlog_splits(plan)[:args.splits]
+    per_pass = []
     for k in range(args.passes):
         out = tempfile.mkdtemp(prefix="mqreplay-profile-")
         try:
@@ -75,15 +78,19 @@ def main(argv=None):
             c = time.process_time()
             prof.enable()
             for index, split in enumerate(splits):
-                run_split(plan, planned.segments, spec, index, split, "local")
+                run_split(plan, spec, index, split, "local")
             prof.disable()
             cpu = time.process_time() - c
         finally:
             shutil.rmtree(out, ignore_errors=True)
         stats = pstats.Stats(prof)
         print(f"pass {k + 1}: {len(splits)} splits, {cpu:.2f} CPU-s (planning {planning:.2f})")
-    for label, seconds in stage_times(stats).items():
-        print(f"  {label:50s} {seconds:7.3f}")
+        if k or args.passes == 1:
+            per_pass.append(stage_times(stats))
+    print(f"CPU-s per stage, median of {len(per_pass)} passes (min-max)")
+    for label in per_pass[0]:
+        seconds = sorted(p[label] for p in per_pass)
+        print(f"  {label:50s} {statistics.median(seconds):7.3f} ({seconds[0]:.3f}-{seconds[-1]:.3f})")
     if args.top:
         stats.sort_stats("tottime").print_stats(args.top)
 

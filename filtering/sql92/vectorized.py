@@ -64,16 +64,18 @@ class Col:
 
 
 class _Batch:
-    """One map array: property columns and their Java number parses, each computed once."""
+    """One map array: property columns, their distinct values and their Java number parses, each computed once."""
 
-    def __init__(self, maps, constant_ids):
+    def __init__(self, maps, constant_ids, n=None, coded=None):
         self.maps = maps
         self.constant_ids = constant_ids
-        self.n = len(maps)
+        self.n = len(maps) if n is None else n  # n: the rows of `distinct`'s tuples, whose columns are given
+        self.coded = coded or {}  # {name: dictionary column}: the decode's encoding of a property's values
         self.no = np.zeros(self.n, dtype=bool)
         self.yes = np.ones(self.n, dtype=bool)
         self._columns = {}
         self._parsed = {}
+        self._codes = {}
         self._entries = None
 
     def column(self, name):
@@ -82,6 +84,10 @@ class _Batch:
         pc.map_lookup costs about 250 ns a row here; a compiled scan of the keys buffer for the first
         entry of that name per row, then one take of the values, gives the same column many times faster.
         """
+        if name not in self._columns and name in self.coded:
+            coded = self.coded[name]
+            self._columns[name] = (coded.dictionary.take(coded.indices) if isinstance(coded, pa.DictionaryArray)
+                                   else coded)
         if name not in self._columns:
             if self._entries is None:
                 keys = self.maps.keys
@@ -97,11 +103,63 @@ class _Batch:
             self._columns[name] = self.maps.items.take(pa.array(take, mask=take < 0))
         return self._columns[name]
 
+    def codes(self, name):
+        """(index of each row's value into `dictionary`, dictionary): the column's distinct values, null one."""
+        if name not in self._codes and isinstance(self.coded.get(name), pa.DictionaryArray):  # absent: a null last
+            coded = self.coded[name]
+            self._codes[name] = (pc.fill_null(coded.indices, len(coded.dictionary)).to_numpy().astype(np.int64),
+                                 pa.concat_arrays([coded.dictionary, pa.nulls(1, pa.string())]))
+        if name not in self._codes:
+            encoded = pc.dictionary_encode(self.column(name), null_encoding="encode")
+            self._codes[name] = (encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                                 encoded.dictionary)
+        return self._codes[name]
+
+    def distinct(self, names):
+        """(a _Batch of tuples of the `names` columns' values, each row's index into it), or None when fewer
+        than half the rows repeat one. A row's outcome depends on these values alone (its errors too), and
+        real properties have few values (codes, regions, flags), so each tuple is evaluated once. The tuples
+        are every combination of the columns' distinct values when there are at most half as many as rows
+        (each row's index is then arithmetic), else the combinations that occur (numbered by a hash)."""
+        encoded = [self.codes(name) for name in names]
+        if any(2 * len(dictionary) > self.n for _, dictionary in encoded):
+            return None
+        combinations = int(np.prod([len(dictionary) for _, dictionary in encoded], dtype=object))
+        key = np.zeros(self.n, np.int64)
+        for codes, dictionary in encoded:
+            key = key * len(dictionary) + codes
+        if 2 * combinations <= self.n:
+            strides = np.cumprod([1] + [len(d) for _, d in encoded[:0:-1]])[::-1]
+            every = np.arange(combinations)
+            columns = [d.take(pa.array(every // stride % len(d))) for (_, d), stride in zip(encoded, strides)]
+            return self._tuples(names, columns, combinations), key
+        if combinations >= 1 << 62:
+            return None  # the key would overflow (four columns of over 30,000 values each)
+        numbered = pc.dictionary_encode(pa.array(key))
+        inverse = numbered.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        k = len(numbered.dictionary)
+        if 2 * k > self.n:
+            return None
+        rows = np.empty(k, np.int64)
+        rows[inverse] = np.arange(self.n)  # a row of each tuple (any: they hold the same values)
+        return self._tuples(names, [self.column(name).take(pa.array(rows)) for name in names], k), inverse
+
+    def _tuples(self, names, columns, n):
+        tuples = _Batch(self.maps, self.constant_ids, n)
+        tuples._columns = dict(zip(names, columns))
+        return tuples
+
     def parsed(self, col, number_kind):
         """(values, ok) of X.valueOf over a "str" column, with X the Java type of `number_kind`."""
         key = (col.prop, number_kind)
         if col.prop is None or key not in self._parsed:
-            result = _parse_column(col.value, col.null, number_kind)
+            if col.prop in self._codes:  # its distinct values are known already: each parsed once
+                codes, dictionary = self._codes[col.prop]
+                values, ok = _parse_column(dictionary, dictionary.is_null().to_numpy(zero_copy_only=False),
+                                           number_kind)
+                result = values[codes], ok[codes]
+            else:
+                result = _parse_column(col.value, col.null, number_kind)
             if col.prop is None:
                 return result
             self._parsed[key] = result
@@ -365,6 +423,16 @@ def _outcomes_array(expression, maps, batch=None):
         return np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
     if batch is None:
         batch = _Batch(maps, None)
+    distinct = batch.distinct(expression.properties)
+    if distinct is not None:  # each distinct tuple of the values it reads evaluated once, then every row's
+        tuples, inverse = distinct
+        matched, errors = _evaluated(expression, tuples)
+        return matched[inverse], errors[inverse]
+    return _evaluated(expression, batch)
+
+
+def _evaluated(expression, batch):
+    """(matched, errors) of one expression over every row of `batch`."""
     batch.constant_ids = _constant_ids(expression.tree)
     with recursion_room(expression.depth):
         result = evaluate_column(expression.tree, batch)
@@ -374,14 +442,15 @@ def _outcomes_array(expression, maps, batch=None):
     return np.asarray(result.value, dtype=bool) & ~result.null & ~result.err, errors
 
 
-def outcomes_many(expressions, properties):
+def outcomes_many(expressions, properties, coded=None):
     """[(matched, errors)] of several expressions over one map array: each property column (and its
-    number parses) is extracted once and shared, as the dispatcher evaluates every registration."""
+    number parses) is extracted once and shared, as the dispatcher evaluates every registration. coded:
+    {name: dictionary column} of properties the decode encoded already (row for row with `properties`)."""
     if isinstance(properties, pa.ChunkedArray):
         properties = properties.combine_chunks() if properties.num_chunks else pa.array([], properties.type)
     if not isinstance(properties, pa.MapArray):
         raise TypeError(f"expected a pyarrow map<string, string> array, got {type(properties).__name__}")
-    batch = _Batch(properties, None)
+    batch = _Batch(properties, None, coded=None if properties.null_count else coded)  # a null map reads nothing
     return [_outcomes_array(e, properties, batch) for e in expressions]
 
 

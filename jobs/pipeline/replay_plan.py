@@ -49,6 +49,16 @@ class ReplayPlan:
         return damage_skipped(self.on_corrupt)
 
     @property
+    def sql92_properties(self):
+        """The property names the run's SQL92 expressions read (the registrations' and the subscriptions'): the
+        decode encodes each as a dictionary column (schemas/commitlog.py `coded`)."""
+        names = {}
+        for c in (*self.registrations, *self.subscriptions):
+            if c.sql is not None:
+                names.update(dict.fromkeys(c.sql.properties))
+        return tuple(names)
+
+    @property
     def walks_records(self):
         """Whether the tasks walk their splits' records (to rebuild units, or to audit them): splits then start
         at records (split_units.snap_to_records)."""

@@ -107,7 +107,8 @@ def decode_messages(plan, units, out):
         fields = None
     try:
         decoded = pa.Table.from_batches([decode_records(buf, uniq, file_start + lo, path, with_body=plan.with_body,
-                                                        raw=plan.verify_crc, fields=fields, inflate=False)])
+                                                        raw=plan.verify_crc, fields=fields, inflate=False,
+                                                        coded=plan.sql92_properties)])
     except CorruptStoreError:
         if not plan.skips_damage:
             raise
@@ -185,7 +186,7 @@ def _decode_one_by_one(plan, buf, uniq, starts, idx, base, path, units, out):
     for s in uniq:
         try:
             batches.append(decode_records(buf, np.array([s]), base, path, with_body=plan.with_body,
-                                          raw=plan.verify_crc, inflate=False))
+                                          raw=plan.verify_crc, inflate=False, coded=plan.sql92_properties))
             good_starts.append(s)
         except CorruptStoreError as exc:
             _corrupt(plan, out, units, idx[starts[idx] == s], exc.reason, path)

@@ -209,3 +209,71 @@ def test_shared_extraction_of_many_expressions_gives_each_expressions_outcomes()
         assert [m.tolist(), e.tolist()] == want, expr.text
         alone = outcomes_batch(expr, props)
         assert [alone[0].tolist(), alone[1].tolist()] == want, expr.text
+
+
+@pytest.mark.parametrize("dialect", ["5", "4"])
+def test_rows_repeating_a_tuple_of_values_each_get_rocketmqs_decision_on_vectors(dialect):
+    """Each selector over its vectors' properties three times over: every tuple of the values it reads repeats,
+    so it is evaluated once per distinct tuple (that path checked taken), and every row gets the recorded
+    decision."""
+    from filtering.sql92.vectorized import _Batch
+
+    groups = collections.defaultdict(list)
+    for v in VECTORS:
+        if string_typed(v):
+            groups[v["expr"]].append(v)
+    failures, rows = [], 0
+    for text, cases in groups.items():
+        try:
+            e = sql92.parse(text, dialect=dialect)
+        except sql92.FilterSyntaxError:
+            continue
+        props = maps([v["props"] for v in cases] * 3)
+        assert _Batch(props, None).distinct(e.properties) is not None
+        rows += len(props)
+        for v, decision in zip(cases * 3, e.matches_batch(props).tolist()):
+            if decision is not broker_match(v, dialect):
+                failures.append(f"{v['id']} {text[:60]!r} {v['props']!r:.60} vectorized={decision}")
+    assert rows > 3 * 7500
+    assert not failures, "\n".join(failures[:40])
+
+
+def test_evaluation_errors_count_per_message_when_messages_repeat_a_tuple():
+    """Each message keeps its own match and error (the summary's evaluation_errors), the tuple evaluated once."""
+    from filtering.sql92.vectorized import outcomes_batch
+    from schemas.arrow_schemas import PROPERTIES_TYPE
+
+    props = pa.array(ERROR_ROWS * 4, PROPERTIES_TYPE)
+    for text, (match, errors) in ERROR_CASES.items():
+        got = outcomes_batch(sql92.parse(text), props)
+        assert [got[0].tolist(), got[1].tolist()] == [[bool(x) for x in match * 4], [bool(x) for x in errors * 4]]
+
+
+@pytest.mark.parametrize("times", [1, 3])
+def test_columns_the_decode_encoded_give_each_expressions_outcomes(times):
+    """outcomes_many over the dictionary columns the properties' split encodes (decode_records' coded; string
+    columns where most values are distinct: times 1) gives the hand-worked outcomes."""
+    from filtering.sql92.vectorized import outcomes_many
+    from schemas.properties import parse_properties, properties_to_blob
+
+    blobs = pa.array([properties_to_blob(dict(r)) for r in MANY_ROWS] * times)
+    props, coded = parse_properties(blobs, coded=("a", "r"))[::2]
+    assert isinstance(coded["a"], pa.DictionaryArray) is (times == 3)
+    exprs = [sql92.parse(t) for t in MANY_CASES]
+    for (m, e), expr in zip(outcomes_many(exprs, props, coded), exprs):
+        want = [[bool(x) for x in mask * times] for mask in MANY_CASES[expr.text]]
+        assert [m.tolist(), e.tolist()] == want, expr.text
+
+
+def test_tuples_are_numbered_when_the_columns_combinations_outnumber_the_rows():
+    """x has 40 values and y 20 (800 combinations for 200 rows), but only 40 tuples occur: those are numbered
+    (a hash of the combined codes) and each evaluated once."""
+    from filtering.sql92.vectorized import _Batch, outcomes_batch
+
+    rows = [{"x": str(i % 40), "y": str(i % 40 // 2)} for i in range(200)]
+    props = maps(rows)
+    tuples, inverse = _Batch(props, None).distinct(["x", "y"])
+    assert tuples.n == 40 and len(inverse) == 200
+    matched, errors = outcomes_batch(sql92.parse("x > 30 AND y < 18"), props)
+    assert matched.tolist() == [i % 40 > 30 and i % 40 // 2 < 18 for i in range(200)]
+    assert not errors.any()

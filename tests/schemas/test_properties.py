@@ -98,6 +98,9 @@ def test_invalid_utf8_in_a_kept_value_is_replaced_as_java_s_new_string_does():
     props, named = parse_properties_at(buf, starts, lengths, extract=("TAGS",))
     assert props.to_pylist() == [[("a", "ok"), ("b", "bad\ufffd\ufffd")], [("c", "fine")], [("TAGS", "T")]]
     assert named["TAGS"].to_pylist() == [None, None, "T"]
+    coded = parse_properties_at(buf, starts, lengths, ("TAGS",), ("b", "c"))[2]  # SQL92's columns: the same text
+    assert coded["b"].to_pylist() == ["bad\ufffd\ufffd", None, None]
+    assert coded["c"].to_pylist() == [None, "fine", None]
     clean = [b"c\x01fine\x02\x01dropped\xff", b"d\x01\xc3\xa9"]  # the bad byte dropped; a valid 2-byte letter
     buf, starts, lengths = _in_a_buffer(clean)
     assert parse_properties_at(buf, starts, lengths).to_pylist() == [[("c", "fine")], [("d", "é")]]
@@ -112,3 +115,33 @@ def test_split_where_they_lie_equals_the_string_column_s_on_any_blobs(blobs):
     assert props.to_pylist() == want.to_pylist()
     assert named["TAGS"].to_pylist() == want_named["TAGS"].to_pylist()
     assert named["KEYS"].to_pylist() == want_named["KEYS"].to_pylist()
+
+
+def test_coded_columns_hold_each_rows_value_over_distinct_values_in_order_of_appearance():
+    """coded: a property's value per row as a dictionary column (what SQL92 reads, encoded in the split): the
+    last value of a repeated name, null where absent or dropped (empty value), the same from the string column
+    and from the buffer; a property held by more than half the rows with distinct values stays a string column."""
+    blobs = ["a\x011\x02r\x01hz", "a\x012", "r\x01sh\x02a\x011", "a\x01\x02r\x01杭州", "a\x012\x02a\x013", "x\x01y"]
+    props, named, coded = parse_properties(pa.array(blobs), extract=("TAGS",), coded=("a", "r"))
+    assert coded["a"].to_pylist() == ["1", "2", "1", None, "3", None]
+    assert coded["a"].dictionary.to_pylist() == ["1", "2", "3"]
+    assert coded["r"].to_pylist() == ["hz", None, "sh", "杭州", None, None]
+    assert coded["r"].dictionary.to_pylist() == ["hz", "sh", "杭州"]
+    assert named["TAGS"].to_pylist() == [None] * 6
+    buf, starts, lengths = _in_a_buffer([b.encode() for b in blobs])
+    _, _, at = parse_properties_at(buf, starts, lengths, ("TAGS",), ("a", "r"))
+    assert at["a"].equals(coded["a"]) and at["r"].equals(coded["r"])
+    unique = parse_properties(pa.array([f"k\x01v{i}" for i in range(5)] + ["k\x01v0"]), coded=("k",))[2]["k"]
+    assert unique.type == pa.string() and unique.to_pylist() == ["v0", "v1", "v2", "v3", "v4", "v0"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(pieces, max_size=20))
+def test_coded_columns_equal_the_reference_on_any_blobs(blobs):
+    buf, starts, lengths = _in_a_buffer([b.encode() for b in blobs])
+    _, _, coded = parse_properties_at(buf, starts, lengths, ("TAGS",), ("a", "TAGS", "é"))
+    for name in ("a", "TAGS", "é"):
+        assert coded[name].to_pylist() == [properties_reference(b).get(name) for b in blobs]
+        if isinstance(coded[name], pa.DictionaryArray):
+            values = coded[name].dictionary.to_pylist()
+            assert len(set(values)) == len(values)
