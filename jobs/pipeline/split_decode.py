@@ -27,7 +27,7 @@ CRC_MISMATCH = "body CRC mismatch"
 INNER_BATCH_DAMAGED = "inner batch damaged: its body does not hold whole messages (the client cannot unwrap it)"
 
 
-def _corrupt(plan, out, units, rows, reason, path, offsets=None, deleted=False, kept=False):
+def report_damage(plan, out, units, rows, reason, path, offsets=None, deleted=False, kept=False):
     """Skip (audit) or fail on the units at `rows`; `offsets`: positions in `path` (default commit-log).
     deleted: retention removed their records (audited whatever --on-corrupt, as the broker's
     OFFSET_TOO_SMALL); kept: audited, but the units are still decided (an unreadable ext unit)."""
@@ -60,9 +60,9 @@ def check_ext(plan, units, out):
     queues = units.column("queue_id").to_numpy()
     for topic, queue in sorted({(topics[i], int(queues[i])) for i in np.flatnonzero(missing)}):
         rows = np.flatnonzero(missing & (topics == topic) & (queues == queue))
-        _corrupt(plan, out, units, rows,
-                 EXT_UNREADABLE + ": its tag code counts as missing (matches), as the broker does",
-                 f"consumequeue_ext/{topic}/{queue}", offsets=positions, kept=True)
+        report_damage(plan, out, units, rows,
+                      EXT_UNREADABLE + ": its tag code counts as missing (matches), as the broker does",
+                      f"consumequeue_ext/{topic}/{queue}", offsets=positions, kept=True)
 
 
 def decode_messages(plan, units, out):
@@ -75,12 +75,12 @@ def decode_messages(plan, units, out):
     if found is None:
         path, deleted = plan.log.missing(int(offsets[0]))
         reason = OFFSET_TOO_SMALL if deleted else "commit-log file missing"
-        _corrupt(plan, out, units, np.arange(units.num_rows), reason, path, deleted=deleted)
+        report_damage(plan, out, units, np.arange(units.num_rows), reason, path, deleted=deleted)
         return None, units.slice(0, 0)
     path, length, file_start, head = found.path, found.length, found.start, found.header_size
     rel = offsets - file_start
     bad = (rel + sizes > length) | (sizes < L.MIN_RECORD_SIZE) | (rel < head)
-    _corrupt(plan, out, units, np.flatnonzero(bad), "unit points outside the commit-log file", path)
+    report_damage(plan, out, units, np.flatnonzero(bad), "unit points outside the commit-log file", path)
     keep = ~bad
     lo = int(rel[keep].min()) - head if keep.any() else 0  # a DLedger entry's header is read with its record
     hi = int((rel + sizes)[keep].max()) if keep.any() else 0
@@ -96,8 +96,8 @@ def decode_messages(plan, units, out):
         magic_ok = np.isin(fields["magic"], L.MESSAGE_MAGICS)
         size_ok = fields["total_size"] == sizes[idx]
         head_ok[idx[magic_ok & size_ok]] = True
-        _corrupt(plan, out, units, idx[~magic_ok], "unit points at no record (bad magic code)", path)
-        _corrupt(plan, out, units, idx[magic_ok & ~size_ok], "unit size differs from the record's totalSize", path)
+        report_damage(plan, out, units, idx[~magic_ok], "unit points at no record (bad magic code)", path)
+        report_damage(plan, out, units, idx[magic_ok & ~size_ok], "unit size differs from the record's totalSize", path)
         if not (magic_ok & size_ok).all():
             fields = None  # some candidates are gone: the decode finds the fields of the rest itself
     idx = np.flatnonzero(head_ok)
@@ -118,11 +118,12 @@ def decode_messages(plan, units, out):
     sel = units if len(idx) == units.num_rows else units.take(pa.array(idx))  # idx ascends: all rows, in order
     if plan.verify_crc and "stored_body" in messages.column_names:
         crc_ok = _crc_ok(messages)
-        _corrupt(plan, out, sel, np.flatnonzero(~crc_ok), CRC_MISMATCH, path)
+        report_damage(plan, out, sel, np.flatnonzero(~crc_ok), CRC_MISMATCH, path)
         keep = pa.array(np.flatnonzero(crc_ok))
         messages, sel = messages.take(keep).drop_columns(["stored_body", "properties_raw"]), sel.take(keep)
     agree = records_agree(messages, sel)
-    _corrupt(plan, out, sel, np.flatnonzero(~agree), "record's topic, queue or queue offset differ from the unit", path)
+    report_damage(plan, out, sel, np.flatnonzero(~agree), "record's topic, queue or queue offset differ from the unit",
+                  path)
     if agree.all():
         return messages, sel
     keep_rows = pa.array(np.flatnonzero(agree))
@@ -152,7 +153,7 @@ def unwrapped(plan, messages, units, out):
     messages, parent, index, damaged = unwrap(messages, plan.with_body)
     if len(damaged):
         path = plan.log.file_at(int(units.column("commitlog_offset")[int(damaged[0])].as_py())).path
-        _corrupt(plan, out, units, damaged, INNER_BATCH_DAMAGED, path)
+        report_damage(plan, out, units, damaged, INNER_BATCH_DAMAGED, path)
     if len(parent) == units.num_rows and not len(damaged):
         return messages, units
     units = units.take(pa.array(parent))
@@ -166,7 +167,7 @@ def _entry_headers_ok(plan, out, units, file, buf, starts, offsets, sizes, keep)
     idx = np.flatnonzero(keep)
     keep = keep.copy()
     for reason, rows in header_problems(file, buf, starts[idx], offsets[idx], sizes[idx]):
-        _corrupt(plan, out, units, idx[rows], reason, file.path, offsets=offsets - file.header_size)
+        report_damage(plan, out, units, idx[rows], reason, file.path, offsets=offsets - file.header_size)
         keep[idx[rows]] = False
     return keep
 
@@ -189,7 +190,7 @@ def _decode_one_by_one(plan, buf, uniq, starts, idx, base, path, units, out):
                                           raw=plan.verify_crc, inflate=False, coded=plan.sql92_properties))
             good_starts.append(s)
         except CorruptStoreError as exc:
-            _corrupt(plan, out, units, idx[starts[idx] == s], exc.reason, path)
+            report_damage(plan, out, units, idx[starts[idx] == s], exc.reason, path)
     good_starts = np.array(good_starts, dtype=np.int64)
     idx = idx[np.isin(starts[idx], good_starts)]
     inverse = np.searchsorted(good_starts, starts[idx])
@@ -232,7 +233,7 @@ def inflated(plan, messages, units, out, budget):
         try:
             body = decompress(data, ctypes[i], path, int(offsets[i]), plan.max_body)
         except CorruptStoreError as exc:
-            _corrupt(plan, out, units, [i], exc.reason, path)  # raises unless --on-corrupt skip
+            report_damage(plan, out, units, [i], exc.reason, path)  # raises unless --on-corrupt skip
             held.damaged.add(i)
             body = None
         else:
