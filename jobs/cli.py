@@ -10,6 +10,7 @@ from jobs.errors import UsageError
 from jobs.pipeline.units.choose import UNITS_FROM
 from jobs.pipeline.window import parse_window
 from jobs.run.catalog_wait import DEFAULT_WAIT
+from jobs.run.layouts import LAYOUTS, NORMALIZED
 from jobs.run.progress import MODES
 from jobs.settings import CHOICES, DEFAULTS
 from jobs.version import package_version
@@ -114,7 +115,7 @@ def parse_replay_args(argv):
     p.add_argument("--master", help="Spark master when not run by spark-submit (default local[*])")
     p.add_argument("--remote", help="run as a Spark Connect client of this server (sc://HOST:PORT): it must see "
                                     "--store and --out at the same paths as this machine (docs/connect.md)")
-    p.add_argument("--layout", choices=["normalized", "wide"], default="normalized",
+    p.add_argument("--layout", choices=list(LAYOUTS), default=NORMALIZED.name,
                    help="normalized: messages/ once, narrow matched/ rows; wide: every column in matched/ rows")
     p.add_argument("--sink", choices=["parquet", "iceberg", "noop"], default="parquet",
                    help="parquet: the outputs under OUT; iceberg: the answer committed to Iceberg tables (OUT keeps "

@@ -40,6 +40,7 @@ from jobs.pipeline.brokers import brokers_of, split_store  # noqa: E402
 from jobs.pipeline.cluster import plan_cluster  # noqa: E402
 from jobs.run import console, lifecycle, outputs  # noqa: E402
 from jobs.run.command import fingerprint  # noqa: E402
+from jobs.run.layouts import LAYOUTS  # noqa: E402
 from jobs.run.lineage import Lineage  # noqa: E402
 from jobs.run.progress import open_progress  # noqa: E402
 from jobs.run.session import classic_session_exists, is_connect, spark_session  # noqa: E402
@@ -63,7 +64,7 @@ def options_from(args, settings):
         on_corrupt=args.on_corrupt,
         verify_crc=settings["verify_crc"] or args.verify_crc,
         allow_missing=args.allow_missing,
-        layout=args.layout,
+        layout=LAYOUTS[args.layout],
         window=window_of(args),
     )
 

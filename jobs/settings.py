@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 
 from filtering.bloom import BROKER_BLOOM_F, BROKER_BLOOM_N
 from jobs.pipeline.window import Window
+from jobs.run.layouts import NORMALIZED
 from schemas.errors import ConfigError
 
 DEFAULTS = {
@@ -83,7 +84,7 @@ class JobOptions:
     on_corrupt: str = DEFAULTS["on_corrupt"]
     verify_crc: bool = DEFAULTS["verify_crc"]
     allow_missing: bool = False  # names that match nothing become warnings, not usage errors
-    layout: str = "normalized"  # normalized (messages once, narrow matched rows) or wide
+    layout: object = NORMALIZED  # --layout: a jobs/run/layouts.py layout (messages once and narrow rows, or wide)
     window: Window = field(default_factory=Window)  # --since/--until, --starting/--ending-offsets
     # a plain read (the data source, a row per message): read every topic's queues, or only those of
     # read_topics when given, whatever the subscriptions need; no subscription is then required

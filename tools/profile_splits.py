@@ -57,25 +57,27 @@ def main(argv=None):
 
     from jobs.pipeline.plan import build_plan
     from jobs.pipeline.split_units import commitlog_splits
-    from jobs.run.sink import SinkSpec
+    from jobs.run.layouts import LAYOUTS, NORMALIZED
+    from jobs.run.sink import CountingSplitWriter, SinkSpec, SplitWriter
     from jobs.run.stage import run_split
     from jobs.settings import JobOptions
 
     t = time.process_time()
     planned = build_plan(JobOptions(store=args.store, subscription_files=(args.subscriptions,), retry=False,
-                                    layout="wide" if args.sink == "wide" else "normalized"))
+                                    layout=LAYOUTS.get(args.sink, NORMALIZED)))
     planning = time.process_time() - t
     plan = planned.plan
     splits = commitlog_splits(plan)[:args.splits]
     for k in range(args.passes):
         out = tempfile.mkdtemp(prefix="mqreplay-profile-")
         try:
-            spec = SinkSpec(out, args.sink, plan.with_body)
+            spec = SinkSpec(out, LAYOUTS.get(args.sink, NORMALIZED), plan.with_body,
+                            CountingSplitWriter if args.sink == "noop" else SplitWriter)
             prof = cProfile.Profile(time.process_time)
             c = time.process_time()
             prof.enable()
             for index, split in enumerate(splits):
-                run_split(plan, planned.segments, spec, index, split, "local")
+                run_split(plan, spec, index, split, "local")
             prof.disable()
             cpu = time.process_time() - c
         finally:

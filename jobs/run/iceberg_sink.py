@@ -28,6 +28,7 @@ from jobs.pipeline.brokers import store_identity
 from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
 from jobs.run import lake, place
 from jobs.run.catalog_wait import DEFAULT_WAIT, seconds, waiting
+from jobs.run.layouts import NORMALIZED
 from jobs.run.place import Place
 from jobs.run.pop_ledger import LEDGER_SCHEMA, POP
 from jobs.run.sink import answer_schema, move_all, remove_attempts
@@ -39,7 +40,7 @@ TABLES = {"messages": "messages", "audit/collisions": "collisions", "matched": "
           "audit/consume_queue": "audit_consume_queue", POP: "pop"}
 ANSWERS = ("messages", "audit/collisions", "matched")  # a snapshot every run, empty when it has no row
 # each table's partition: what its readers select by (a group's deliveries; a topic's messages); the sink writes a
-# file per partition and split (SinkSpec.for_tables), add_files reads a file's partition from its statistics
+# file per partition and split (TableSplitWriter), add_files reads a file's partition from its statistics
 PARTITIONED_BY = {"matched": "group", "audit/collisions": "group", "messages": "topic"}
 RUN, STORE, OFFSETS = "mqreplay.run", "mqreplay.store", "mqreplay.offsets"
 # {broker: {topic: {queue: [first, end]}}} of the run, for people reading a snapshot (the lake reads its ranges)
@@ -321,7 +322,7 @@ def _schema(output, with_body):
         return audits[output].append(pa.field("broker", pa.string()))
     if output == POP:  # the POP ledger (jobs/run/pop_ledger.py): a night's rows appended, when it has any
         return LEDGER_SCHEMA
-    return answer_schema(output, "normalized", with_body)
+    return answer_schema(output, NORMALIZED, with_body)
 
 
 def _table_and_place(target, catalog, identifier, schema, partition_column):
