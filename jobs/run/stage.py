@@ -22,6 +22,7 @@ import pyarrow as pa
 from jobs.errors import TaskFailed
 from jobs.pipeline.split_task import iter_split
 from jobs.pipeline.split_units import commitlog_splits, snap_to_records, split_units
+from jobs.run.worker_daemon import JOB_DAEMON
 from schemas import no_pandas
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 from schemas.errors import ReplayError
@@ -130,15 +131,22 @@ def map_tasks(spark, items, fn):
                 with no_pandas.left_out():  # the task's work only: PySpark's own code runs as it would
                     rows = pickle.dumps(list(fn(items[i])))
                 yield pa.RecordBatch.from_arrays([pa.array([rows], pa.binary())], names=["rows"])
-        # PySpark's daemon runs a full garbage collection after every task, which walks every object of the
-        # worker (numba's typing tables, PyArrow, PySpark: some 140,000). Collect this task's garbage now,
-        # then freeze what is left, long-lived all of it, so that no later collection walks it again.
-        gc.collect()
-        gc.freeze()
+        settle_garbage()
 
     n = len(items)
     rows = spark.range(0, n, 1, n).mapInArrow(tasks, "rows binary").collect()  # toArrow is Spark 4.0+
     return [pickle.loads(row.rows) for row in rows]
+
+
+def settle_garbage(env=None):
+    """In the job's own worker daemon (jobs/run/worker_daemon.py), after a task: PySpark's daemon runs a full
+    garbage collection after every task, which walks every object of the worker (numba's typing tables, PyArrow,
+    PySpark: some 140,000); this task's garbage collected now, what is left is frozen, long-lived all of it, so
+    that no later collection walks it again. In any other worker (PySpark's daemon: the data source's, a user's
+    session) nothing: the objects of the other code it runs are not the job's to freeze."""
+    if (os.environ if env is None else env).get(JOB_DAEMON):
+        gc.collect()
+        gc.freeze()
 
 
 def unseen_paths(spark, paths):
