@@ -23,7 +23,7 @@ from jobs.errors import TaskFailed
 from jobs.pipeline.split_task import iter_split
 from jobs.pipeline.split_units import commitlog_splits, snap_to_records, split_units
 from jobs.run.worker_daemon import JOB_DAEMON
-from schemas import no_pandas
+from schemas import no_pandas, rocksdb_store
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 from schemas.errors import ReplayError
 
@@ -165,16 +165,21 @@ def run_split(plan, spec, index, split_range, attempt):
     start, end = split_range
     writer = spec.open(index, attempt, plan.broker)
     try:
-        found = split_units(plan, start, end)
-        if found.damaged:
-            writer.write("corrupt", pa.Table.from_pylist(found.damaged, schema=CORRUPT_SCHEMA))
-        if found.marks is not None:
-            writer.write("queue_marks", found.marks)
-        if found.audit is not None and found.audit.num_rows:
-            writer.write("cq_audit", found.audit)
-        for kind, piece in iter_split(plan, found.units, found.left_out):
-            writer.write(kind, piece)
-        return writer.close(), found.units.num_rows
+        with rocksdb_store.held():  # a RocksDB consume queue read by the task: closed when it ends
+            return _write_split(plan, writer, start, end)
     except BaseException:
         writer.abort()
         raise
+
+
+def _write_split(plan, writer, start, end):
+    found = split_units(plan, start, end)
+    if found.damaged:
+        writer.write("corrupt", pa.Table.from_pylist(found.damaged, schema=CORRUPT_SCHEMA))
+    if found.marks is not None:
+        writer.write("queue_marks", found.marks)
+    if found.audit is not None and found.audit.num_rows:
+        writer.write("cq_audit", found.audit)
+    for kind, piece in iter_split(plan, found.units, found.left_out):
+        writer.write(kind, piece)
+    return writer.close(), found.units.num_rows
