@@ -129,15 +129,21 @@ def settings_of(args):
         raise UsageError(f"--conf {exc}") from None
 
 
+# loggers quieter on the console than INFO: py4j's INFO lines would follow the summary; pyiceberg says a line per
+# column it has no statistics of (add_files)
+QUIET = {"py4j": logging.WARNING, "pyiceberg": logging.ERROR}
+
+
 def main(argv=None):
-    console.use_diagnostics_stream()  # before the handlers below take sys.stderr
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    for handler in logging.getLogger().handlers:  # the console: INFO; the run's log file takes the job's DEBUG
-        if type(handler) is logging.StreamHandler:
-            handler.setLevel(logging.INFO)
+    """The job, as spark-submit (or a notebook's kernel) runs it: its exit code. What it sets up for itself (the
+    console, the log file, signal handlers) is as it was when it returns."""
+    with console.run_console(QUIET) as handler:
+        if handler is not None:  # the console: INFO; the run's log file takes the job's DEBUG
             handler.addFilter(not_py4j)  # its stacks (a stopped run's broken call) are the log file's
-    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines would follow the summary
-    logging.getLogger("pyiceberg").setLevel(logging.ERROR)  # a line per column it has no statistics of (add_files)
+        return _run_main(argv)
+
+
+def _run_main(argv):
     try:
         args = parse_replay_args(argv)
     except SystemExit as exc:

@@ -8,7 +8,7 @@ once from the command line (`LAYOUTS`); nothing compares a layout's name.
   wide        matched/ and audit/collisions/ rows carry every message column (small per-group exports); no
               messages/.
 
-A new layout is one object here, its entry in LAYOUTS and its tests (tests/jobs/test_sink.py)."""
+A new layout is one object here, its entry in LAYOUTS and its tests (test_sink.py)."""
 from dataclasses import dataclass
 
 import pyarrow.compute as pc
