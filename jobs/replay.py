@@ -32,6 +32,7 @@ from jobs.cli import (  # noqa: E402
     commitlog_dirs,
     parse_replay_args,
     print_quietly,
+    sink_choice,
     subscription_options,
     window_of,
 )
@@ -40,7 +41,6 @@ from jobs.pipeline.brokers import brokers_of, split_store  # noqa: E402
 from jobs.pipeline.cluster import plan_cluster  # noqa: E402
 from jobs.run import console, lifecycle, outputs  # noqa: E402
 from jobs.run.command import fingerprint  # noqa: E402
-from jobs.run.layouts import LAYOUTS  # noqa: E402
 from jobs.run.lineage import Lineage  # noqa: E402
 from jobs.run.progress import open_progress  # noqa: E402
 from jobs.run.session import classic_session_exists, is_connect, spark_session  # noqa: E402
@@ -64,7 +64,7 @@ def options_from(args, settings):
         on_corrupt=args.on_corrupt,
         verify_crc=settings["verify_crc"] or args.verify_crc,
         allow_missing=args.allow_missing,
-        layout=LAYOUTS[args.layout],
+        layout=sink_choice(args).layout,
         window=window_of(args),
     )
 
@@ -93,7 +93,9 @@ def _prepare(args, progress):
     settings = settings_of(args)
     brokers = brokers_of(args.store, args.brokers, args.commitlog)
     command = fingerprint(args, brokers)  # before the sink reads a lake's offsets into --starting-offsets
-    sink = sink_of(args, brokers)
+    sink, starts = sink_of(sink_choice(args), brokers)
+    if starts is not None:  # --starting-offsets iceberg: where the lake's ranges of each store end
+        args.starting_offsets = starts
     options = replace(options_from(args, settings), store=brokers[0].uri)
     progress.set_phase("claiming OUT")
     run = outputs.OutputRun(args.out, args.overwrite, args.clean_stale, run=args.run, command=command)

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field, fields
 
 from filtering.bloom import BROKER_BLOOM_F, BROKER_BLOOM_N
+from jobs.pipeline.units.choose import AUTO
 from jobs.pipeline.window import Window
 from jobs.run.layouts import NORMALIZED
 from schemas.errors import ConfigError
@@ -91,7 +92,7 @@ class JobOptions:
     read_all: bool = False
     read_topics: tuple = None
     commitlog: tuple = ()  # --commitlog: the directories of a log kept elsewhere than under the store root
-    units_from: str = "auto"  # --units-from: where units come from (jobs/pipeline/units/choose.py)
+    units_from: str = AUTO  # --units-from: where units come from (jobs/pipeline/units/choose.py)
     audit_consume_queue: bool = False  # --audit-consume-queue: every unit checked against the commit log
     # a pending timer message due this long before the latest record the run read is overdue (a stuck wheel)
     timer_overdue: int = DEFAULTS["timer_overdue_seconds"] * 1000

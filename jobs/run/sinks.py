@@ -15,7 +15,7 @@ import abc
 import json
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
@@ -23,7 +23,7 @@ from jobs.errors import UsageError
 from jobs.pipeline.brokers import bare
 from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
 from jobs.run import iceberg_sink as lake_sink
-from jobs.run.layouts import LAYOUTS, NORMALIZED
+from jobs.run.layouts import NORMALIZED
 from jobs.run.place import Place
 from jobs.run.pop_ledger import write_pop_ledger
 from jobs.run.sink import (
@@ -48,6 +48,16 @@ class Sink(abc.ABC):
 
     name = None  # --sink's value (SINKS)
     writer = SplitWriter  # the task-side writer of a split's parts (jobs/run/sink.py)
+
+    @classmethod
+    def of(cls, choice, brokers):
+        """(the sink of the command line's choice (SinkChoice), the --starting-offsets it reads: None, the
+        command line's); UsageError for what goes with another sink."""
+        if choice.catalog.given:
+            raise UsageError("--catalog, --catalog-uri and --warehouse go with --sink iceberg")
+        if choice.continuing:
+            raise UsageError("--starting-offsets iceberg reads the Iceberg tables' offsets: give --sink iceberg")
+        return cls(), None
 
     def spec(self, out, options):
         """What every task writes, shipped with the plan: under the temporary OUT, in the run's layout."""
@@ -172,6 +182,19 @@ class IcebergSink(FileSink):
         self.held_timers = None  # what NS.timers held when the run merged its ledger (ledger, then publish)
         self.out_where = None  # the temporary OUT (a Place), where the merged ledger waits for publish
 
+    @classmethod
+    def of(cls, choice, brokers):
+        """Its catalog, the run's stores by what they are, and with `--starting-offsets iceberg` where the lake's
+        ranges of each store end (none yet: the earliest), refined per group once the plan names the run's groups
+        (starting_offsets)."""
+        target = lake_sink.catalog_target(choice.catalog)
+        if not choice.layout.tables:
+            raise UsageError("--sink iceberg writes the normalized layout's tables (messages once, narrow matched "
+                             "rows)")
+        target = lake_sink.with_stores(target, brokers, choice.continuing)
+        starts = starts_json(brokers, lake_sink.starting_offsets(target)) if choice.continuing else None
+        return cls(target), starts
+
     def starting_offsets(self, brokers, planned):
         """With `--starting-offsets iceberg`: each queue from where the run's own groups end in the lake."""
         if not self.target.continuing:
@@ -226,25 +249,22 @@ class IcebergSink(FileSink):
 SINKS = {sink.name: sink for sink in (ParquetSink, IcebergSink, NoopSink)}
 
 
-def sink_of(args, brokers):
-    """The run's sink, chosen once from --sink: for Iceberg, its catalog and the run's stores by what they are,
-    and `--starting-offsets iceberg` as where the lake's ranges of each store end (none yet: the earliest),
-    refined per group once the plan names the run's groups (Sink.starting_offsets)."""
-    kind = SINKS[args.sink]
-    continuing = args.continue_lake
-    if kind is not IcebergSink:
-        if args.catalog or args.catalog_uri or args.warehouse:
-            raise UsageError("--catalog, --catalog-uri and --warehouse go with --sink iceberg")
-        if continuing:
-            raise UsageError("--starting-offsets iceberg reads the Iceberg tables' offsets: give --sink iceberg")
-        return kind()
-    target = lake_sink.target_of(args)
-    if not LAYOUTS[args.layout].tables:
-        raise UsageError("--sink iceberg writes the normalized layout's tables (messages once, narrow matched rows)")
-    target = lake_sink.with_stores(target, brokers, continuing)
-    if continuing:
-        args.starting_offsets = starts_json(brokers, lake_sink.starting_offsets(target))
-    return IcebergSink(target)
+@dataclass(frozen=True)
+class SinkChoice:
+    """--sink and what goes with it, as objects (jobs/cli.py sink_choice): the sink's class, the layout
+    (jobs/run/layouts.py), the catalog's arguments (iceberg_sink.CatalogArgs), whether the run continues from the
+    lake (`--starting-offsets iceberg`)."""
+
+    kind: type = ParquetSink
+    layout: object = NORMALIZED
+    catalog: lake_sink.CatalogArgs = lake_sink.CatalogArgs()
+    continuing: bool = False
+
+
+def sink_of(choice, brokers):
+    """(the run's sink, made once from the command line's SinkChoice by its class, the --starting-offsets it
+    reads before the plan: None, the command line's)."""
+    return choice.kind.of(choice, brokers)
 
 
 def starts_json(brokers, starts):
