@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 
 from filtering.topic_replay import MessageRows
 from jobs.run.layouts import NORMALIZED, WIDE
-from jobs.run.sink import CountingSplitWriter, SinkSpec, SplitWriter, commit, hive_escape
+from jobs.run.sink import CountingSplitWriter, SinkSpec, SplitWriter, TableSplitWriter, commit, hive_escape
 from jobs.run.summary import Counters
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, STAT_FIELDS
 
@@ -75,6 +75,20 @@ def test_the_noop_writer_writes_nothing_but_counts(tmp_path):
         "audit/collisions/part-00000.parquet": 1, "matched/part-00000.parquet": 2,
         "messages/topic=T/part-00000.parquet": 2}
     assert not list((tmp_path / "out").iterdir())
+
+
+def test_the_iceberg_writer_cuts_a_part_per_group_and_keeps_the_topic_as_a_column(tmp_path):
+    reports = _write(tmp_path, "a", writer=TableSplitWriter)
+    assert {r["final"]: r["rows"] for r in reports if r["kind"] == "file"} == {
+        "matched/group=G1/part-00000.parquet": 1, "matched/group=G2/part-00000.parquet": 1,
+        "audit/collisions/group=G3/part-00000.parquet": 1, "messages/topic=T/part-00000.parquet": 2}
+    commit(str(tmp_path / "out"), reports)
+    matched = pq.ParquetFile(tmp_path / "out" / "matched" / "group=G2" / "part-00000.parquet")
+    assert [(r["group"], r["queue_offset"]) for r in matched.read().to_pylist()] == [("G2", 5)]
+    group_column = matched.schema_arrow.get_field_index("group")
+    assert matched.metadata.row_group(0).column(group_column).statistics.min == "G2"  # add_files reads it
+    messages = pq.read_table(tmp_path / "out" / "messages" / "topic=T" / "part-00000.parquet")
+    assert messages.column_names[-1] == "topic" and messages.column("topic").to_pylist() == ["T", "T"]
 
 
 def test_names_become_path_parts_only_escaped_as_hive_escapes_them(tmp_path):
