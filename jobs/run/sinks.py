@@ -1,5 +1,6 @@
 """What a run's answer becomes (--sink): one class per kind behind one protocol, chosen once from the command
-line (`sink_of`); the run (jobs/replay.py, jobs/run/outputs.py) asks the object, never the option's string.
+line (jobs/cli.py sink_choice, then `sink_of`: the class makes itself, `Sink.of`); the run (jobs/replay.py,
+jobs/run/outputs.py) asks the object, never the option's string.
 
 As Spark's DataSourceV2 splits a write: `spec` is what every task writes (jobs/run/sink.py's SplitWriter, under
 the run's temporary OUT), `commit` is the driver's once the stage succeeded (the successful attempts' files moved
