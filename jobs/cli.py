@@ -7,10 +7,13 @@ import os
 import sys
 
 from jobs.errors import UsageError
-from jobs.pipeline.units.choose import UNITS_FROM
+from jobs.pipeline.units.choose import AUTO, UNITS_FROM
 from jobs.pipeline.window import parse_window
 from jobs.run.catalog_wait import DEFAULT_WAIT
+from jobs.run.iceberg_sink import DEFAULT_NAMESPACE, CatalogArgs
+from jobs.run.layouts import LAYOUTS, NORMALIZED
 from jobs.run.progress import MODES
+from jobs.run.sinks import SINKS, ParquetSink, SinkChoice
 from jobs.settings import CHOICES, DEFAULTS
 from jobs.version import package_version
 from schemas.dump import DUMPS
@@ -66,7 +69,7 @@ def add_commitlog_argument(p):
     p.add_argument("--commitlog", metavar="DIR[,DIR...]",
                    help="the commit log's directories when they are not under --store (storePathCommitLog, "
                         "storePathDLedgerCommitLog, readOnlyCommitLogStorePaths): plain or DLedger files, one log")
-    p.add_argument("--units-from", choices=UNITS_FROM, default="auto",
+    p.add_argument("--units-from", choices=UNITS_FROM, default=AUTO,
                    help="consume-queue units from the consume queue (files or RocksDB), rebuilt from the commit "
                         "log, or auto (default): the consume queue, rebuilding the queues it lacks")
 
@@ -114,12 +117,13 @@ def parse_replay_args(argv):
     p.add_argument("--master", help="Spark master when not run by spark-submit (default local[*])")
     p.add_argument("--remote", help="run as a Spark Connect client of this server (sc://HOST:PORT): it must see "
                                     "--store and --out at the same paths as this machine (docs/connect.md)")
-    p.add_argument("--layout", choices=["normalized", "wide"], default="normalized",
+    p.add_argument("--layout", choices=list(LAYOUTS), default=NORMALIZED.name,
                    help="normalized: messages/ once, narrow matched/ rows; wide: every column in matched/ rows")
-    p.add_argument("--sink", choices=["parquet", "iceberg", "noop"], default="parquet",
+    p.add_argument("--sink", choices=list(SINKS), default=ParquetSink.name,
                    help="parquet: the outputs under OUT; iceberg: the answer committed to Iceberg tables (OUT keeps "
                         "the summary, offsets.json and the report); noop: run everything, write nothing (benchmarks)")
-    p.add_argument("--namespace", default="mqreplay", help="--sink iceberg: the tables' namespace (default mqreplay)")
+    p.add_argument("--namespace", default=DEFAULT_NAMESPACE,
+                   help=f"--sink iceberg: the tables' namespace (default {DEFAULT_NAMESPACE})")
     p.add_argument("--catalog", help="--sink iceberg: a catalog by name from pyiceberg's configuration (REST, Hive, "
                                      "Glue, SQL)")
     p.add_argument("--catalog-uri", help="--sink iceberg: the embedded SQL catalog, sqlite:///PATH")
@@ -131,6 +135,17 @@ def parse_replay_args(argv):
     args = p.parse_args(argv)
     args.continue_lake = args.starting_offsets == CONTINUE_LAKE  # the one place this choice's name is compared
     return args
+
+
+def sink_choice(args):
+    """--sink, --layout, the catalog's arguments and `--starting-offsets iceberg` as the objects the run asks
+    (jobs/run/sinks.py SinkChoice): each name looked up once, here."""
+    return SinkChoice(SINKS[args.sink], LAYOUTS[args.layout], catalog_args(args), args.continue_lake)
+
+
+def catalog_args(args):
+    """The catalog's arguments of a command line (the job's --sink iceberg, jobs.maintain's), not yet checked."""
+    return CatalogArgs(args.namespace, args.catalog, args.catalog_uri, args.warehouse, args.catalog_wait)
 
 
 def parse_explain_args(argv):
@@ -191,7 +206,8 @@ def parse_maintain_args(argv):
     p.add_argument("--catalog", help="a catalog by name from pyiceberg's configuration (REST, Hive, Glue, SQL)")
     p.add_argument("--catalog-uri", help="the embedded SQL catalog, sqlite:///PATH")
     p.add_argument("--warehouse", help="with --catalog-uri: where the tables' files are (path or URI)")
-    p.add_argument("--namespace", default="mqreplay", help="the tables' namespace (default mqreplay)")
+    p.add_argument("--namespace", default=DEFAULT_NAMESPACE,
+                   help=f"the tables' namespace (default {DEFAULT_NAMESPACE})")
     p.add_argument("--register-existing", action="store_true",
                    help="register the namespace's tables the warehouse holds and the catalog lacks (a lost catalog)")
     p.add_argument("--compact", action="store_true", help="rewrite each table's data files into one per partition")

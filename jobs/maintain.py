@@ -16,24 +16,22 @@ import json
 import logging
 import sys
 
-from jobs.cli import parse_maintain_args, print_quietly
+from jobs.cli import catalog_args, parse_maintain_args, print_quietly
 from jobs.errors import UsageError, outcome
 from jobs.run import lake, lake_upkeep
 from jobs.run.catalog_wait import seconds
-from jobs.run.iceberg_sink import IcebergTarget, check_catalog_arguments, stale_runs
+from jobs.run.iceberg_sink import catalog_target, stale_runs
 from schemas.errors import EXIT_OK, EXIT_USAGE
 
 
 def run(args):
     """The steps asked, in order: register, compact, expire, orphans; {step: per-table result}."""
-    check_catalog_arguments(args, "jobs.maintain")
-    wait = seconds(args.catalog_wait)
+    target = catalog_target(catalog_args(args), "jobs.maintain")
     expire_s = None if args.expire_snapshots_older_than is None else seconds(args.expire_snapshots_older_than,
                                                                              "--expire-snapshots-older-than")
     orphans_s = seconds(args.remove_orphans_older_than, "--remove-orphans-older-than")
     if not (args.register_existing or args.compact or expire_s is not None):
         raise UsageError("nothing to do: give --register-existing, --compact or --expire-snapshots-older-than")
-    target = IcebergTarget(args.namespace, args.catalog, args.catalog_uri, args.warehouse, wait)
     done = {}
     if args.register_existing:
         done["registered"] = lake_upkeep.register_existing(target)

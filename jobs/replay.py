@@ -32,6 +32,7 @@ from jobs.cli import (  # noqa: E402
     commitlog_dirs,
     parse_replay_args,
     print_quietly,
+    sink_choice,
     subscription_options,
     window_of,
 )
@@ -63,7 +64,7 @@ def options_from(args, settings):
         on_corrupt=args.on_corrupt,
         verify_crc=settings["verify_crc"] or args.verify_crc,
         allow_missing=args.allow_missing,
-        layout=args.layout,
+        layout=sink_choice(args).layout,
         window=window_of(args),
     )
 
@@ -92,7 +93,9 @@ def _prepare(args, progress):
     settings = settings_of(args)
     brokers = brokers_of(args.store, args.brokers, args.commitlog)
     command = fingerprint(args, brokers)  # before the sink reads a lake's offsets into --starting-offsets
-    sink = sink_of(args, brokers)
+    sink, starts = sink_of(sink_choice(args), brokers)
+    if starts is not None:  # --starting-offsets iceberg: where the lake's ranges of each store end
+        args.starting_offsets = starts
     options = replace(options_from(args, settings), store=brokers[0].uri)
     progress.set_phase("claiming OUT")
     run = outputs.OutputRun(args.out, args.overwrite, args.clean_stale, run=args.run, command=command)
@@ -128,15 +131,21 @@ def settings_of(args):
         raise UsageError(f"--conf {exc}") from None
 
 
+# loggers quieter on the console than INFO: py4j's INFO lines would follow the summary; pyiceberg says a line per
+# column it has no statistics of (add_files)
+QUIET = {"py4j": logging.WARNING, "pyiceberg": logging.ERROR}
+
+
 def main(argv=None):
-    console.use_diagnostics_stream()  # before the handlers below take sys.stderr
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    for handler in logging.getLogger().handlers:  # the console: INFO; the run's log file takes the job's DEBUG
-        if type(handler) is logging.StreamHandler:
-            handler.setLevel(logging.INFO)
+    """The job, as spark-submit (or a notebook's kernel) runs it: its exit code. What it sets up for itself (the
+    console, the log file, signal handlers) is as it was when it returns."""
+    with console.run_console(QUIET) as handler:
+        if handler is not None:  # the console: INFO; the run's log file takes the job's DEBUG
             handler.addFilter(not_py4j)  # its stacks (a stopped run's broken call) are the log file's
-    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines would follow the summary
-    logging.getLogger("pyiceberg").setLevel(logging.ERROR)  # a line per column it has no statistics of (add_files)
+        return _run_main(argv)
+
+
+def _run_main(argv):
     try:
         args = parse_replay_args(argv)
     except SystemExit as exc:

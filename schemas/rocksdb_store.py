@@ -14,7 +14,7 @@ RocksDB reads files by path: only a store on the local filesystem (or mounted) i
 import json
 import os
 import struct
-from functools import lru_cache
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -61,10 +61,39 @@ def _queue_of(key):
     return key[5:5 + n].decode("utf-8", "replace"), qid, offset
 
 
-@lru_cache(maxsize=8)
+_HELD = {}  # path -> RocksConsumeQueue opened while `held` lasts
+_DEPTH = [0]  # `held` scopes entered and not left
+
+
 def consume_queue(path):
-    """The RocksConsumeQueue at a path, one handle per process (tasks of a worker share it)."""
-    return RocksConsumeQueue(path)
+    """The RocksConsumeQueue at a path: while `held` lasts one handle per path, shared by its readers; outside
+    it a handle of the caller's own (closed when no longer referenced)."""
+    if not _DEPTH[0]:
+        return RocksConsumeQueue(path)
+    handle = _HELD.get(path)
+    if handle is None:
+        handle = _HELD[path] = RocksConsumeQueue(path)
+    return handle
+
+
+@contextmanager
+def held():
+    """Within: the consume queues opened are shared; when the outermost scope ends (a task, a plan) each is
+    closed, so that no handle outlives the work that opened it (a worker runs other tasks, and other code,
+    after it)."""
+    _DEPTH[0] += 1
+    try:
+        yield
+    finally:
+        _DEPTH[0] -= 1
+        if not _DEPTH[0]:
+            while _HELD:
+                _HELD.popitem()[1].db.close()
+
+
+def held_paths():
+    """The paths of the consume queues held open now."""
+    return tuple(_HELD)
 
 
 class RocksConsumeQueue:

@@ -1,15 +1,15 @@
-"""The whole replay in one process, without Spark: the job's tasks one after another, written by the job's
-own sink into a temporary directory and committed as the driver commits them; the reference the Spark
-job is tested against."""
+"""The whole replay in one process, without Spark: the job's own stage code run by the in-process mapper (the
+tasks one after another), written by the job's own writer into a temporary directory and committed as the
+driver commits them; the reference the Spark job is tested against."""
 import shutil
 import tempfile
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from jobs.pipeline.split_units import commitlog_splits, snap_to_records
+from jobs.run import stage as T
+from jobs.run.layouts import WIDE
 from jobs.run.sink import SinkSpec, commit
-from jobs.run.stage import run_split
 from jobs.run.summary import Counters
 from schemas.arrow_schemas import STAT_FIELDS, TOPIC_STAT_FIELDS
 
@@ -18,7 +18,7 @@ OUTPUTS = {"matched": "matched", "collision": "audit/collisions", "bitmap": "aud
            "cq_audit": "audit/consume_queue"}
 
 
-def replay_local(planned, layout="wide"):
+def replay_local(planned, layout=WIDE):
     """{kind: pyarrow Table} of a planned job. The wide layout by default: matched rows carry every
     message column, as the tests read them."""
     out = tempfile.mkdtemp(prefix="mqreplay-local-")
@@ -29,13 +29,10 @@ def replay_local(planned, layout="wide"):
 
 
 def _replay_into(planned, layout, out):
-    plan = planned.plan
-    spec = SinkSpec(out, layout, plan.with_body)
-    reports = []
-    splits = commitlog_splits(plan)
-    for index, split in enumerate(snap_to_records(plan, splits) if plan.walks_records else splits):
-        report, _ = run_split(plan, spec, index, split, "local")
-        reports += report
+    """The job's stage (jobs/run/stage.py `replay`) with the in-process mapper, then the commit the driver makes."""
+    plans = [planned.plan]
+    ranges = T.broker_splits(T.in_process, plans)
+    reports = T.replay(T.in_process, plans, SinkSpec(out, layout, planned.plan.with_body), ranges)
     commit(out, reports)
     result = {}
     for name, output in OUTPUTS.items():

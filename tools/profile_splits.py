@@ -59,13 +59,14 @@ def main(argv=None):
 
     from jobs.pipeline.plan import build_plan
     from jobs.pipeline.split_units import commitlog_splits
-    from jobs.run.sink import SinkSpec
+    from jobs.run.layouts import LAYOUTS, NORMALIZED
+    from jobs.run.sink import CountingSplitWriter, SinkSpec, SplitWriter
     from jobs.run.stage import run_split
     from jobs.settings import JobOptions
 
     t = time.process_time()
     planned = build_plan(JobOptions(store=args.store, subscription_files=(args.subscriptions,), retry=False,
-                                    layout="wide" if args.sink == "wide" else "normalized"))
+                                    layout=LAYOUTS.get(args.sink, NORMALIZED)))
     planning = time.process_time() - t
     plan = planned.plan
     splits = commitlog_splits(plan)[:args.splits]
@@ -73,7 +74,8 @@ def main(argv=None):
     for k in range(args.passes):
         out = tempfile.mkdtemp(prefix="mqreplay-profile-")
         try:
-            spec = SinkSpec(out, args.sink, plan.with_body)
+            spec = SinkSpec(out, LAYOUTS.get(args.sink, NORMALIZED), plan.with_body,
+                            CountingSplitWriter if args.sink == "noop" else SplitWriter)
             prof = cProfile.Profile(time.process_time)
             c = time.process_time()
             prof.enable()

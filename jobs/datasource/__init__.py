@@ -2,7 +2,7 @@
 whose message decodes, through the job's own planning (jobs/pipeline/plan.py) and task code (jobs/datasource/read.py).
 
     from jobs.datasource import register
-    register(spark)   # in local mode also the driver's interpreter for the workers
+    register(spark)   # in local mode its workers run the driver's interpreter (the session's others: as before)
     spark.read.format("rocketmq").option("topics", "TopicTest").load("/data/broker-a/store")
 
 Partitions are the job's commit-log splits. The options topics, since/until and startingOffsets/endingOffsets
@@ -34,7 +34,7 @@ from jobs.errors import UsageError
 from jobs.pipeline.brokers import brokers_of, split_store
 from jobs.pipeline.plan import build_plan
 from jobs.pipeline.split_units import commitlog_splits, unwalked
-from jobs.pipeline.units.choose import UNITS_FROM
+from jobs.pipeline.units.choose import AUTO, UNITS_FROM
 from jobs.run.session import is_connect
 from jobs.run.timer_ledger import pair
 from jobs.settings import CHOICES as SETTING_CHOICES
@@ -64,38 +64,47 @@ def timer_ledger(events):
 
 
 def register(spark):
-    """Register the data source on a session, classic or Spark Connect; on a classic session also give it
-    Python workers that can import it (see use_driver_python). A Connect client has no SparkContext: its
-    server's workers are the server's to configure (docs/connect.md)."""
-    if not is_connect(spark):
-        use_driver_python(spark.sparkContext)
-    spark.dataSource.register(RocketMQDataSource)
-
-
-def use_driver_python(sc):
-    """Point the session's Python workers at an interpreter that has this project and its dependencies.
-
-    PySpark starts every Python worker, the data source's planning on the driver included, with
-    `sc.pythonExec`, taken from PYSPARK_PYTHON when the SparkContext starts, else "python3" from PATH: a
-    plain `.venv/bin/python script.py` then plans and reads with a python3 that lacks pyarrow. spark.pyspark.python
-    reaches pythonExec only through spark-submit (which exports it as PYSPARK_PYTHON), so it is applied here
-    when a session was built with it. With neither, a local master runs its workers on this machine: they
-    get the driver's own interpreter (sys.executable). A cluster's nodes have their own paths, so nothing is
-    guessed there: a warning says what to set."""
-    if os.environ.get("PYSPARK_PYTHON"):
+    """Register the data source on a session, classic or Spark Connect; on a classic session its Python workers
+    run an interpreter that can import it (worker_python), the session's own left as it is. A Connect client has
+    no SparkContext: its server's workers are the server's to configure (docs/connect.md)."""
+    if is_connect(spark):
+        spark.dataSource.register(RocketMQDataSource)
         return
+    sc = spark.sparkContext
+    session_python = sc.pythonExec
+    sc.pythonExec = worker_python(sc) or session_python
+    try:  # the source's function takes sc.pythonExec as it is now, for its planning and its reads
+        spark.dataSource.register(RocketMQDataSource)
+    finally:
+        sc.pythonExec = session_python  # the session's other Python code runs where it ran
+
+
+def worker_python(sc):
+    """The interpreter the data source's Python workers run: one that has this project and its dependencies
+    (None: the session's own).
+
+    PySpark starts every Python worker, the data source's planning on the driver included, with the
+    `pythonExec` of the function it runs, which a registration takes from `sc.pythonExec`: PYSPARK_PYTHON when
+    the SparkContext started, else "python3" from PATH, with which a plain `.venv/bin/python script.py` would
+    plan and read with a python3 that lacks pyarrow. spark.pyspark.python reaches pythonExec only through
+    spark-submit (which exports it as PYSPARK_PYTHON), so it is taken here when a session was built with it.
+    With neither, a local master runs its workers on this machine: they get the driver's own interpreter
+    (sys.executable). A cluster's nodes have their own paths, so nothing is guessed there: a warning says what
+    to set. Only the data source's function gets it (register): the session's pythonExec is left as it was."""
+    if os.environ.get("PYSPARK_PYTHON"):
+        return None
     configured = sc.getConf().get(WORKER_PYTHON_CONF)
     if configured:
-        sc.pythonExec = configured
-    elif sc.master.startswith("local"):
-        sc.pythonExec = sys.executable
-    else:
-        warnings.warn(
-            f"rocketmq: neither PYSPARK_PYTHON nor {WORKER_PYTHON_CONF} is set, so the Python workers on master "
-            f"{sc.master} run 'python3' from each node's PATH, which needs pyarrow, numpy and this project: set "
-            f"{WORKER_PYTHON_CONF} (spark-submit --conf, or PYSPARK_PYTHON before the session starts) to such an "
-            "interpreter on every node, e.g. ./environment/bin/python with spark.archives (README, \"Running on a "
-            "cluster\")", stacklevel=3)
+        return configured
+    if sc.master.startswith("local"):
+        return sys.executable
+    warnings.warn(
+        f"rocketmq: neither PYSPARK_PYTHON nor {WORKER_PYTHON_CONF} is set, so the Python workers on master "
+        f"{sc.master} run 'python3' from each node's PATH, which needs pyarrow, numpy and this project: set "
+        f"{WORKER_PYTHON_CONF} (spark-submit --conf, or PYSPARK_PYTHON before the session starts) to such an "
+        "interpreter on every node, e.g. ./environment/bin/python with spark.archives (README, \"Running on a "
+        "cluster\")", stacklevel=3)
+    return None
 
 
 def arrow_schema(with_body=True, with_groups=False):
@@ -177,7 +186,7 @@ def read_options(options):
                              f"{str(exc).replace('--store ', '')}") from None
     settings = load_settings()
     defaults = {"rocketmqVersion": settings["rocketmq_version"], "onCorrupt": settings["on_corrupt"],
-                "onSubscriptionError": "fail", "unitsFrom": "auto", "withBody": settings["with_body"],
+                "onSubscriptionError": "fail", "unitsFrom": AUTO, "withBody": settings["with_body"],
                 "verifyCrc": settings["verify_crc"],
                 "retry": settings["retry_subscriptions"], "filterSupportRetry": settings["filter_support_retry"],
                 "timers": False}

@@ -12,6 +12,7 @@ from filtering.topic_replay import message_columns
 from jobs.pipeline.split_task import Pieces, decoded_topics
 from jobs.pipeline.split_units import snap_to_records, split_units
 from jobs.pipeline.timer_events import TIMER_EVENT_SCHEMA, timer_events
+from schemas import rocksdb_store
 
 log = logging.getLogger("mqreplay")
 TIMER_EVENTS_SCHEMA = TIMER_EVENT_SCHEMA.append(pa.field("broker", pa.string()))  # option timers' rows
@@ -35,7 +36,8 @@ def read_split(job, start, end, schema):
         if not snapped:
             return
         (start, end), = snapped
-    found = split_units(job.plan, start, end)
+    with rocksdb_store.held():  # a RocksDB consume queue read for the partition: closed once its units are read
+        found = split_units(job.plan, start, end)
     for problem in found.damaged:  # --on-corrupt skip: the job audits it, a read can only say it
         log.warning("rocketmq: %s at offset %d: %s", problem["file"], problem["offset"], problem["reason"])
     units = found.units

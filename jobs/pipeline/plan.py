@@ -21,6 +21,7 @@ from jobs.pipeline.units.choose import BrokerUnits, choose, store_topics
 from jobs.pipeline.window import resolve
 from jobs.settings import damage_skipped
 from schemas import layout as L
+from schemas import rocksdb_store
 from schemas.config import (
     CONSUMER_FILTER_FILE,
     CONSUMER_OFFSET_FILE,
@@ -74,7 +75,13 @@ def build_plan(options, broker=None, several=False, layout=None):
     listed.
 
     Raises UsageError (exit 2) for arguments that name nothing: unknown expression types, topics the
-    store does not have, --groups / --topics that match no subscription (warnings with allow_missing)."""
+    store does not have, --groups / --topics that match no subscription (warnings with allow_missing).
+    A RocksDB consume queue opened to plan is closed when the plan is made."""
+    with rocksdb_store.held():
+        return _build_plan(options, broker, several, layout)
+
+
+def _build_plan(options, broker, several, layout):
     broker = broker or store_broker(options.store, options.commitlog)
     fs = broker.fs
     layout = layout or broker.open_store()

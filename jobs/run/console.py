@@ -12,6 +12,7 @@ The log file: `$MQREPLAY_LOG` is the directory (default `$TMPDIR/mqreplay-<user>
 each run's file `replay-<UTC time>-<run>.log`. The venv's wrapper chooses the run id and the file before
 the JVM starts (its log4j2 file appender reads them from MQREPLAY_RUN and MQREPLAY_LOG_FILE); a driver
 started without it (`python jobs/replay.py`) chooses them before it starts Spark, whose JVM inherits them."""
+import contextlib
 import getpass
 import logging
 import os
@@ -61,14 +62,42 @@ def diagnostics(env=None, parent=None):
         return sys.stderr
 
 
-def use_diagnostics_stream(env=None):
-    """Point sys.stderr (and so the logging module's console handler, argparse and warnings) at
-    `diagnostics()`."""
+@contextlib.contextmanager
+def run_console(quiet=(), env=None):
+    """The run's console while `main` runs: sys.stderr (and so argparse, warnings and the console handler) is
+    `diagnostics()`, the root logger has a console handler at INFO (when it had none: logging.basicConfig's), the
+    loggers `quiet` ({name: level}) are set to their levels. All of it as it was when the run ends: a notebook's
+    kernel that called main goes on with its own stderr, handlers and levels. Yields the console handler (None
+    when the root logger had one already)."""
     stream = diagnostics(env)
-    if stream is not sys.stderr:
-        sys.stderr.flush()
+    saved = sys.stderr
+    if stream is not saved:
+        saved.flush()
         sys.stderr = stream
-    return stream
+    root = logging.getLogger()
+    handler = None
+    if not root.handlers:
+        handler = logging.StreamHandler()  # sys.stderr as it is now
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler.setLevel(logging.INFO)
+        root.addHandler(handler)
+    levels = {name: logging.getLogger(name).level for name in quiet}
+    root_level = root.level
+    root.setLevel(logging.INFO)
+    for name, level in quiet.items():
+        logging.getLogger(name).setLevel(level)
+    try:
+        yield handler
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+        root.setLevel(root_level)
+        if handler is not None:
+            root.removeHandler(handler)
+        if stream is not saved:
+            stream.flush()
+            sys.stderr = saved
+            stream.close()
 
 
 def run_identity(env=None):

@@ -28,6 +28,7 @@ from jobs.pipeline.brokers import store_identity
 from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
 from jobs.run import lake, place
 from jobs.run.catalog_wait import DEFAULT_WAIT, seconds, waiting
+from jobs.run.layouts import NORMALIZED
 from jobs.run.place import Place
 from jobs.run.pop_ledger import LEDGER_SCHEMA, POP
 from jobs.run.sink import answer_schema, move_all, remove_attempts
@@ -39,12 +40,30 @@ TABLES = {"messages": "messages", "audit/collisions": "collisions", "matched": "
           "audit/consume_queue": "audit_consume_queue", POP: "pop"}
 ANSWERS = ("messages", "audit/collisions", "matched")  # a snapshot every run, empty when it has no row
 # each table's partition: what its readers select by (a group's deliveries; a topic's messages); the sink writes a
-# file per partition and split (SinkSpec.for_tables), add_files reads a file's partition from its statistics
+# file per partition and split (TableSplitWriter), add_files reads a file's partition from its statistics
 PARTITIONED_BY = {"matched": "group", "audit/collisions": "group", "messages": "topic"}
 RUN, STORE, OFFSETS = "mqreplay.run", "mqreplay.store", "mqreplay.offsets"
 # {broker: {topic: {queue: [first, end]}}} of the run, for people reading a snapshot (the lake reads its ranges)
 BROKERS = "mqreplay.brokers"
 DEFAULT_CATALOG = "mqreplay"
+DEFAULT_NAMESPACE = "mqreplay"  # --namespace's default (the job's and jobs.maintain's)
+
+
+@dataclass(frozen=True)
+class CatalogArgs:
+    """The catalog's arguments as the command line gave them (jobs/cli.py catalog_args), before they are checked:
+    a catalog by name, or the embedded SQL catalog's URI and warehouse; the namespace; --catalog-wait's text."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    name: str = None
+    uri: str = None
+    warehouse: str = None
+    wait: str = DEFAULT_WAIT
+
+    @property
+    def given(self):
+        """Whether any catalog argument was given (they go with --sink iceberg only)."""
+        return bool(self.name or self.uri or self.warehouse)
 
 
 @dataclass(frozen=True)
@@ -54,7 +73,7 @@ class IcebergTarget:
     (lake.StoreRef) and whether it continues from the tables (`--starting-offsets iceberg`: offsets a group holds
     are out of its scope, not refused)."""
 
-    namespace: str = "mqreplay"
+    namespace: str = DEFAULT_NAMESPACE
     name: str = None
     uri: str = None
     warehouse: str = None
@@ -95,22 +114,18 @@ class IcebergTarget:
         return place.location(self.warehouse_uri(catalog), table.location())
 
 
-def target_of(args):
-    """IcebergTarget of the command line's catalog (--sink iceberg); UsageError for a half-given catalog."""
-    check_catalog_arguments(args)
-    return IcebergTarget(args.namespace, args.catalog, args.catalog_uri, args.warehouse,
-                         seconds(getattr(args, "catalog_wait", None) or DEFAULT_WAIT))
-
-
-def check_catalog_arguments(args, what="--sink iceberg"):
-    if args.catalog_uri and args.catalog:
+def catalog_target(given, what="--sink iceberg"):
+    """IcebergTarget of the command line's catalog (CatalogArgs); UsageError for a half-given catalog or a
+    --catalog-wait without its unit."""
+    if given.uri and given.name:
         raise UsageError(f"{what}: give --catalog NAME (pyiceberg's configuration) or --catalog-uri with "
                          "--warehouse (the embedded SQL catalog), not both")
-    if args.catalog_uri and not args.warehouse:
+    if given.uri and not given.warehouse:
         raise UsageError("--catalog-uri needs --warehouse PATH_OR_URI: where the tables' files go")
-    if not args.catalog_uri and not args.catalog:
+    if not given.uri and not given.name:
         raise UsageError(f"{what} needs a catalog: --catalog-uri sqlite:///PATH --warehouse PATH_OR_URI "
                          "(embedded, nothing to run), or --catalog NAME from pyiceberg's configuration")
+    return IcebergTarget(given.namespace, given.name, given.uri, given.warehouse, seconds(given.wait))
 
 
 def with_stores(target, brokers, continuing):
@@ -321,7 +336,7 @@ def _schema(output, with_body):
         return audits[output].append(pa.field("broker", pa.string()))
     if output == POP:  # the POP ledger (jobs/run/pop_ledger.py): a night's rows appended, when it has any
         return LEDGER_SCHEMA
-    return answer_schema(output, "normalized", with_body)
+    return answer_schema(output, NORMALIZED, with_body)
 
 
 def _table_and_place(target, catalog, identifier, schema, partition_column):

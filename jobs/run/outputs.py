@@ -350,21 +350,30 @@ def writing(where):
 
 def _run(spark, planned, out, options, sink, progress=None, given=None):
     plans = [p.plan for _, p in planned.parts]
-    ranges = T.broker_splits(spark, plans)
+    tasks = T.SparkTasks(spark)
+    ranges = T.broker_splits(tasks, plans)
     progress = progress or Progress(mode="off")
     total = sum(T.split_bytes(plans[k], a, b) for k, a, b in ranges)
     with progress.stage(spark, len(ranges), total) as counters:
-        return _run_with(spark, planned, out, options, sink, ranges, counters, given or out)
+        return _run_with(spark, tasks, planned, out, options, sink, ranges, counters, given or out)
 
 
-def _run_with(spark, planned, out, options, sink, ranges, progress, given):
-    """The one Spark stage over every broker's splits (tasks write their parts), then the sink's commit of what
-    successful attempts wrote; the summary per broker, then of the run (summary.cluster_summary). `given`: OUT as
-    the command line gave it, for an error writing there."""
-    reports = T.replay(spark, [p.plan for _, p in planned.parts], sink.spec(out, options), ranges, progress)
-    with writing(f"--out {given}"):
+def stage_and_commit(tasks, planned, out, options, sink, ranges, progress=None, given=None):
+    """The one stage over every broker's splits (tasks write their parts; `tasks`: the mapper, stage.SparkTasks or
+    stage.in_process), then the sink's commit of what successful attempts wrote: (the report rows, {output:
+    (files, rows, bytes)}). `out`: the temporary OUT (a Place); `given`: OUT as the command line gave it, for an
+    error writing there."""
+    reports = T.replay(tasks, [p.plan for _, p in planned.parts], sink.spec(out, options), ranges, progress)
+    with writing(f"--out {given or out.uri}"):
         out.fs.create_dir(out.root, recursive=True)
         written = sink.commit(out, reports, planned, options)
+    return reports, written
+
+
+def _run_with(spark, tasks, planned, out, options, sink, ranges, progress, given):
+    """The stage and the sink's commit (stage_and_commit), the ledgers' Spark steps; the summary per broker, then
+    of the run (summary.cluster_summary)."""
+    reports, written = stage_and_commit(tasks, planned, out, options, sink, ranges, progress, given)
     timers = sink.ledger(spark, out.uri, (out.fs, out.root), written, timer_reads(reports, planned), options)
     pop = sink.pop_ledger(spark, out.uri, (out.fs, out.root), written, planned)
     several = len(planned.parts) > 1

@@ -10,34 +10,30 @@ writers that return metadata do):
      rerun writes the same files with the same rows in the same order) and deletes _attempts/ whole,
      with whatever failed or speculative attempts left there.
 
-Layouts (OUT/...):
-  normalized  messages/topic=T/part-S.parquet: every message some output row references, once, with all
-              its columns; matched/ and audit/collisions/: one narrow row per (group, message), joinable
-              on (topic, commitlog_offset); one file per split, rows ordered by group within a batch.
-  wide        matched/ and audit/collisions/ rows carry every message column (small per-group exports).
-Audits: audit/bitmaps/, audit/corrupt/, audit/bodies/ (only when there are rows)."""
+What a part holds is the layout's (jobs/run/layouts.py: which columns, whether messages/ exists); how parts are
+cut and whether they are written at all is the sink's task-side writer: `SplitWriter` (Parquet: one file per
+output and split, rows ordered by group within a batch), `TableSplitWriter` (Iceberg: a file per partition),
+`CountingSplitWriter` (noop: rows counted, nothing written), each named by its sink (jobs/run/sinks.py) in the
+`SinkSpec` the tasks get. Audits: audit/bitmaps/, audit/corrupt/, audit/bodies/ (only when there are rows)."""
 import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from jobs.errors import output_error
+from jobs.run.layouts import NORMALIZED, message_fields
 from jobs.run.place import Place
 from schemas import storefs
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, STAT_FIELDS, TOPIC_STAT_FIELDS
-from schemas.columns import batch_bounds, one_array
+from schemas.columns import one_array
 
 ATTEMPTS = "_attempts"
 TIMER_EVENTS = "_timer_events"  # a run's timer events, until the driver has paired them into timers/
 POP_EVENTS = "_pop_events"  # a run's POP events, until the driver has paired them into pop/
-# the narrow row of matched/ and audit/collisions/ (besides group and topic)
-NARROW_FIELDS = ["queue_id", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys", "born_timestamp",
-                 "store_timestamp"]
 # What a task returns, a dict per row (pickled back by Spark): `file` rows (kind, output, path, final, rows,
 # bytes: where a part was written, its rows and bytes) and counter rows (`stats` per group and topic,
 # `topic_stats` per topic: kind, group, topic, stats; `example` of an evaluation error: kind, group, topic,
@@ -52,11 +48,6 @@ NARROW_FIELDS = ["queue_id", "queue_offset", "commitlog_offset", "msg_id", "tags
 #   body cost 15%; of group, which every row group holds whole, they pruned nothing).
 STATISTICS = ["topic", "queue_id", "queue_offset", "commitlog_offset", "born_timestamp", "store_timestamp"]
 PARQUET_OPTIONS = dict(compression="zstd", compression_level=1, use_dictionary=False)
-# Wide rows carry bodies and properties, and a batch's messages fan out to every group that receives them
-# (some five each here): written this many rows at a time, so that no batch's fan-out is whole in memory,
-# and no more bodies than this at a time, so that no column of large bodies nears Arrow's 2 GiB.
-WIDE_ROWS = 65536
-WIDE_BYTES = 64 << 20
 
 
 def parquet_options(schema, statistics=STATISTICS):
@@ -72,19 +63,6 @@ def parquet_options(schema, statistics=STATISTICS):
                 write_statistics=[name for name in statistics if name in schema.names])
 
 
-@dataclass(frozen=True)
-class SinkSpec:
-    """Where and how the tasks write; shipped to executors with the plan."""
-
-    out: object  # the temporary OUT: a jobs/run/place.Place (resolved on the driver), or a path or URI
-    layout: str = "normalized"  # normalized | wide | noop (decide everything, write nothing)
-    with_body: bool = True
-    # parts cut as an Iceberg table's partitions (jobs/run/iceberg_sink.py): messages parts hold their topic as a
-    # column, last (no hive path); matched and collisions parts hold one group each, with statistics of `group`
-    # (from which add_files reads the partition of a file)
-    for_tables: bool = False
-
-
 def hive_escape(value):
     """A partition value as Spark and Hive escape it in a path (ExternalCatalogUtils.escapePathName)."""
     out = []
@@ -98,7 +76,10 @@ def hive_escape(value):
 
 class SplitWriter:
     """Writes one split's pieces (split_task.iter_split's (kind, piece) pairs) as Parquet parts, streaming:
-    one row group per piece, one open writer per output file; sums the split's counters."""
+    one row group per piece, one open writer per output file; sums the split's counters. The Parquet sink's
+    task-side writer, and the base of the other sinks' (the parts they cut or count otherwise)."""
+
+    statistics = STATISTICS  # the columns whose min/max a part's footer holds
 
     def __init__(self, spec, split, attempt, broker=None):
         self.spec, self.split, self.attempt = spec, split, attempt
@@ -125,44 +106,28 @@ class SplitWriter:
             raise output_error(f"--out (its temporary {self.out.uri})", exc) from None
 
     def _message(self, piece):
-        names = NARROW_FIELDS if self.spec.layout != "wide" else [f for f, _ in OUTPUT_MESSAGE_FIELDS if self._keeps(f)]
+        names = self.spec.layout.pair_fields(self.spec.with_body)
         distinct_ids = _distinct_ids(piece)
         for (groups, rows), output in ((piece.delivered, "matched"), (piece.collided, "audit/collisions")):
-            final = f"{output}/part-{self.split:05d}.parquet"
-            if not len(rows):
-                continue
-            if self.spec.layout == "noop":
-                self._count(output, final, len(rows))
-                continue
-            for lo, hi in self._chunks(piece, rows):
-                if not self.spec.for_tables:
-                    self._append(output, final, group_rows(piece, groups[lo:hi], rows[lo:hi], names, distinct_ids))
-                    continue
-                # a file per group: the pairs come by group (np.nonzero of a groups x messages matrix), so each
-                # group's rows are one run; msg_id taken, not a dictionary of the whole piece's ids per file
-                cuts = np.flatnonzero(np.diff(groups[lo:hi])) + 1 + lo
-                for a, b in zip(np.r_[lo, cuts], np.r_[cuts, hi]):
-                    name = piece.groups[int(groups[a])].as_py()
-                    self._append(output, f"{output}/group={hive_escape(name)}/part-{self.split:05d}.parquet",
-                                 group_rows(piece, groups[a:b], rows[a:b], names, False))
-        if self.spec.layout != "wide":  # normalized, or noop (counted as normalized, not written)
-            fields = [f for f, _ in OUTPUT_MESSAGE_FIELDS if self._keeps(f)]
-            table = piece.table.select(fields)
-            if self.spec.for_tables:
-                table = table.append_column("topic", pa.repeat(pa.scalar(piece.topic, pa.string()), table.num_rows))
-            self._append("messages", f"messages/topic={hive_escape(piece.topic)}/part-{self.split:05d}.parquet",
-                         table)
+            if len(rows):
+                self._pairs(output, piece, groups, rows, names, distinct_ids)
+        if self.spec.layout.messages:
+            self._messages(piece)
 
-    def _chunks(self, piece, rows):
-        """(lo, hi) ranges of a piece's output rows written at a time: all (narrow rows), or at most WIDE_ROWS
-        rows and WIDE_BYTES of bodies (wide rows, bodies fanned out)."""
-        if self.spec.layout != "wide":
-            return [(0, len(rows))]
-        sizes = pc.binary_length(one_array(piece.table.column("body"))).fill_null(0).to_numpy()
-        return batch_bounds(sizes[rows], WIDE_ROWS, WIDE_BYTES)
+    def _pairs(self, output, piece, groups, rows, names, distinct_ids):
+        """A piece's (group, message) rows of `output` (matched, audit/collisions): one part per split, at most
+        the layout's chunk at a time."""
+        final = f"{output}/part-{self.split:05d}.parquet"
+        for lo, hi in self.spec.layout.chunks(piece, rows):
+            self._append(output, final, group_rows(piece, groups[lo:hi], rows[lo:hi], names, distinct_ids))
 
-    def _keeps(self, field):
-        return self.spec.with_body or field != "body"
+    def _messages(self, piece):
+        """A piece's messages, once each (the layout's messages/), in a part per topic and split."""
+        self._append("messages", f"messages/topic={hive_escape(piece.topic)}/part-{self.split:05d}.parquet",
+                     self._message_table(piece))
+
+    def _message_table(self, piece):
+        return piece.table.select(message_fields(self.spec.with_body))
 
     def _bitmap(self, table):
         self._append("audit/bitmaps", f"audit/bitmaps/part-{self.split:05d}.parquet", table)
@@ -210,13 +175,7 @@ class SplitWriter:
         for row in table.to_pylist():
             self.examples.setdefault((row["group"], row["topic"]), row["reason"])
 
-    def _count(self, output, final, n):
-        """noop: the rows a part would have, nothing written."""
-        self.writers.setdefault(final, [None, None, output, 0])[3] += n
-
     def _append(self, output, final, table):
-        if self.spec.layout == "noop":
-            return self._count(output, final, table.num_rows)
         table = with_broker(table, self.broker)
         entry = self.writers.get(final)
         if entry is None:
@@ -224,8 +183,7 @@ class SplitWriter:
             self.out.create_folder_in_place(relative.rsplit("/", 1)[0])
             path = self.out.path(relative)
             stream = self.fs.open_output_stream(path)
-            statistics = STATISTICS + ["group", "broker"] if self.spec.for_tables else STATISTICS
-            writer = pq.ParquetWriter(stream, table.schema, **parquet_options(table.schema, statistics))
+            writer = pq.ParquetWriter(stream, table.schema, **parquet_options(table.schema, self.statistics))
             entry = self.writers[final] = [writer, stream, output, 0]
         if not table.schema.equals(entry[0].schema):  # msg_id plain where a piece's ids repeat (inner batches)
             table = table.cast(entry[0].schema)
@@ -265,6 +223,57 @@ class SplitWriter:
                     stream.close()
                 except Exception:  # noqa: BLE001 - the attempt failed anyway; the driver removes its files
                     pass
+
+
+class TableSplitWriter(SplitWriter):
+    """The Iceberg sink's task-side writer: parts cut as the tables' partitions (jobs/run/iceberg_sink.py).
+    A messages part holds its topic as a column, last (no hive path); a matched or collided part holds one
+    group, with statistics of `group` (from which add_files reads the partition of a file)."""
+
+    statistics = STATISTICS + ["group", "broker"]
+
+    def _pairs(self, output, piece, groups, rows, names, distinct_ids):
+        # a file per group: the pairs come by group (np.nonzero of a groups x messages matrix), so each group's
+        # rows are one run; msg_id taken, not a dictionary of the whole piece's ids per file
+        for lo, hi in self.spec.layout.chunks(piece, rows):
+            cuts = np.flatnonzero(np.diff(groups[lo:hi])) + 1 + lo
+            for a, b in zip(np.r_[lo, cuts], np.r_[cuts, hi]):
+                name = piece.groups[int(groups[a])].as_py()
+                self._append(output, f"{output}/group={hive_escape(name)}/part-{self.split:05d}.parquet",
+                             group_rows(piece, groups[a:b], rows[a:b], names, False))
+
+    def _message_table(self, piece):
+        table = super()._message_table(piece)
+        return table.append_column("topic", pa.repeat(pa.scalar(piece.topic, pa.string()), table.num_rows))
+
+
+class CountingSplitWriter(SplitWriter):
+    """The noop sink's task-side writer: every decision made, the rows each part would have counted, nothing
+    written (a `file` report row with no path)."""
+
+    def _pairs(self, output, piece, groups, rows, names, distinct_ids):
+        self._count(output, f"{output}/part-{self.split:05d}.parquet", len(rows))
+
+    def _append(self, output, final, table):
+        self._count(output, final, table.num_rows)
+
+    def _count(self, output, final, n):
+        self.writers.setdefault(final, [None, None, output, 0])[3] += n
+
+
+@dataclass(frozen=True)
+class SinkSpec:
+    """Where and how the tasks write; shipped to executors with the plan. `writer`: the sink's task-side writer
+    (SplitWriter or a subclass), which a task opens per split (`open`)."""
+
+    out: object  # the temporary OUT: a jobs/run/place.Place (resolved on the driver), or a path or URI
+    layout: object = NORMALIZED  # a jobs/run/layouts.py layout: the columns and outputs a part holds
+    with_body: bool = True
+    writer: type = SplitWriter
+
+    def open(self, split, attempt, broker=None):
+        """The writer of one split's attempt."""
+        return self.writer(self, split, attempt, broker)
 
 
 def with_broker(table, broker):
@@ -385,14 +394,13 @@ ANSWER_TABLES = ("matched", "messages", "audit/collisions")
 
 def answer_schema(output, layout, with_body):
     """The Arrow schema of an answer table as readers see it: matched/ and audit/collisions/ rows (group,
-    topic, then the narrow or wide message columns, then broker), messages/ rows (broker, then topic last, as
+    topic, then the layout's message columns, then broker), messages/ rows (broker, then topic last, as
     Spark adds the partition column)."""
-    fields = [(f, t) for f, t in OUTPUT_MESSAGE_FIELDS if with_body or f != "body"]
+    types = dict(OUTPUT_MESSAGE_FIELDS)
     if output == "messages":
+        fields = [(f, types[f]) for f in message_fields(with_body)]
         return pa.schema(fields + [("broker", pa.string()), ("topic", pa.string())])
-    if layout != "wide":
-        types = dict(OUTPUT_MESSAGE_FIELDS)
-        fields = [(f, types[f]) for f in NARROW_FIELDS]
+    fields = [(f, types[f]) for f in layout.pair_fields(with_body)]
     return pa.schema([("group", pa.string()), ("topic", pa.string())] + fields + [("broker", pa.string())])
 
 
@@ -404,7 +412,7 @@ def write_empty_tables(out, layout, with_body, written):
     fs, root = out.fs, out.root
     made = {}
     for output in ANSWER_TABLES:
-        if written.get(output, (0,))[0] or (output == "messages" and layout == "wide"):
+        if written.get(output, (0,))[0] or (output == "messages" and not layout.messages):
             continue
         schema = answer_schema(output, layout, with_body)
         fs.create_dir(f"{root}/{output}", recursive=True)

@@ -1,5 +1,6 @@
 """What a run's answer becomes (--sink): one class per kind behind one protocol, chosen once from the command
-line (`sink_of`); the run (jobs/replay.py, jobs/run/outputs.py) asks the object, never the option's string.
+line (jobs/cli.py sink_choice, then `sink_of`: the class makes itself, `Sink.of`); the run (jobs/replay.py,
+jobs/run/outputs.py) asks the object, never the option's string.
 
 As Spark's DataSourceV2 splits a write: `spec` is what every task writes (jobs/run/sink.py's SplitWriter, under
 the run's temporary OUT), `commit` is the driver's once the stage succeeded (the successful attempts' files moved
@@ -7,11 +8,15 @@ to their names), `check` what the sink refuses before Spark starts, `publish` wh
 OUT is published (Iceberg: the tables' snapshots). Abort is OUT's own (outputs.OutputRun.abandon): every sink
 writes under the temporary OUT first, so removing it takes back whatever a failed run wrote.
 
-A new sink is one class here (or a module of its own) and its tests."""
+Each sink names its task-side writer (`writer`: jobs/run/sink.py's SplitWriter, or a subclass that cuts or counts
+parts otherwise); the layout (jobs/run/layouts.py) is the options' object, which the writer asks. A new sink is one
+`Sink` subclass here (or in a module of its own), its writer when its parts differ, its entry in SINKS, and its
+tests (docs/design.md, "Adding a sink")."""
+import abc
 import json
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
@@ -19,12 +24,16 @@ from jobs.errors import UsageError
 from jobs.pipeline.brokers import bare
 from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
 from jobs.run import iceberg_sink as lake_sink
+from jobs.run.layouts import NORMALIZED
 from jobs.run.place import Place
 from jobs.run.pop_ledger import write_pop_ledger
 from jobs.run.sink import (
     POP_EVENTS,
     TIMER_EVENTS,
+    CountingSplitWriter,
     SinkSpec,
+    SplitWriter,
+    TableSplitWriter,
     attempt_parts,
     commit,
     write_driver_part,
@@ -35,16 +44,25 @@ from jobs.run.timer_ledger import write_ledger
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 
 
-class ParquetSink:
-    """The outputs as Parquet under OUT (docs/output.md), published with OUT."""
+class Sink(abc.ABC):
+    """The protocol every sink follows; each hook's default is what a sink that has nothing to add does."""
 
-    name = "parquet"
-    # on an object store (a move is a copy and a delete): {output: [(attempt's file, final name)]} of the parts the
-    # commit left where their attempts wrote them, each copied once, to its place in OUT or in its table
-    kept = {}
+    name = None  # --sink's value (SINKS)
+    writer = SplitWriter  # the task-side writer of a split's parts (jobs/run/sink.py)
+
+    @classmethod
+    def of(cls, choice, brokers):
+        """(the sink of the command line's choice (SinkChoice), the --starting-offsets it reads: None, the
+        command line's); UsageError for what goes with another sink."""
+        if choice.catalog.given:
+            raise UsageError("--catalog, --catalog-uri and --warehouse go with --sink iceberg")
+        if choice.continuing:
+            raise UsageError("--starting-offsets iceberg reads the Iceberg tables' offsets: give --sink iceberg")
+        return cls(), None
 
     def spec(self, out, options):
-        return SinkSpec(out, options.layout, options.with_body)
+        """What every task writes, shipped with the plan: under the temporary OUT, in the run's layout."""
+        return SinkSpec(out, options.layout, options.with_body, self.writer)
 
     def starting_offsets(self, brokers, planned):
         """--starting-offsets that the sink knows better once the run is planned (None: the command line's)."""
@@ -55,6 +73,34 @@ class ParquetSink:
 
     def narrow(self, planned):
         """Leave out of each group's scope, in the plan the tasks get, what the sink holds already."""
+
+    @abc.abstractmethod
+    def commit(self, out, reports, planned, options):
+        """{output: (files, rows, bytes)} of what the successful attempts (and the driver) wrote."""
+
+    def ledger(self, spark, out, where, written, reads, options):
+        """The timer ledger's counts per (broker, real topic), its outputs put into `written` (None: none made)."""
+        return None
+
+    def pop_ledger(self, spark, out, where, written, planned):
+        """The POP ledger's counts per (broker, group), its outputs put into `written` (None: none made)."""
+        return None
+
+    def publish(self, out, summary, planned, options, run):
+        """What the sink adds to the summary once the outputs are committed, before OUT is published."""
+
+    def in_attempts(self):
+        """{final name: attempt's file} (relative to the temporary OUT) of the parts OUT's publish copies from
+        where their attempts wrote them (outputs.OutputRun.publish)."""
+        return {}
+
+
+class FileSink(Sink):
+    """A sink whose tasks write Parquet parts under the temporary OUT, committed by the driver from the
+    successful attempts (Parquet, Iceberg); on an object store (a move is a copy and a delete) the parts stay
+    where their attempts wrote them, `kept`, each copied once to its place in OUT or in its table."""
+
+    kept = {}  # {output: [(attempt's file, final name)]}
 
     def commit(self, out, reports, planned, options):
         """{output: (files, rows, bytes)}: the successful attempts' files at their names where a rename is one
@@ -95,50 +141,60 @@ class ParquetSink:
         written.update(made)
         return counts
 
-    def publish(self, out, summary, planned, options, run):
-        """What the sink adds to the summary once the outputs are committed, before OUT is published."""
-
     def in_attempts(self):
         """{final name: attempt's file} (relative to the temporary OUT) of the parts OUT's publish copies from
         where their attempts wrote them (outputs.OutputRun.publish)."""
         return {final: path for parts in self.kept.values() for path, final in parts}
 
 
-class NoopSink(ParquetSink):
-    """Every decision made, nothing written: what a benchmark measures."""
+class ParquetSink(FileSink):
+    """The outputs as Parquet under OUT (docs/output.md), published with OUT."""
+
+    name = "parquet"
+
+
+class NoopSink(Sink):
+    """Every decision made, nothing written (the ledgers' events counted, not kept): what a benchmark measures.
+    Its counts are the normalized layout's, whatever --layout says."""
 
     name = "noop"
+    writer = CountingSplitWriter
 
     def spec(self, out, options):
-        return SinkSpec(out, "noop", options.with_body)
+        return SinkSpec(out, NORMALIZED, options.with_body, self.writer)
 
     def commit(self, out, reports, planned, options):
         return {}
-
-    def ledger(self, spark, out, where, written, reads, options):
-        return None  # nothing written: the events were counted, not kept
-
-    def pop_ledger(self, spark, out, where, written, planned):
-        return None  # nothing written: the events were counted, not kept
 
     def publish(self, out, summary, planned, options, run):
         summary["sink"] = "noop: every decision made, nothing written"
 
 
-class IcebergSink(ParquetSink):
+class IcebergSink(FileSink):
     """The answer committed to Iceberg tables (jobs/run/iceberg_sink.py, docs/iceberg.md): the tasks write the
     normalized layout's parts as for Parquet, a file per partition; the driver adds them to the tables, one
     snapshot each, before OUT (the summary, offsets.json, the report) is published."""
 
     name = "iceberg"
+    writer = TableSplitWriter
 
     def __init__(self, target):
         self.target = target
         self.held_timers = None  # what NS.timers held when the run merged its ledger (ledger, then publish)
         self.out_where = None  # the temporary OUT (a Place), where the merged ledger waits for publish
 
-    def spec(self, out, options):
-        return SinkSpec(out, options.layout, options.with_body, for_tables=True)
+    @classmethod
+    def of(cls, choice, brokers):
+        """Its catalog, the run's stores by what they are, and with `--starting-offsets iceberg` where the lake's
+        ranges of each store end (none yet: the earliest), refined per group once the plan names the run's groups
+        (starting_offsets)."""
+        target = lake_sink.catalog_target(choice.catalog)
+        if not choice.layout.tables:
+            raise UsageError("--sink iceberg writes the normalized layout's tables (messages once, narrow matched "
+                             "rows)")
+        target = lake_sink.with_stores(target, brokers, choice.continuing)
+        starts = starts_json(brokers, lake_sink.starting_offsets(target)) if choice.continuing else None
+        return cls(target), starts
 
     def starting_offsets(self, brokers, planned):
         """With `--starting-offsets iceberg`: each queue from where the run's own groups end in the lake."""
@@ -194,25 +250,22 @@ class IcebergSink(ParquetSink):
 SINKS = {sink.name: sink for sink in (ParquetSink, IcebergSink, NoopSink)}
 
 
-def sink_of(args, brokers):
-    """The run's sink, chosen once from --sink: for Iceberg, its catalog and the run's stores by what they are,
-    and `--starting-offsets iceberg` as where the lake's ranges of each store end (none yet: the earliest),
-    refined per group once the plan names the run's groups (ParquetSink.starting_offsets)."""
-    kind = SINKS[args.sink]
-    continuing = args.continue_lake
-    if kind is not IcebergSink:
-        if args.catalog or args.catalog_uri or args.warehouse:
-            raise UsageError("--catalog, --catalog-uri and --warehouse go with --sink iceberg")
-        if continuing:
-            raise UsageError("--starting-offsets iceberg reads the Iceberg tables' offsets: give --sink iceberg")
-        return kind()
-    target = lake_sink.target_of(args)
-    if args.layout != "normalized":
-        raise UsageError("--sink iceberg writes the normalized layout's tables (messages once, narrow matched rows)")
-    target = lake_sink.with_stores(target, brokers, continuing)
-    if continuing:
-        args.starting_offsets = starts_json(brokers, lake_sink.starting_offsets(target))
-    return IcebergSink(target)
+@dataclass(frozen=True)
+class SinkChoice:
+    """--sink and what goes with it, as objects (jobs/cli.py sink_choice): the sink's class, the layout
+    (jobs/run/layouts.py), the catalog's arguments (iceberg_sink.CatalogArgs), whether the run continues from the
+    lake (`--starting-offsets iceberg`)."""
+
+    kind: type = ParquetSink
+    layout: object = NORMALIZED
+    catalog: lake_sink.CatalogArgs = lake_sink.CatalogArgs()
+    continuing: bool = False
+
+
+def sink_of(choice, brokers):
+    """(the run's sink, made once from the command line's SinkChoice by its class, the --starting-offsets it
+    reads before the plan: None, the command line's)."""
+    return choice.kind.of(choice, brokers)
 
 
 def starts_json(brokers, starts):

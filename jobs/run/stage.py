@@ -8,7 +8,11 @@ file, the counters): no result row goes through the JVM.
 
 The stage is DataFrame operations (`spark.range` of the split numbers, one per partition, `mapInArrow` of
 the task, `collect`), not an RDD: Spark Connect offers no RDD and no SparkContext, and the one code path
-serves spark-submit and a Connect client alike. A task's report rows travel as one pickled binary column."""
+serves spark-submit and a Connect client alike. A task's report rows travel as one pickled binary column.
+
+Who runs the tasks is a mapper, `tasks(items, fn)` -> [fn(item) as a list, ...] in item order: `SparkTasks`
+(a Spark task per item) for a run, `in_process` (one after another, the rows pickled as Spark's are) for the tests
+and tools that drive the same stage code without Spark."""
 import gc
 import os
 import pickle
@@ -18,8 +22,8 @@ import pyarrow as pa
 from jobs.errors import TaskFailed
 from jobs.pipeline.split_task import iter_split
 from jobs.pipeline.split_units import commitlog_splits, snap_to_records, split_units
-from jobs.run.sink import SplitWriter
-from schemas import no_pandas
+from jobs.run.worker_daemon import JOB_DAEMON
+from schemas import no_pandas, rocksdb_store
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 from schemas.errors import ReplayError
 
@@ -42,33 +46,56 @@ def attempt_name():
     return f"{tc.stageId()}-{tc.partitionId()}-{tc.taskAttemptId()}"
 
 
-def broker_splits(spark, plans):
+class SparkTasks:
+    """The mapper of a run: one Spark task per item (map_tasks)."""
+
+    def __init__(self, spark):
+        self.spark = spark
+
+    def __call__(self, items, fn):
+        return map_tasks(self.spark, items, fn)
+
+
+def in_process(items, fn):
+    """The mapper without Spark: each item's rows in this process, one item after another, pickled and read back
+    as a Spark task's are (a row Spark could not carry fails here too). A task's error is raised as the task
+    raised it (no process boundary to carry it across: the TaskFailed record's own error)."""
+    out = []
+    for item in items:
+        try:
+            out.append(pickle.loads(pickle.dumps(list(fn(item)))))
+        except TaskFailed as exc:
+            raise exc.__context__ if isinstance(exc.__context__, ReplayError) else exc
+    return out
+
+
+def broker_splits(tasks, plans):
     """The splits of every broker of a run pooled, one task each: (part, start, end), `part` the index of the
     broker's plan in `plans`: a task knows its broker's plan."""
-    return [(k, start, end) for k, plan in enumerate(plans) for start, end in splits(spark, plan)]
+    return [(k, start, end) for k, plan in enumerate(plans) for start, end in splits(tasks, plan)]
 
 
-def splits(spark, plan):
+def splits(tasks, plan):
     """The commit-log splits of a run, one task each (split_units.commitlog_splits); their bounds moved to
-    record starts when units are rebuilt from the commit log, by one Spark task per file."""
+    record starts when units are rebuilt from the commit log, by one task per file (`tasks`: the mapper)."""
     ranges = commitlog_splits(plan)
     if not plan.walks_records:
         return ranges
-    return snap_to_records(plan, ranges, lambda fn, items: [row for rows in map_tasks(
-        spark, items, lambda item: [fn(item)]) for row in rows])
+    return snap_to_records(plan, ranges, lambda fn, items: [row for rows in tasks(
+        items, lambda item: [fn(item)]) for row in rows])
 
 
-def replay(spark, plans, spec, ranges, progress=None):
+def replay(tasks, plans, spec, ranges, progress=None):
     """All groups in one pass, one task per commit-log split: the report rows (jobs/run/sink.py) of every split.
     `plans`: each broker's ReplayPlan; `ranges`: broker_splits' (part, start, end) of every broker.
 
     A task finds the units pointing into its split in the consume-queue segments that can hold them (the
     plan's SegmentIndex: units are in commit-log order), reads that byte range of the commit log, decodes
     each message once, applies every subscription of its topic and writes its parts
-    (jobs.run.sink.SplitWriter): no shuffle, and memory bounded by the split. `progress`: the
+    (the sink's writer, jobs/run/sink.py): no shuffle, and memory bounded by the split. `progress`: the
     accumulators (units, bytes, splits) of jobs.run.progress.Progress, added to as each split is done (None
     over Spark Connect, which has no accumulators). Each broker's plan ships pickled on its own, and a task
-    unpickles only its broker's."""
+    unpickles only its broker's. `tasks`: the mapper that runs them (SparkTasks, in_process)."""
     from pyspark import cloudpickle  # as Spark pickles a closure (a custom filter's code); loaded by Spark runs only
 
     shipped = [cloudpickle.dumps(plan) for plan in plans]
@@ -87,7 +114,7 @@ def replay(spark, plans, spec, ranges, progress=None):
                 counter.add(value)
         return report
 
-    return [row for rows in map_tasks(spark, range(len(ranges)), task) for row in rows]
+    return [row for rows in tasks(range(len(ranges)), task) for row in rows]
 
 
 def map_tasks(spark, items, fn):
@@ -104,15 +131,22 @@ def map_tasks(spark, items, fn):
                 with no_pandas.left_out():  # the task's work only: PySpark's own code runs as it would
                     rows = pickle.dumps(list(fn(items[i])))
                 yield pa.RecordBatch.from_arrays([pa.array([rows], pa.binary())], names=["rows"])
-        # PySpark's daemon runs a full garbage collection after every task, which walks every object of the
-        # worker (numba's typing tables, PyArrow, PySpark: some 140,000). Collect this task's garbage now,
-        # then freeze what is left, long-lived all of it, so that no later collection walks it again.
-        gc.collect()
-        gc.freeze()
+        settle_garbage()
 
     n = len(items)
     rows = spark.range(0, n, 1, n).mapInArrow(tasks, "rows binary").collect()  # toArrow is Spark 4.0+
     return [pickle.loads(row.rows) for row in rows]
+
+
+def settle_garbage(env=None):
+    """In the job's own worker daemon (jobs/run/worker_daemon.py), after a task: PySpark's daemon runs a full
+    garbage collection after every task, which walks every object of the worker (numba's typing tables, PyArrow,
+    PySpark: some 140,000); this task's garbage collected now, what is left is frozen, long-lived all of it, so
+    that no later collection walks it again. In any other worker (PySpark's daemon: the data source's, a user's
+    session) nothing: the objects of the other code it runs are not the job's to freeze."""
+    if (os.environ if env is None else env).get(JOB_DAEMON):
+        gc.collect()
+        gc.freeze()
 
 
 def unseen_paths(spark, paths):
@@ -129,18 +163,23 @@ def unseen_paths(spark, paths):
 def run_split(plan, spec, index, split_range, attempt):
     """One split, decided and written: (its report rows, the units it read)."""
     start, end = split_range
-    writer = SplitWriter(spec, index, attempt, plan.broker)
+    writer = spec.open(index, attempt, plan.broker)
     try:
-        found = split_units(plan, start, end)
-        if found.damaged:
-            writer.write("corrupt", pa.Table.from_pylist(found.damaged, schema=CORRUPT_SCHEMA))
-        if found.marks is not None:
-            writer.write("queue_marks", found.marks)
-        if found.audit is not None and found.audit.num_rows:
-            writer.write("cq_audit", found.audit)
-        for kind, piece in iter_split(plan, found.units, found.left_out):
-            writer.write(kind, piece)
-        return writer.close(), found.units.num_rows
+        with rocksdb_store.held():  # a RocksDB consume queue read by the task: closed when it ends
+            return _write_split(plan, writer, start, end)
     except BaseException:
         writer.abort()
         raise
+
+
+def _write_split(plan, writer, start, end):
+    found = split_units(plan, start, end)
+    if found.damaged:
+        writer.write("corrupt", pa.Table.from_pylist(found.damaged, schema=CORRUPT_SCHEMA))
+    if found.marks is not None:
+        writer.write("queue_marks", found.marks)
+    if found.audit is not None and found.audit.num_rows:
+        writer.write("cq_audit", found.audit)
+    for kind, piece in iter_split(plan, found.units, found.left_out):
+        writer.write(kind, piece)
+    return writer.close(), found.units.num_rows

@@ -23,6 +23,9 @@ MODULES = (
     "jobs.pipeline.split_decode", "filtering.topic_replay", "filtering.decision",
 )
 KERNEL_MODULES = ("schemas.kernels", "schemas.dledger", "schemas.cq_rebuild")
+# set in this daemon's environment once it preloaded, so inherited by the workers it forks: a task that finds it
+# runs in the job's own worker (jobs/run/stage.py: only there does a task freeze what the worker holds)
+JOB_DAEMON = "MQREPLAY_JOB_DAEMON"
 
 
 def preload():
@@ -86,6 +89,7 @@ def main():
         sys.stderr.flush()
         os.execv(sys.executable, [sys.executable, "-m", "pyspark.daemon", *sys.argv[1:]])
     else:
+        os.environ[JOB_DAEMON] = "1"
         if os.environ.get("MQREPLAY_DAEMON_LOG"):
             print(f"mqreplay worker daemon: {len(MODULES)} modules, {loaded} kernels loaded", file=sys.stderr)
     from pyspark import daemon

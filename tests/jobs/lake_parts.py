@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 
 from jobs.run import lake
 from jobs.run.iceberg_sink import IcebergTarget, publish_tables
+from jobs.run.layouts import NORMALIZED
 from jobs.run.sink import answer_schema
 
 BROKER = "broker"
@@ -34,8 +35,8 @@ def parts(subscriptions, ranges, broker=BROKER, held=()):
 
 def write_run(out, rows, broker=BROKER):
     """A run's temporary OUT: matched/ and messages/ parts of `rows`, an empty collisions/ part."""
-    matched = answer_schema("matched", "normalized", True)
-    messages = answer_schema("messages", "normalized", True)
+    matched = answer_schema("matched", NORMALIZED, True)
+    messages = answer_schema("messages", NORMALIZED, True)
     for name in ("matched", "audit/collisions", "messages"):
         os.makedirs(os.path.join(out, name), exist_ok=True)
     by_group = {}
@@ -46,7 +47,7 @@ def write_run(out, rows, broker=BROKER):
         pq.write_table(pa.Table.from_pylist(mine, schema=matched), os.path.join(out, "matched", f"part-{n}.parquet"))
     if not by_group:
         pq.write_table(matched.empty_table(), os.path.join(out, "matched", "part-empty.parquet"))
-    pq.write_table(answer_schema("audit/collisions", "normalized", True).empty_table(),
+    pq.write_table(answer_schema("audit/collisions", NORMALIZED, True).empty_table(),
                    os.path.join(out, "audit/collisions", "part-empty.parquet"))
     seen, by_topic = set(), {}
     for _, t, q, o in rows:

@@ -15,6 +15,7 @@ from jobs.pipeline.brokers import brokers_of, split_store
 from jobs.pipeline.cluster import plan_cluster
 from jobs.pipeline.window import parse_window
 from jobs.run import stage as T
+from jobs.run.layouts import NORMALIZED
 from jobs.run.sink import SinkSpec, commit
 from jobs.run.summary import Counters, build_summary, cluster_summary
 from jobs.settings import JobOptions
@@ -35,11 +36,9 @@ def _replay(cluster, tmp_path, stores=None, **given):
     planned = plan_cluster(_options(cluster, **given), brokers)
     plans = [p.plan for _, p in planned.parts]
     out = tmp_path / "out"
-    out.mkdir()  # the run's temporary OUT, which the driver makes before the tasks write
-    spec = SinkSpec(str(out), "normalized", True)
-    reports = []
-    for index, (k, start, end) in enumerate(T.broker_splits(None, plans)):
-        reports += T.run_split(plans[k], spec, index, (start, end), "local")[0]
+    out.mkdir()  # the temporary OUT, made by the run's claim
+    spec = SinkSpec(str(out), NORMALIZED, True)
+    reports = T.replay(T.in_process, plans, spec, T.broker_splits(T.in_process, plans))
     commit(str(out), reports)
     rows = ds.dataset(out / "matched", format="parquet").to_table().to_pylist()
     return rows, planned, reports
@@ -316,7 +315,7 @@ def test_iceberg_ranges_continue_each_broker_by_its_store_a_bare_store_as_its_na
                + parts([("G", "T")], [("T", 0, 0, 4)], "broker-b"))]
     for run, refs, run_parts in nights:
         out = tmp_path / run
-        publish_tables(target(tmp_path, refs=refs), str(out), write_empty_tables(str(out), "normalized", True, {}),
+        publish_tables(target(tmp_path, refs=refs), str(out), write_empty_tables(str(out), NORMALIZED, True, {}),
                        run, True, run_parts)
     held = lake.Held.of(target(tmp_path).catalog(), "lake")
     c = lake.StoreRef("broker-c", "broker-c@10.10.0.3:10911", "0:1")

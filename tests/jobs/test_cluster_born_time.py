@@ -10,6 +10,7 @@ from jobs.explain.text import _subscription
 from jobs.pipeline.brokers import brokers_of
 from jobs.pipeline.cluster import plan_cluster
 from jobs.run import stage as T
+from jobs.run.layouts import NORMALIZED
 from jobs.run.sink import SinkSpec, commit
 from jobs.settings import JobOptions
 from tests.jobs.test_cluster import _assert_matches, _stores
@@ -43,11 +44,9 @@ def test_broker_a_s_born_times_do_not_override_broker_b_s_own(store_cluster, tmp
                                                             "1795585953546 of ") and "at 1795585953846" in w]
     assert not [w for w in warnings["broker-a"] if "bornTime" in w]  # the file's are broker-a's own
     plans = [p.plan for _, p in planned.parts]
-    (tmp_path / "out").mkdir()  # the run's temporary OUT, which the driver makes before the tasks write
-    spec = SinkSpec(str(tmp_path / "out"), "normalized", True)
-    reports = []
-    for index, (k, start, end) in enumerate(T.broker_splits(None, plans)):
-        reports += T.run_split(plans[k], spec, index, (start, end), "local")[0]
+    (tmp_path / "out").mkdir()  # the temporary OUT, made by the run's claim
+    spec = SinkSpec(str(tmp_path / "out"), NORMALIZED, True)
+    reports = T.replay(T.in_process, plans, spec, T.broker_splits(T.in_process, plans))
     commit(str(tmp_path / "out"), reports)
     rows = ds.dataset(tmp_path / "out" / "matched", format="parquet").to_table().to_pylist()
     _assert_matches(rows, store_cluster / "expected_cluster.json")  # each broker's own read path

@@ -299,19 +299,28 @@ class ContextWithoutPythonSetting:
 
 def test_register_on_a_cluster_master_says_what_to_set_instead_of_guessing(monkeypatch):
     """A cluster's nodes have their own paths: the driver's interpreter is no answer there."""
-    from jobs.datasource import use_driver_python
+    from jobs.datasource import worker_python
 
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     cluster = ContextWithoutPythonSetting("spark://10.0.0.1:7077")
     with pytest.warns(UserWarning, match="'python3' from each node's PATH.*set spark.pyspark.python"):
-        use_driver_python(cluster)
-    assert cluster.pythonExec == "python3"
-    local = ContextWithoutPythonSetting("local[2]")
-    use_driver_python(local)
-    assert local.pythonExec == sys.executable
+        assert worker_python(cluster) is None
+    assert worker_python(ContextWithoutPythonSetting("local[2]")) == sys.executable
     configured = ContextWithoutPythonSetting("yarn", {"spark.pyspark.python": "./environment/bin/python"})
-    use_driver_python(configured)
-    assert configured.pythonExec == "./environment/bin/python"
+    assert worker_python(configured) == "./environment/bin/python"
+
+
+def test_register_leaves_the_sessions_python_alone_and_reads_with_the_drivers(spark, store_a, monkeypatch):
+    """The session's other Python code (a user's UDFs) keeps the interpreter it had; the data source's own workers
+    run one that can import it, even where the session's cannot start at all."""
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    sc = spark.sparkContext
+    monkeypatch.setattr(sc, "pythonExec", "/nonexistent/python3")  # restored when the test ends
+    register(spark)
+    assert sc.pythonExec == "/nonexistent/python3"
+    rows = spark.read.format("rocketmq").option("topics", "TopicTest").load(str(store_a / "store")).count()
+    register(spark)  # as the other tests registered it (the fixture's interpreter)
+    assert rows > 0
 
 
 def test_units_from_commitlog_reads_the_same_rows(spark, want, store_a):

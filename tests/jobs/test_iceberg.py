@@ -14,6 +14,7 @@ import pytest
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
 from jobs.run.iceberg_sink import IcebergTarget, publish_tables, remove_stale, stale_runs
+from jobs.run.layouts import NORMALIZED
 from jobs.run.sink import write_empty_tables
 from tests.jobs.conftest import expected_rows
 from tests.jobs.lake_parts import REF, parts
@@ -126,7 +127,7 @@ def test_two_quiet_nights_commit_an_empty_snapshot_each(tmp_path):
                            refs=(REF,))
     for run in ("night1", "night2"):
         out = tmp_path / run
-        written = write_empty_tables(str(out), "normalized", True, {})
+        written = write_empty_tables(str(out), NORMALIZED, True, {})
         publish_tables(target, str(out), written, run, True, parts([("G", "TopicTest")], [("TopicTest", 0, 490, 490)]))
     for name in ("matched", "collisions", "messages"):
         table = target.catalog().load_table(f"quiet.{name}")

@@ -120,10 +120,11 @@ def test_a_duration_without_its_unit_is_a_usage_error(text):
 
 
 def test_the_jobs_catalog_wait_defaults_to_5m_and_takes_a_duration(tmp_path):
+    from jobs.cli import catalog_args
     from jobs.cli import parse_replay_args as parse_args
     common = ["--store", "S", "--out", "O", "--sink", "iceberg", "--catalog-uri", f"sqlite:///{tmp_path}/c.db",
               "--warehouse", str(tmp_path / "wh")]
-    assert iceberg_sink.target_of(parse_args(common)).wait_s == 300
-    assert iceberg_sink.target_of(parse_args(common + ["--catalog-wait", "90s"])).wait_s == 90
+    assert iceberg_sink.catalog_target(catalog_args(parse_args(common))).wait_s == 300
+    assert iceberg_sink.catalog_target(catalog_args(parse_args(common + ["--catalog-wait", "90s"]))).wait_s == 90
     with pytest.raises(UsageError, match="--catalog-wait '5'"):
-        iceberg_sink.target_of(parse_args(common + ["--catalog-wait", "5"]))
+        iceberg_sink.catalog_target(catalog_args(parse_args(common + ["--catalog-wait", "5"])))

@@ -7,6 +7,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from jobs.errors import PublishFailed
+from jobs.run.layouts import NORMALIZED
 from jobs.run.outputs import SUCCESS, OutputRun
 from tools.local_s3 import KEYS, LocalS3
 
@@ -94,12 +95,12 @@ def test_an_iceberg_run_with_out_on_an_object_store_copies_each_part_once(s3, mo
     for attempt, group in (("a1", "G1"), ("a2", "G2"), ("failed", "G1")):
         path = f"_attempts/{attempt}/matched/group={group}/part-00000.parquet"
         row = {"group": group, "topic": "T", "queue_id": 0, "queue_offset": 1, "commitlog_offset": 1, "broker": BROKER}
-        pq.write_table(pa.Table.from_pylist([row], schema=answer_schema("matched", "normalized", True)),
+        pq.write_table(pa.Table.from_pylist([row], schema=answer_schema("matched", NORMALIZED, True)),
                        f"{run.tmp_path}/{path}", filesystem=run.fs)
         if attempt != "failed":
             reports.append(dict(kind="file", output="matched", path=path, final=path.split("/", 2)[2], rows=1, bytes=1))
     sink = IcebergSink(target(tmp_path))
-    options = SimpleNamespace(layout="normalized", with_body=True, audit_consume_queue=False)
+    options = SimpleNamespace(layout=NORMALIZED, with_body=True, audit_consume_queue=False)
     planned = SimpleNamespace(problems=[], parts=parts([("G1", "T"), ("G2", "T")], [("T", 0, 0, 2)]))
     written = sink.commit(run.tmp, reports, planned, options)
     assert written["matched"] == (2, 2, 2)
@@ -157,7 +158,7 @@ def test_a_parquet_out_on_an_object_store_copies_each_part_once(s3, monkeypatch)
     run.fs = counting
     sink = ParquetSink()
     planned = SimpleNamespace(problems=[])
-    options = SimpleNamespace(layout="normalized", with_body=True, audit_consume_queue=False)
+    options = SimpleNamespace(layout=NORMALIZED, with_body=True, audit_consume_queue=False)
     monkeypatch.setattr("jobs.run.sinks.write_empty_tables", lambda *args: {})
     assert sink.commit(run.tmp, reports, planned, options) == {"matched": (2, 2, 10)}
     assert not [p for p in _objects(s3, run.tmp_path) if p.startswith("matched/")]  # nothing moved (copied)

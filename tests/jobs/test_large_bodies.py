@@ -19,6 +19,7 @@ import pytest
 import zstandard
 
 from jobs.pipeline.plan import build_plan
+from jobs.run.layouts import NORMALIZED
 from jobs.settings import JobOptions
 from schemas.errors import CorruptStoreError
 from tests.local_replay import kind, replay_local
@@ -95,7 +96,7 @@ def test_a_body_beyond_the_bound_is_delivered_null_and_audited_with_every_codec(
 
 def test_the_messages_table_holds_the_message_with_a_null_body(zlib_store):
     store, offsets, _ = zlib_store
-    result = replay_local(_plan(store, on_corrupt="skip"), layout="normalized")
+    result = replay_local(_plan(store, on_corrupt="skip"), layout=NORMALIZED)
     bodies = {r["queue_offset"]: r["body"] for r in kind(result, "message").to_pylist()}
     assert bodies == {0: b"small-0", 1: None, 2: b"small-2", 3: SMALL}
     assert kind(result, "corrupt").num_rows == 0 and kind(result, "bodies").num_rows == 1
@@ -167,6 +168,7 @@ def test_wide_rows_of_large_bodies_are_written_a_budget_of_bytes_at_a_time(tmp_p
     """Every body fans out to each group that receives it: 12 wide rows of 400 KiB, 2 to a row group of 1 MiB."""
     import pyarrow.parquet as pq
 
+    import jobs.run.layouts as layouts
     import jobs.run.sink as sink
     from jobs.pipeline.split_units import commitlog_splits
     from jobs.run.stage import run_split
@@ -175,10 +177,10 @@ def test_wide_rows_of_large_bodies_are_written_a_budget_of_bytes_at_a_time(tmp_p
                      ext_file_size=4096) as w:
         for i in range(6):
             w.append(Message("Big", 0, bytes([i]) * (400 * KIB), {"TAGS": "TagA"}))
-    monkeypatch.setattr(sink, "WIDE_BYTES", MIB, raising=False)
+    monkeypatch.setattr(layouts, "WIDE_BYTES", MIB)
     planned = build_plan(JobOptions(store=str(tmp_path / "store"), ad_hoc=SUBSCRIPTIONS))
-    (tmp_path / "out").mkdir()  # the run's temporary OUT, which the driver makes before the tasks write
-    spec = sink.SinkSpec(str(tmp_path / "out"), "wide", True)
+    (tmp_path / "out").mkdir()  # the temporary OUT, made by the run's claim
+    spec = sink.SinkSpec(str(tmp_path / "out"), layouts.WIDE, True)
     report, _ = run_split(planned.plan, spec, 0, commitlog_splits(planned.plan)[0], "local")
     (part,) = [r["path"] for r in report if r["kind"] == "file" and r["output"] == "matched"]
     meta = pq.ParquetFile(tmp_path / "out" / part).metadata

@@ -1,6 +1,7 @@
 """The job run from a notebook or Databricks (a kernel with PYSPARK_GATEWAY_PORT whose parent is not
 spark-submit's JVM, and a session already running): no parent watcher that would end the kernel, no stderr
 redirected through /proc/PPID, and the session it did not create left running."""
+import logging
 import subprocess
 import sys
 import time
@@ -25,6 +26,18 @@ def test_only_spark_submits_child_counts_as_under_spark_submit():
     finally:
         jvm.kill()
         jvm.wait()
+
+
+def test_a_run_leaves_the_kernels_stderr_logging_handlers_and_levels_as_they_were(monkeypatch, tmp_path):
+    """A kernel that calls main goes on with its own console: nothing the run set up for itself stays."""
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])  # a kernel whose root logger has no handler (pytest's left aside)
+    monkeypatch.setenv("MQREPLAY_LOG", str(tmp_path))
+    stderr, py4j = sys.stderr, logging.getLogger("py4j").level
+    code = replay.main(["--store", str(tmp_path / "none"), "--subscriptions", str(tmp_path / "none.json"),
+                        "--out", str(tmp_path / "out"), "--since", "tomorrow"])
+    assert code == 2  # refused before anything ran; the console was the run's all the same
+    assert root.handlers == [] and sys.stderr is stderr and logging.getLogger("py4j").level == py4j
 
 
 @pytest.mark.spark

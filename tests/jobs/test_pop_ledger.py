@@ -16,12 +16,12 @@ import pytest
 
 from jobs import explain
 from jobs.pipeline.plan import build_plan
-from jobs.pipeline.split_units import commitlog_splits
 from jobs.run import report
+from jobs.run import stage as T
 from jobs.run.iceberg_sink import IcebergTarget, publish_tables
+from jobs.run.layouts import NORMALIZED
 from jobs.run.pop_ledger import lost_warnings, pop_summary, write_pop_ledger
 from jobs.run.sink import SinkSpec, commit, write_empty_tables
-from jobs.run.stage import run_split
 from jobs.settings import JobOptions
 from schemas.errors import CorruptStoreError
 from tests.jobs.lake_parts import REF, parts
@@ -48,11 +48,10 @@ def pop_ledger(spark, store, subscriptions, keep=None, **options):
     of `store`: its tasks in process, then the driver's Spark step; OUT kept in `keep` when given."""
     planned = build_plan(JobOptions(store=str(store), subscription_files=(str(subscriptions),), **options))
     out = str(keep) if keep else tempfile.mkdtemp(prefix="mqreplay-pop-")
-    os.makedirs(out, exist_ok=True)  # the run's temporary OUT, which the driver makes before the tasks write
+    os.makedirs(out, exist_ok=True)  # the temporary OUT, made by the run's claim
     try:
-        reports = []
-        for index, split in enumerate(commitlog_splits(planned.plan)):
-            reports += run_split(planned.plan, SinkSpec(out, "normalized", True), index, split, "local")[0]
+        plans = [planned.plan]
+        reports = T.replay(T.in_process, plans, SinkSpec(out, NORMALIZED, True), T.broker_splits(T.in_process, plans))
         written = commit(out, reports)
         made, counts = write_pop_ledger(spark, out, (pafs.LocalFileSystem(), out), written, [planned.plan])
         rows = ds.dataset(f"{out}/pop", format="parquet").to_table().to_pylist()
@@ -209,7 +208,7 @@ def test_iceberg_sink_appends_the_nights_ledger_to_ns_pop(spark, store_pop, subs
     _, _, written = pop_ledger(spark, store_pop / "store", subscriptions, keep=out)
     target = IcebergTarget("pops", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh"),
                            refs=(REF,))
-    written.update(write_empty_tables(str(out), "normalized", True, written))
+    written.update(write_empty_tables(str(out), NORMALIZED, True, written))
     added = publish_tables(target, str(out), written, "night1", True,
                            parts([("G_POP_TAG", "PopTopicA")], [("PopTopicA", 0, 0, 0)]))
     assert added["pop"] == written["pop"][0]

@@ -11,10 +11,10 @@ import pytest
 
 from filtering.topic_replay import _slot_counter
 from jobs.pipeline.plan import build_plan
-from jobs.pipeline.split_units import commitlog_splits
 from jobs.run import report
-from jobs.run.sink import SinkSpec, Timeline
-from jobs.run.stage import run_split
+from jobs.run import stage as T
+from jobs.run.layouts import NORMALIZED
+from jobs.run.sink import CountingSplitWriter, SinkSpec, Timeline
 from jobs.run.summary import Counters, build_summary
 from jobs.settings import JobOptions
 
@@ -27,10 +27,9 @@ def store_a_page(store_a, tmp_path_factory):
     options = JobOptions(store=str(store_a / "store"), subscription_files=(str(store_a / "registrations.json"),))
     planned = build_plan(options)
     out = tmp_path_factory.mktemp("report")
-    spec = SinkSpec(str(out), "noop", True)
-    reports = []
-    for index, split in enumerate(commitlog_splits(planned.plan)):
-        reports += run_split(planned.plan, spec, index, split, "local")[0]
+    spec = SinkSpec(str(out), NORMALIZED, True, CountingSplitWriter)
+    plans = [planned.plan]
+    reports = T.replay(T.in_process, plans, spec, T.broker_splits(T.in_process, plans))
     counters = Counters.of(reports)
     summary = build_summary(planned, counters, options)
     return summary, report.render(summary, counters.timelines, 0)

@@ -6,7 +6,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from filtering.topic_replay import MessageRows
-from jobs.run.sink import SinkSpec, SplitWriter, commit, hive_escape
+from jobs.run.layouts import NORMALIZED, WIDE
+from jobs.run.sink import CountingSplitWriter, SinkSpec, SplitWriter, TableSplitWriter, commit, hive_escape
 from jobs.run.summary import Counters
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, STAT_FIELDS
 
@@ -24,9 +25,9 @@ def _pieces(topic="T"):
     return [("message", message), ("stats", stats)]
 
 
-def _write(tmp_path, attempt, layout="normalized", pieces=None, split=0):
-    (tmp_path / "out").mkdir(parents=True, exist_ok=True)  # the run's temporary OUT, which the driver makes
-    writer = SplitWriter(SinkSpec(str(tmp_path / "out"), layout), split, attempt)
+def _write(tmp_path, attempt, layout=NORMALIZED, pieces=None, split=0, writer=SplitWriter):
+    (tmp_path / "out").mkdir(parents=True, exist_ok=True)  # the temporary OUT, made by the run's claim
+    writer = SinkSpec(str(tmp_path / "out"), layout, writer=writer).open(split, attempt)
     for kind, piece in pieces or _pieces():
         writer.write(kind, piece)
     return writer.close()
@@ -47,7 +48,7 @@ def test_a_message_is_written_once_and_fanned_out_narrow_per_group(tmp_path):
 
 
 def test_wide_layout_carries_every_column_in_matched_rows(tmp_path):
-    commit(str(tmp_path / "out"), _write(tmp_path, "a1", layout="wide"))
+    commit(str(tmp_path / "out"), _write(tmp_path, "a1", layout=WIDE))
     matched = pq.read_table(tmp_path / "out" / "matched" / "part-00000.parquet")
     assert matched.column("body").to_pylist() == [b"x", b"x"]
     assert not (tmp_path / "out" / "messages").exists()
@@ -69,12 +70,26 @@ def test_counters_are_summed_over_the_reports(tmp_path):
     assert counters.groups[("G1", "T")]["units"] == 4
 
 
-def test_noop_layout_writes_nothing_but_counts(tmp_path):
-    reports = _write(tmp_path, "a", layout="noop")
+def test_the_noop_writer_writes_nothing_but_counts(tmp_path):
+    reports = _write(tmp_path, "a", writer=CountingSplitWriter)
     assert {r["final"]: r["rows"] for r in reports if r["kind"] == "file"} == {
         "audit/collisions/part-00000.parquet": 1, "matched/part-00000.parquet": 2,
         "messages/topic=T/part-00000.parquet": 2}
-    assert list((tmp_path / "out").iterdir()) == []
+    assert not list((tmp_path / "out").iterdir())
+
+
+def test_the_iceberg_writer_cuts_a_part_per_group_and_keeps_the_topic_as_a_column(tmp_path):
+    reports = _write(tmp_path, "a", writer=TableSplitWriter)
+    assert {r["final"]: r["rows"] for r in reports if r["kind"] == "file"} == {
+        "matched/group=G1/part-00000.parquet": 1, "matched/group=G2/part-00000.parquet": 1,
+        "audit/collisions/group=G3/part-00000.parquet": 1, "messages/topic=T/part-00000.parquet": 2}
+    commit(str(tmp_path / "out"), reports)
+    matched = pq.ParquetFile(tmp_path / "out" / "matched" / "group=G2" / "part-00000.parquet")
+    assert [(r["group"], r["queue_offset"]) for r in matched.read().to_pylist()] == [("G2", 5)]
+    group_column = matched.schema_arrow.get_field_index("group")
+    assert matched.metadata.row_group(0).column(group_column).statistics.min == "G2"  # add_files reads it
+    messages = pq.read_table(tmp_path / "out" / "messages" / "topic=T" / "part-00000.parquet")
+    assert messages.column_names[-1] == "topic" and messages.column("topic").to_pylist() == ["T", "T"]
 
 
 def test_names_become_path_parts_only_escaped_as_hive_escapes_them(tmp_path):
@@ -124,10 +139,10 @@ def test_a_part_is_written_byte_for_byte_the_same_again(tmp_path):
 
 
 def test_wide_rows_are_written_a_bounded_number_at_a_time_in_order(tmp_path, monkeypatch):
-    from jobs.run import sink
+    from jobs.run import layouts
 
-    monkeypatch.setattr(sink, "WIDE_ROWS", 3)
-    commit(str(tmp_path / "out"), _write(tmp_path, "a", layout="wide", pieces=_repeated_pieces()))
+    monkeypatch.setattr(layouts, "WIDE_ROWS", 3)
+    commit(str(tmp_path / "out"), _write(tmp_path, "a", layout=WIDE, pieces=_repeated_pieces()))
     part = pq.ParquetFile(tmp_path / "out" / "matched" / "part-00000.parquet")
     assert [part.metadata.row_group(i).num_rows for i in range(part.num_row_groups)] == [3, 3, 3, 1]
     rows = part.read().to_pylist()
@@ -150,7 +165,7 @@ def test_a_part_that_cannot_be_written_is_the_outputs_error_exit_2_naming_out(tm
 
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "_attempts").write_bytes(b"")  # a file where the task's folder must go
-    writer = SplitWriter(SinkSpec(str(tmp_path / "out"), "normalized"), 0, "a")
+    writer = SinkSpec(str(tmp_path / "out"), NORMALIZED).open(0, "a")
     with pytest.raises(OutputError) as raised:
         for kind, piece in _pieces():
             writer.write(kind, piece)

@@ -6,6 +6,7 @@ under `auto` and is damaged data under `consumequeue`; --from committed reads a 
 Stores are made from the fixtures: folders deleted, or the consume queue written into a RocksDB with RocketMQ's
 key and value layout by tools/rocksdb_store_writer.py (read from RocksDBConsumeQueueTable.java)."""
 import json
+import os
 import shutil
 
 import pyarrow as pa
@@ -15,6 +16,7 @@ from jobs import explain
 from jobs.pipeline.plan import build_plan
 from jobs.pipeline.window import offsets_json, parse_window
 from jobs.settings import JobOptions
+from schemas import rocksdb_store
 from schemas.errors import CorruptStoreError
 from tests.jobs.conftest import assert_rows_equal, expected_rows, writable_copy
 from tests.local_replay import kind, replay_local
@@ -99,6 +101,30 @@ def test_a_rocksdb_consume_queue_replays_exactly(store_a, tmp_path, keep_files):
     assert planned.sources.default == ("consumequeue" if keep_files else "rocksdb")
     assert [s.KIND for s in planned.plan.units] == (["consumequeue"] if keep_files else ["consumequeue", "rocksdb"])
     _assert_exact(planned, store_a)
+
+
+def _open_files_under(folder):
+    """How many of this process's file descriptors are open on files under `folder` (Linux's /proc)."""
+    folder, n = str(folder), 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink(f"/proc/self/fd/{fd}").startswith(folder + "/")
+        except OSError:
+            continue
+    return n
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads Linux's /proc/self/fd")
+def test_a_rocksdb_consume_queue_is_closed_when_the_plan_and_each_task_end(store_a, tmp_path):
+    """A worker runs other tasks (and other code) after a task: no handle of the task's RocksDB outlives it."""
+    store = writable_copy(store_a, tmp_path)
+    write_rocksdb_consume_queue(store)
+    planned = _plan(store, store_a)
+    assert [s.KIND for s in planned.plan.units] == ["consumequeue", "rocksdb"]
+    assert _open_files_under(store / "consumequeue") == 0  # planning read it, and closed it
+    assert kind(replay_local(planned), "matched").num_rows  # the tasks read it
+    assert _open_files_under(store / "consumequeue") == 0
+    assert rocksdb_store.held_paths() == ()
 
 
 def test_committed_offsets_are_read_from_a_rocksdb_config(store_a, tmp_path):

@@ -1,7 +1,10 @@
 """PySpark's daemon with the job's imports done before it forks (jobs/run/worker_daemon.py), and where the session
 asks for it (jobs/run/session.py)."""
+import gc
 import subprocess
 import sys
+
+import pytest
 
 from jobs.run.session import _workers_import_daemon
 
@@ -48,3 +51,27 @@ def test_a_failed_preload_turns_the_process_into_pysparks_own_daemon():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "['-m', 'pyspark.daemon', 'pyspark.worker']"
     assert "preload skipped (ImportError('no numba here'))" in proc.stderr
+
+
+@pytest.mark.spark
+def test_a_task_outside_the_jobs_daemon_leaves_the_workers_garbage_collector_alone(spark):
+    """The tests' session runs PySpark's own daemon, as a user's session does (a notebook reading the data source):
+    the job's tasks there freeze nothing of the worker, whose other code (a user's UDFs) is not the job's."""
+    from jobs.run.stage import map_tasks
+
+    map_tasks(spark, [0, 1], lambda item: [item])  # the job's tasks, in both workers of local[2]
+    frozen = map_tasks(spark, [0, 1], lambda item: [gc.get_freeze_count()])  # the same workers, reused
+    assert frozen == [[0], [0]]
+
+
+def test_a_task_in_the_jobs_daemon_freezes_what_its_worker_holds():
+    proc = _python(
+        "import gc\n"
+        "from jobs.run.stage import settle_garbage\n"
+        "from jobs.run.worker_daemon import JOB_DAEMON\n"
+        "settle_garbage({})\n"
+        "before = gc.get_freeze_count()\n"
+        "settle_garbage({JOB_DAEMON: '1'})\n"
+        "print(before, gc.get_freeze_count() > 0)\n")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0", "True"]
