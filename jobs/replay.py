@@ -43,7 +43,7 @@ from jobs.run import console, lifecycle, outputs  # noqa: E402
 from jobs.run.command import fingerprint  # noqa: E402
 from jobs.run.lineage import Lineage  # noqa: E402
 from jobs.run.progress import open_progress  # noqa: E402
-from jobs.run.session import classic_session_exists, is_connect, spark_session  # noqa: E402
+from jobs.run.session import archive_of_a_whole_run, classic_session_exists, is_connect, spark_session  # noqa: E402
 from jobs.run.sinks import sink_of  # noqa: E402
 from jobs.run.stage import unseen_paths  # noqa: E402
 from jobs.run.summary import exit_code, summary_notes, summary_table  # noqa: E402
@@ -249,6 +249,7 @@ def _main(args, progress):
         if owned:
             _stop_spark(spark)
     args.summary = summary  # OUT is published: the lineage's COMPLETE event counts its rows
+    archive_of_a_whole_run()
     print_quietly(summary_table(summary))  # OUT is published: a stdout closed by its reader changes nothing
     for line in summary_notes(summary):
         print(line, file=sys.stderr)

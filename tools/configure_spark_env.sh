@@ -91,28 +91,33 @@ export SPARK_CONF_DIR="\$jvm_dir/empty-conf"
 key=\$( (echo "\$real_java"; ls "\$SPARK_HOME/jars") | cksum | cut -d' ' -f1)
 archive="\$jvm_dir/spark-\$key.jsa"
 # The JVM is exec'd (a scheduler's kill must reach it), so nothing waits for it to write its archive at exit:
-# it writes spark-KEY.jsa.PID, and a later start keeps it if that JVM has ended and the archive maps
+# it writes spark-KEY.jsa.PID, and a later start keeps it if that JVM has ended, its run got through Spark's stage
+# (the driver then leaves spark-KEY.jsa.PID.stage: an archive of a run that stopped before, at a usage error, holds
+# few of the classes a run loads, and every later run would load the rest slowly) and the archive maps
 # (-Xshare:on fails on a missing or partly written one), else removes it.
 for made in "\$jvm_dir"/spark-*.jsa.*; do
   [ -e "\$made" ] || continue
+  case "\$made" in *.stage) continue ;; esac  # the mark of its archive, kept or removed with it
   kill -0 "\${made##*.}" 2>/dev/null && continue  # its JVM still runs
   # the class path the archive was made with: the one Spark's launcher builds (spark-class does the same)
   cp=\$(SPARK_SCALA_VERSION=\$(cd "\$SPARK_HOME/jars" && ls spark-core_*.jar | sed 's/spark-core_\\([0-9.]*\\)-.*/\\1/') \\
     "\$java_bin" -cp "\$SPARK_HOME/jars/*" org.apache.spark.launcher.Main org.apache.spark.deploy.SparkSubmit \\
       --version 2>/dev/null | tr '\\0' '\\n' | grep -A1 -x -- -cp | tail -1)
-  if [ "\${made%.*}" = "\$archive" ] && [ ! -s "\$archive" ] && [ -n "\$cp" ] && "\$java_bin" -Xshare:on \\
+  if [ "\${made%.*}" = "\$archive" ] && [ -e "\$made.stage" ] && [ ! -s "\$archive" ] && [ -n "\$cp" ] && "\$java_bin" -Xshare:on \\
       -XX:SharedArchiveFile="\$made" -XX:ErrorFile=/dev/null -Xlog:cds=off -Xlog:cds+dynamic=off -cp "\$cp" \\
       -version >/dev/null 2>&1; then
     rm -f "\$jvm_dir"/spark-*.jsa && mv "\$made" "\$archive"
   else
     rm -f "\$made"
   fi
+  rm -f "\$made.stage"
 done
 cds=""
 if [ -s "\$archive" ]; then cds="-XX:SharedArchiveFile=\$archive"
 elif [ -n "\$replay" ] && ! ls "\$archive".* >/dev/null 2>&1; then
   # made by a run of the job (not, say, --version): the archive holds the classes its first run loaded
   cds="-XX:ArchiveClassesAtExit=\$archive.\$\$"
+  export MQREPLAY_CDS_MADE="\$archive.\$\$"  # the driver marks it once the run got through its stage
   echo "mqreplay: this run also writes the JVM's class-data archive (\$archive), once: it adds some 15 s at exit" >&2
 fi
 jit=""
