@@ -21,26 +21,31 @@ def maps(rows):
     return pa.array([list(r.items()) for r in rows], type=MAP_TYPE)
 
 
-@pytest.mark.parametrize("dialect", ["5", "4"])
-def test_vectorized_gives_rocketmqs_decision_on_vectors(dialect):
-    """One batch per distinct selector holding the props of all its vectors: every decision is the
-    recorded broker_match (and the row evaluator's)."""
+def _parsed_selectors(dialect):
+    """(expression, its vectors) of each distinct selector of the string-typed vectors that parses in `dialect`."""
     groups = collections.defaultdict(list)
     for v in VECTORS:
         if string_typed(v):
             groups[v["expr"]].append(v)
-    failures, rows = [], 0
     for text, cases in groups.items():
         try:
-            e = sql92.parse(text, dialect=dialect)
+            yield sql92.parse(text, dialect=dialect), cases
         except sql92.FilterSyntaxError:
             continue
+
+
+@pytest.mark.parametrize("dialect", ["5", "4"])
+def test_vectorized_gives_rocketmqs_decision_on_vectors(dialect):
+    """One batch per distinct selector holding the props of all its vectors: every decision is the
+    recorded broker_match (and the row evaluator's)."""
+    failures, rows = [], 0
+    for e, cases in _parsed_selectors(dialect):
         got = e.matches_batch(maps([v["props"] for v in cases]))
         assert got.dtype == np.bool_ and got.shape == (len(cases),)
         rows += len(cases)
         for v, decision in zip(cases, got.tolist()):
             if decision is not e.matches(v["props"]) or decision is not broker_match(v, dialect):
-                failures.append(f"{v['id']} {text[:60]!r} {v['props']!r:.60} vectorized={decision}")
+                failures.append(f"{v['id']} {e.text[:60]!r} {v['props']!r:.60} vectorized={decision}")
     assert rows > 7500
     assert not failures, "\n".join(failures[:40])
 
@@ -218,22 +223,14 @@ def test_rows_repeating_a_tuple_of_values_each_get_rocketmqs_decision_on_vectors
     decision."""
     from filtering.sql92.vectorized import _Batch
 
-    groups = collections.defaultdict(list)
-    for v in VECTORS:
-        if string_typed(v):
-            groups[v["expr"]].append(v)
     failures, rows = [], 0
-    for text, cases in groups.items():
-        try:
-            e = sql92.parse(text, dialect=dialect)
-        except sql92.FilterSyntaxError:
-            continue
+    for e, cases in _parsed_selectors(dialect):
         props = maps([v["props"] for v in cases] * 3)
         assert _Batch(props, None).distinct(e.properties) is not None
         rows += len(props)
         for v, decision in zip(cases * 3, e.matches_batch(props).tolist()):
             if decision is not broker_match(v, dialect):
-                failures.append(f"{v['id']} {text[:60]!r} {v['props']!r:.60} vectorized={decision}")
+                failures.append(f"{v['id']} {e.text[:60]!r} {v['props']!r:.60} vectorized={decision}")
     assert rows > 3 * 7500
     assert not failures, "\n".join(failures[:40])
 
