@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from jobs import replay
+
 
 def expected_rows(path):
     """{(group, topic, queue_id, queue_offset): row} of an expected*.json file."""
@@ -56,3 +58,18 @@ def submit_job(*args):
                           env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     proc.console = proc.stdout + proc.stderr
     return proc
+
+
+@pytest.fixture
+def run_job(tmp_path, monkeypatch, capsys):
+    """main() of the job in this process, with a log directory of the test's own: go(*args) -> (code, stdout,
+    stderr)."""
+    monkeypatch.setenv("MQREPLAY_LOG", str(tmp_path / "logs"))
+    monkeypatch.delenv("MQREPLAY_RUN", raising=False)
+    monkeypatch.delenv("MQREPLAY_LOG_FILE", raising=False)
+
+    def go(*args):
+        code = replay.main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+    return go

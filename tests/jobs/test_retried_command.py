@@ -7,7 +7,6 @@ from argparse import Namespace
 
 import pytest
 
-from jobs import replay
 from jobs.pipeline.brokers import brokers_of
 from jobs.run.command import fingerprint
 from tests.jobs.conftest import submit_job
@@ -24,21 +23,9 @@ def _snapshot(root):
     return files, sorted(os.listdir(os.path.dirname(root)))
 
 
-@pytest.fixture
-def main(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("MQREPLAY_LOG", str(tmp_path / "logs"))
-    monkeypatch.delenv("MQREPLAY_RUN", raising=False)
-    monkeypatch.delenv("MQREPLAY_LOG_FILE", raising=False)
-
-    def go(*args):
-        code = replay.main([str(a) for a in args])
-        return (code, *capsys.readouterr())
-    return go
-
-
 @pytest.mark.spark
 @pytest.mark.system
-def test_the_same_command_again_exits_0_and_changes_nothing_another_is_refused(store_a, tmp_path, main):
+def test_the_same_command_again_exits_0_and_changes_nothing_another_is_refused(store_a, tmp_path, run_job):
     subs = tmp_path / "subs.json"
     shutil.copy(store_a / "registrations.json", subs)
     out = tmp_path / "out"
@@ -47,7 +34,7 @@ def test_the_same_command_again_exits_0_and_changes_nothing_another_is_refused(s
     assert first.returncode == 0, first.console
     before = _snapshot(out)
 
-    code, stdout, stderr = main(*command, "--progress", "off")  # how it runs may differ: the same command
+    code, stdout, stderr = run_job(*command, "--progress", "off")  # how it runs may differ: the same command
     assert code == 0, stderr
     assert f"output: {out} is already the complete output of this same command" in stdout
     assert "G_TAG_A " in stdout  # the summary table of the run that published OUT
@@ -55,10 +42,10 @@ def test_the_same_command_again_exits_0_and_changes_nothing_another_is_refused(s
 
     for other in (["--groups", "G_TAG_A"], ["--until", "1795237035453"]):
         changed = [*command[:-2], *other] if other[0] == "--until" else [*command, *other]
-        code, _, stderr = main(*changed)
+        code, _, stderr = run_job(*changed)
         assert code == 2 and f"--out {out} exists" in stderr, (other, stderr)
     subs.write_text(subs.read_text(encoding="utf-8").replace("TagA", "TagB", 1), encoding="utf-8")
-    code, _, stderr = main(*command)  # the same text, a subscriptions file of other content
+    code, _, stderr = run_job(*command)  # the same text, a subscriptions file of other content
     assert code == 2 and f"--out {out} exists" in stderr, stderr
     assert _snapshot(out) == before
 

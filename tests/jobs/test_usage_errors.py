@@ -9,23 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import replay
-
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def run(tmp_path, monkeypatch, capsys):
-    """main() of the job with a log directory of the test's own; (code, stdout, stderr)."""
-    monkeypatch.setenv("MQREPLAY_LOG", str(tmp_path / "logs"))
-    monkeypatch.delenv("MQREPLAY_RUN", raising=False)
-    monkeypatch.delenv("MQREPLAY_LOG_FILE", raising=False)
-
-    def go(*args):
-        code = replay.main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return code, out, err
-    return go
 
 
 def _one_error_line(err, word):
@@ -56,7 +40,7 @@ def _one_error_line(err, word):
     ("oversized_offset", "--starting-offsets"),
     ("missing_commitlog_dir", "--commitlog"),
 ])
-def test_a_callers_mistake_exits_2_with_one_line_naming_the_argument(store_a, tmp_path, run, case, word):
+def test_a_callers_mistake_exits_2_with_one_line_naming_the_argument(store_a, tmp_path, run_job, case, word):
     store, regs = store_a / "store", store_a / "registrations.json"
     bad_json = tmp_path / "bad.json"
     bad_json.write_text('{"split_size_mb": 64,', encoding="utf-8")
@@ -86,32 +70,32 @@ def test_a_callers_mistake_exits_2_with_one_line_naming_the_argument(store_a, tm
         "oversized_offset": ["--store", store, *base, "--starting-offsets", '{"TopicTest": {"0": %d}}' % (1 << 63)],
         "missing_commitlog_dir": ["--store", store, *base, "--commitlog", tmp_path / "no-commitlog"],
     }[case]
-    code, stdout, stderr = run(*args)
+    code, stdout, stderr = run_job(*args)
     assert code == 2, stderr
     _one_error_line(stderr, word)
     assert stdout == ""  # diagnostics only on stderr
     assert not out.exists() and not (tmp_path / "out.claim").exists()
 
 
-def test_an_unreadable_store_exits_2_naming_it(store_a, tmp_path, run):
+def test_an_unreadable_store_exits_2_naming_it(store_a, tmp_path, run_job):
     if os.geteuid() == 0:
         pytest.skip("root reads every directory")
     locked = tmp_path / "locked"
     locked.mkdir(mode=0)
     try:
-        code, _, stderr = run("--store", locked, "--out", tmp_path / "out")
+        code, _, stderr = run_job("--store", locked, "--out", tmp_path / "out")
     finally:
         locked.chmod(0o700)
     assert code == 2 and "not readable" in _one_error_line(stderr, "--store")
 
 
-def test_damaged_store_config_is_still_input_damage_exit_1(store_a, tmp_path, run):
+def test_damaged_store_config_is_still_input_damage_exit_1(store_a, tmp_path, run_job):
     from tests.jobs.conftest import writable_copy
 
     store = writable_copy(store_a, tmp_path)
     (store / "config" / "topics.json").write_text('{"topicConfigTable": {', encoding="utf-8")
-    code, stdout, stderr = run("--store", store, "--out", tmp_path / "out", "--subscriptions",
-                               store_a / "registrations.json")
+    code, stdout, stderr = run_job("--store", store, "--out", tmp_path / "out", "--subscriptions",
+                                   store_a / "registrations.json")
     assert code == 1 and "topics.json" in _one_error_line(stderr, "config")
     assert stdout == ""
 
@@ -134,10 +118,10 @@ def test_help_answers_on_stdout_without_pyspark():
     assert "pyspark" not in proc.stderr
 
 
-def test_settings_file_shape_refused_is_named_by_its_key(store_a, tmp_path, run):
+def test_settings_file_shape_refused_is_named_by_its_key(store_a, tmp_path, run_job):
     conf = tmp_path / "conf.json"
     conf.write_text(json.dumps({"on_corrupt": "ignore"}), encoding="utf-8")
-    code, _, stderr = run("--store", store_a / "store", "--out", tmp_path / "out", "--conf", conf)
+    code, _, stderr = run_job("--store", store_a / "store", "--out", tmp_path / "out", "--conf", conf)
     assert code == 2 and "on_corrupt" in _one_error_line(stderr, "--conf")
 
 
