@@ -25,8 +25,7 @@ def audit_units(units, records, ranges):
     would be damaged data) and counted as skipped."""
     if not ranges:
         return CQ_AUDIT_SCHEMA.empty_table(), np.zeros(0, np.int64)
-    audited = records.filter(pa.array(_in_ranges(records, ranges)))
-    record_keys, unit_keys, audited_keys = _keys(records, units, audited)
+    record_keys, unit_keys = _keys(records, units)
     order = np.argsort(record_keys, kind="stable")
     at = record_keys[order]
     k = np.searchsorted(at, unit_keys)
@@ -53,8 +52,8 @@ def audit_units(units, records, ranges):
         if len(wrong):
             rows.append(hit[wrong])
             reasons.append(np.array(_record_is(theirs.take(pa.array(wrong))), object))
-    pointed = np.isin(audited_keys, unit_keys)
-    lacking = audited.filter(pa.array(~pointed))
+    audited = _in_ranges(records, ranges)  # the records of audited queues: each lacks a unit unless one points at it
+    lacking = records.filter(pa.array(audited & ~np.isin(record_keys, unit_keys)))
     wrong_rows = np.concatenate(rows).astype(np.int64)
     found_rows = units.take(pa.array(wrong_rows))
     out = [pa.table({"topic": found_rows.column("topic"), "queue_id": found_rows.column("queue_id"),
@@ -68,17 +67,17 @@ def audit_units(units, records, ranges):
     return pa.concat_tables(out), wrong_rows
 
 
-def _keys(*tables):
-    """The keys of each table's rows, on one numbering of the queues of them all: a record's unit and a unit of the
-    same queue at the same commit-log offset share a key (a multi-dispatched record has a unit in each of its
-    queues at one offset). One numbering for every table compared: keys made on two (Arrow's group_by numbers
-    queues in no fixed order) would not meet."""
-    both = pa.concat_tables([table.select(["topic", "queue_id"]) for table in tables])
+def _keys(records, units):
+    """(keys of records, keys of units), on one numbering of their queues: a record's unit and a unit of the same
+    queue at the same commit-log offset share a key (a multi-dispatched record has a unit in each of its queues at
+    one offset). Every key compared comes from this one numbering: keys made on two (Arrow's group_by numbers
+    queues in no fixed order, and two tables may hold other queues) would not meet."""
+    both = pa.concat_tables([records.select(["topic", "queue_id"]), units.select(["topic", "queue_id"])])
     pairs = both.group_by(["topic", "queue_id"]).aggregate([]).to_pylist()
-    queues = tuple(sorted((p["topic"], p["queue_id"]) for p in pairs))
+    queues = tuple((p["topic"], p["queue_id"]) for p in pairs)
     width = len(queues) + 1
     return tuple(table.column("commitlog_offset").to_numpy() * width + queue_index(table, queues) + 1
-                 for table in tables)
+                 for table in (records, units))
 
 
 def _equal(a, b, name):
