@@ -42,7 +42,7 @@ ANSWERS = ("messages", "audit/collisions", "matched")  # a snapshot every run, e
 # each table's partition: what its readers select by (a group's deliveries; a topic's messages); the sink writes a
 # file per partition and split (TableSplitWriter), add_files reads a file's partition from its statistics
 PARTITIONED_BY = {"matched": "group", "audit/collisions": "group", "messages": "topic"}
-RUN, STORE, OFFSETS = "mqreplay.run", "mqreplay.store", "mqreplay.offsets"
+RUN, STORE, OFFSETS = lake.RUN, "mqreplay.store", "mqreplay.offsets"
 # {broker: {topic: {queue: [first, end]}}} of the run, for people reading a snapshot (the lake reads its ranges)
 BROKERS = "mqreplay.brokers"
 DEFAULT_CATALOG = "mqreplay"
@@ -82,7 +82,11 @@ class IcebergTarget:
     continuing: bool = False
 
     def catalog(self):
-        """The pyiceberg catalog (imported here: only an Iceberg run pays for it)."""
+        """The pyiceberg catalog (imported here: only an Iceberg run pays for it). Called by the job's driver and
+        jobs.maintain only: their pydantic looks for no plugins (unless PYDANTIC_DISABLE_PLUGINS says otherwise),
+        as scanning every installed distribution's entry points for them held 5 MiB of the driver's memory (the
+        zip archives on sys.path, PySpark's among them, read whole)."""
+        os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
         if self.uri is None:
             from pyiceberg.catalog import load_catalog
             return load_catalog(self.name)
@@ -295,7 +299,7 @@ def _append_ranges(target, catalog, rows, run):
     if table is None:
         _refuse_second_lake(target, catalog, lake.RANGES)
         table = catalog.create_table_if_not_exists(identifier, schema=lake.RANGES_SCHEMA)
-    if run in lake.Held(table.scan(selected_fields=("run", "topic")).to_arrow().to_pylist()).runs:
+    if lake.committed(table, run):
         return
     table.append(rows, snapshot_properties={RUN: run})
 

@@ -32,6 +32,7 @@ RANGES_SCHEMA = pa.schema([("store", pa.string()), ("head", pa.string()), ("brok
                            ("first", pa.int64()), ("end", pa.int64()), ("run", pa.string()),
                            ("committed_ms", pa.int64())])
 RUN_DIR = re.compile(r"/data/run-([0-9A-Za-z_-]+)/")
+RUN = "mqreplay.run"  # the snapshot property naming the run that committed it
 REPAIRED = "mqreplay.repaired"  # a repair's snapshot: the runs whose files it removed
 
 
@@ -44,13 +45,21 @@ class StoreRef:
     head: str = ""
 
     def holds(self, row):
-        """Whether a ranges row is of this store: the same key, and the same first record or an earlier one
-        (retention removed it since)."""
-        if row["store"] != self.key:
-            return False
-        if not row["head"] or not self.head or row["head"] == self.head:
-            return True
-        return int(row["head"].split(":")[0]) < int(self.head.split(":")[0])
+        """Whether a ranges row ({"store", "head", ...}) is of this store (held_mask)."""
+        return self.held_mask(pa.table({"store": [row["store"]], "head": [row["head"]]}))[0].as_py()
+
+    def held_mask(self, table):
+        """Per row of an Arrow table of ranges rows, whether it is of this store: the same key, and the same first
+        record or an earlier one (retention removed it since); a row or a ref without a first record: the key."""
+        mine = pc.equal(table.column("store"), self.key)
+        if not self.head:
+            return mine
+        head = pc.fill_null(table.column("head").cast(pa.string()), "")
+        offset = pc.cast(pc.list_element(pc.split_pattern(pc.if_else(pc.equal(head, ""), "0", head), ":"), 0),
+                         pa.int64())
+        same_or_earlier = pc.or_(pc.or_(pc.equal(head, ""), pc.equal(head, self.head)),
+                                 pc.less(offset, int(self.head.split(":")[0])))
+        return pc.and_(mine, same_or_earlier)
 
 
 def load(catalog, identifier):
@@ -62,11 +71,14 @@ def load(catalog, identifier):
 
 
 class Held:
-    """The rows of NS._mqreplay_ranges of the run's stores (none for a new lake), and every run the table names."""
+    """The rows of NS._mqreplay_ranges of the run's stores (none for a new lake), kept as Arrow columns (a row per
+    group, queue and night: a year of nights stays a few MB, never a Python object a row), and every run the table
+    names."""
 
     def __init__(self, rows, runs=None):
-        self.rows = [r for r in rows if r["topic"]]
-        self.runs = {r["run"] for r in rows} if runs is None else set(runs)
+        table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(list(rows), schema=_HELD_SCHEMA)
+        self.table = table.select(_HELD_SCHEMA.names).filter(pc.not_equal(table.column("topic"), ""))
+        self.runs = set(pc.unique(table.column("run")).to_pylist()) if runs is None else set(runs)
 
     @classmethod
     def of(cls, catalog, namespace, refs=None):
@@ -80,18 +92,23 @@ class Held:
         runs = pc.unique(table.scan(selected_fields=("run",)).to_arrow().column("run")).to_pylist()
         if refs is not None and not refs:
             return cls([], runs)
-        scan = table.scan() if refs is None else table.scan(row_filter=In("store", {r.key for r in refs}))
-        return cls(scan.to_arrow().to_pylist(), runs)
+        scan = table.scan(selected_fields=_HELD_SCHEMA.names) if refs is None else table.scan(
+            row_filter=In("store", {r.key for r in refs}), selected_fields=_HELD_SCHEMA.names)
+        return cls(scan.to_arrow(), runs)
 
     def intervals(self, refs):
-        """{(broker, group, topic, queue): [(first, end), ...]} of the rows of the run's stores."""
+        """{(broker, group, topic, queue): [(first, end, run), ...]} of the rows of the run's stores."""
         out = {}
-        for row in self.rows:
-            for ref in refs:
-                if ref.holds(row):
-                    out.setdefault((ref.broker, row["group"], row["topic"], row["queue_id"]), []).append(
-                        (row["first"], row["end"], row["run"]))
+        for ref in refs:
+            mine = self.table.filter(ref.held_mask(self.table))
+            cols = [mine.column(n).to_pylist() for n in ("group", "topic", "queue_id", "first", "end", "run")]
+            for g, t, q, first, end, run in zip(*cols):
+                out.setdefault((ref.broker, g, t, q), []).append((first, end, run))
         return out
+
+
+_HELD_SCHEMA = pa.schema([RANGES_SCHEMA.field(n) for n in ("store", "head", "group", "topic", "queue_id", "first",
+                                                           "end", "run")])
 
 
 def held_scope(held, refs, ranges, pairs=None):
@@ -310,14 +327,13 @@ def messages_present(table, held, refs, ranges):
     return out
 
 
-def runs_of_files(table):
-    """{run: [data file path]} of a table's current data files moved in by runs (`data/run-<run>/`)."""
-    out = {}
-    for data_file in _data_files(table):
-        run = _run_of(data_file.file_path)
-        if run is not None:
-            out.setdefault(run, []).append(data_file.file_path)
-    return out
+def runs_of_files(table, known=()):
+    """The runs whose data files (`data/run-<run>/`) a table's current snapshot holds, `known` runs left out
+    unread: a manifest that only a snapshot of a known run added (as add_files writes it) is not opened, so
+    a night reads the manifests added since the lake's last complete run, not every file of a year."""
+    skipped = {s.snapshot_id for s in table.snapshots()
+               if s.summary and s.summary.additional_properties.get(RUN) in known}
+    return {run for run in map(_run_of, (f.file_path for f in _data_files(table, skipped))) if run is not None}
 
 
 def _run_of(path):
@@ -325,20 +341,30 @@ def _run_of(path):
     return found.group(1) if found else None
 
 
-def _data_files(table):
+def _data_files(table, skipped=frozenset()):
     """The current snapshot's data files, a manifest at a time (never the whole table's file list with every
-    column's metrics, as table.inspect.files() builds it)."""
+    column's metrics, as table.inspect.files() builds it); a manifest holding only files added by a snapshot of
+    `skipped` (ids) is not read."""
     from pyiceberg.manifest import ManifestContent
     snapshot = table.current_snapshot()
     for manifest in snapshot.manifests(table.io) if snapshot else ():
-        if manifest.content == ManifestContent.DATA:
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-                yield entry.data_file
+        if manifest.content != ManifestContent.DATA or (
+                manifest.added_snapshot_id in skipped and manifest.existing_files_count == 0
+                and manifest.deleted_files_count == 0):
+            continue
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            yield entry.data_file
+
+
+def committed(table, run):
+    """Whether the ranges table holds a row of `run` (the run pushed into the scan: its rows, not the table's)."""
+    from pyiceberg.expressions import EqualTo
+    return table.scan(row_filter=EqualTo("run", run), selected_fields=("run",)).to_arrow().num_rows > 0
 
 
 def incomplete(table, held):
     """Runs whose files a table holds but whose ranges were never committed (killed between two commits)."""
-    return sorted(set(runs_of_files(table)) - held.runs)
+    return sorted(runs_of_files(table, held.runs) - held.runs)
 
 
 def remove_runs(table, runs):

@@ -17,7 +17,7 @@ def test_two_nights_record_each_groups_ranges_and_continue_from_them(tmp_path):
     night(tgt, tmp_path / "n1", "n1", subs, [(T, 0, 0, 3)], [("G1", T, 0, 0), ("G2", T, 0, 1), ("G1", T, 0, 2)])
     night(tgt, tmp_path / "n2", "n2", subs, [(T, 0, 3, 5)], [("G1", T, 0, 4)])
     held = lake.Held.of(tgt.catalog(), "lake")
-    assert sorted((r["group"], r["first"], r["end"], r["run"]) for r in held.rows) == [
+    assert sorted((r["group"], r["first"], r["end"], r["run"]) for r in held.table.to_pylist()) == [
         ("G1", 0, 3, "n1"), ("G1", 3, 5, "n2"), ("G2", 0, 3, "n1"), ("G2", 3, 5, "n2")]
     assert lake.starts(held, (REF,)) == {BROKER: {T: {0: 5}}}
     assert keys(tgt) == [("G1", T, 0, 0), ("G1", T, 0, 2), ("G1", T, 0, 4), ("G2", T, 0, 1)]
@@ -82,7 +82,7 @@ def test_held_ranges_are_read_for_the_runs_store_only_and_runs_of_every_store(tm
     night(tgt, tmp_path / "n1", "n1", [("G1", T)], [(T, 0, 0, 2)], [("G1", T, 0, 0)])
     night(target(tmp_path, refs=(other,)), tmp_path / "o1", "o1", [("G1", T)], [(T, 0, 0, 5)], [])
     held = lake.Held.of(tgt.catalog(), "lake", (REF,))
-    assert [(r["store"], r["first"], r["end"]) for r in held.rows] == [(REF.key, 0, 2)]
+    assert [(r["store"], r["first"], r["end"]) for r in held.table.to_pylist()] == [(REF.key, 0, 2)]
     assert held.runs == {"n1", "o1"}
 
 
@@ -105,11 +105,21 @@ def test_a_night_killed_between_two_commits_is_removed_by_the_next(tmp_path, mon
     assert lake.Held.of(tgt.catalog(), "lake").runs == {"n1", "n3"}
 
 
+def test_a_night_reads_only_the_manifests_added_by_runs_the_lake_does_not_know(tmp_path):
+    tgt = target(tmp_path)
+    night(tgt, tmp_path / "n1", "n1", [("G1", T)], [(T, 0, 0, 2)], [("G1", T, 0, 0)])
+    night(tgt, tmp_path / "n2", "n2", [("G1", T)], [(T, 0, 2, 4)], [("G1", T, 0, 3)])
+    matched = tgt.catalog().load_table("lake.matched")
+    assert lake.runs_of_files(matched) == {"n1", "n2"}
+    assert lake.runs_of_files(matched, {"n1"}) == {"n2"}  # n1's manifest not opened
+    assert lake.runs_of_files(matched, {"n1", "n2"}) == set()
+
+
 def test_a_quiet_night_commits_its_marker_and_empty_snapshots(tmp_path):
     tgt = target(tmp_path)
     night(tgt, tmp_path / "q1", "q1", [("G1", T)], [(T, 0, 5, 5)], [])
     held = lake.Held.of(tgt.catalog(), "lake")
-    assert held.runs == {"q1"} and held.rows == []
+    assert held.runs == {"q1"} and held.table.num_rows == 0
     for name in ("matched", "collisions", "messages"):
         table = tgt.catalog().load_table(f"lake.{name}")
         assert [s.summary.additional_properties["mqreplay.run"] for s in table.snapshots()] == ["q1"]
