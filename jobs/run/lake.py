@@ -97,16 +97,37 @@ class Held:
         return cls(scan.to_arrow(), runs)
 
     def intervals(self, refs):
-        """{(broker, group, topic, queue): [(first, end, run), ...]} of the rows of the run's stores."""
+        """{(broker, group, topic, queue): [(first, end), ...]}: the offsets each group holds of the run's stores,
+        touching ranges merged (a key's nights become one span, however many nights the table holds)."""
         out = {}
-        for ref in refs:
-            mine = self.table.filter(ref.held_mask(self.table))
-            cols = [mine.column(n).to_pylist() for n in ("group", "topic", "queue_id", "first", "end", "run")]
-            for g, t, q, first, end, run in zip(*cols):
-                out.setdefault((ref.broker, g, t, q), []).append((first, end, run))
+        for ref, mine in self._of(refs):
+            spans = mine.group_by(KEY, use_threads=False).aggregate([("first", "list"), ("end", "list")])
+            columns = (spans.column(c).to_pylist() for c in (*KEY, "first_list", "end_list"))
+            for g, t, q, firsts, ends in zip(*columns):
+                out[(ref.broker, g, t, q)] = _merged(zip(firsts, ends))
         return out
 
+    def rows_over(self, refs, broker, group, topic, queue, first, end):
+        """[(first, end, run)] of the rows of (broker, group, topic, queue) that overlap [first, end): who holds it."""
+        out = []
+        for ref, mine in self._of(refs):
+            if ref.broker != broker:
+                continue
+            hit = pc.and_(pc.and_(pc.equal(mine.column("group"), group), pc.equal(mine.column("topic"), topic)),
+                          pc.and_(pc.equal(mine.column("queue_id"), queue),
+                                  pc.and_(pc.less(mine.column("first"), end), pc.greater(mine.column("end"), first))))
+            found = mine.filter(hit)
+            out += zip(*(found.column(c).to_pylist() for c in ("first", "end", "run")))
+        return sorted(out)
 
+    def _of(self, refs):
+        """(ref, its rows sorted by key and first offset) of each ref."""
+        for ref in refs:
+            mine = self.table.filter(ref.held_mask(self.table))
+            yield ref, mine.sort_by([(c, "ascending") for c in (*KEY, "first")])
+
+
+KEY = ("group", "topic", "queue_id")
 _HELD_SCHEMA = pa.schema([RANGES_SCHEMA.field(n) for n in ("store", "head", "group", "topic", "queue_id", "first",
                                                            "end", "run")])
 
@@ -121,11 +142,11 @@ def held_scope(held, refs, ranges, pairs=None):
     out = {}
     for b, g, t, q, first, end in ranges:
         out.setdefault(b, []).extend((g, t, q, lo, hi) for lo, hi in _merged(
-            (max(hf, first), min(he, end)) for hf, he, _ in intervals.get((b, g, t, q), ()) if hf < end and first < he))
+            (max(hf, first), min(he, end)) for hf, he in intervals.get((b, g, t, q), ()) if hf < end and first < he))
     planned = {(b, t, q) for b, _, t, q, _, _ in ranges}
     for (b, g, t, q), spans in intervals.items():
         if (g, t) in (pairs or {}).get(b, ()) and (b, t, q) not in planned:
-            out.setdefault(b, []).extend((g, t, q, lo, hi) for lo, hi in _merged((hf, he) for hf, he, _ in spans))
+            out.setdefault(b, []).extend((g, t, q, lo, hi) for lo, hi in spans)
     return {b: tuple(spans) for b, spans in out.items() if spans}
 
 
@@ -174,10 +195,12 @@ def run_ranges(parts):
 
 
 def overlapping(held, refs, ranges):
-    """[(broker, group, topic, queue, first, end, held first, held end, run)]: the run's ranges a group holds."""
+    """[(broker, group, topic, queue, first, end, held first, held end, run)]: the run's ranges a group holds, each
+    held row (its run named) that overlaps."""
     intervals = held.intervals(refs)
     return [(b, g, t, q, first, end, hf, he, run) for b, g, t, q, first, end in ranges
-            for hf, he, run in intervals.get((b, g, t, q), ()) if first < he and hf < end]
+            if any(first < he and hf < end for hf, he in intervals.get((b, g, t, q), ()))
+            for hf, he, run in held.rows_over(refs, b, g, t, q, first, end)]
 
 
 def refuse_overlaps(namespace, held, refs, ranges):
@@ -234,7 +257,7 @@ def starts(held, refs, pairs=None):
     intervals = held.intervals(refs)
     ends = {}
     for (b, g, t, q), spans in intervals.items():
-        ends.setdefault(b, {}).setdefault(t, {}).setdefault(q, {})[g] = max(e for _, e, _ in spans)
+        ends.setdefault(b, {}).setdefault(t, {}).setdefault(q, {})[g] = spans[-1][1]
     out = {}
     for ref in refs:
         mine = ends.get(ref.broker, {})
@@ -314,7 +337,7 @@ def messages_present(table, held, refs, ranges):
         covered.setdefault((b, t, q), []).extend(spans)
     spans = {}
     for b, _, t, q, first, end in ranges:
-        if any(first < he and hf < end for hf, he, _ in covered.get((b, t, q), ())):  # offsets earlier runs read
+        if any(first < he and hf < end for hf, he in covered.get((b, t, q), ())):  # offsets earlier runs read
             lo, hi = spans.get((b, t), (first, end))
             spans[(b, t)] = (min(lo, first), max(hi, end))
     out = {}

@@ -133,10 +133,20 @@ def test_a_lake_of_an_earlier_mqreplay_is_refused_with_a_clear_message(tmp_path)
         iceberg_sink.check_lake(tgt, ())
 
 
+def row(group, queue, first, end, run):
+    return {"store": REF.key, "head": REF.head, "broker": BROKER, "group": group, "topic": T, "queue_id": queue,
+            "first": first, "end": end, "run": run}
+
+
+def test_a_year_of_nights_of_a_group_is_one_held_span_and_an_overlap_names_the_run_holding_it():
+    held = lake.Held([row("G1", 0, 10 * n, 10 * n + 10, f"n{n}") for n in range(365)] + [row("G1", 1, 0, 4, "n0")])
+    assert held.intervals((REF,)) == {(BROKER, "G1", T, 0): [(0, 3650)], (BROKER, "G1", T, 1): [(0, 4)]}
+    assert lake.overlapping(held, (REF,), [(BROKER, "G1", T, 0, 3645, 3700), (BROKER, "G1", T, 1, 4, 9)]) == [
+        (BROKER, "G1", T, 0, 3645, 3700, 3640, 3650, "n364")]
+    assert lake.starts(held, (REF,)) == {BROKER: {T: {0: 3650, 1: 4}}}
+
+
 def test_a_queue_the_plan_has_no_range_of_gets_the_groups_held_offsets_whole():
-    def row(group, queue, first, end, run):
-        return {"store": REF.key, "head": REF.head, "broker": BROKER, "group": group, "topic": T, "queue_id": queue,
-                "first": first, "end": end, "run": run}
     held = lake.Held([row("G1", 0, 0, 3, "n1"), row("G1", 0, 3, 6, "n2"), row("G1", 1, 0, 4, "n1"),
                       row("G1", 1, 4, 7, "n2"), row("G2", 1, 0, 9, "n1")])
     # queue 0 planned from offset 5; queue 1 rebuilt from the commit log (its range known once walked); G2 not run
