@@ -7,7 +7,7 @@ import os
 import sys
 
 from jobs.errors import UsageError
-from jobs.pipeline.units.choose import AUTO, UNITS_FROM
+from jobs.pipeline.units.choose import UNITS_FROM, UnitsFrom
 from jobs.pipeline.window import parse_window
 from jobs.run.catalog_wait import DEFAULT_WAIT
 from jobs.run.iceberg_sink import DEFAULT_NAMESPACE, CatalogArgs
@@ -69,7 +69,7 @@ def add_commitlog_argument(p):
     p.add_argument("--commitlog", metavar="DIR[,DIR...]",
                    help="the commit log's directories when they are not under --store (storePathCommitLog, "
                         "storePathDLedgerCommitLog, readOnlyCommitLogStorePaths): plain or DLedger files, one log")
-    p.add_argument("--units-from", choices=UNITS_FROM, default=AUTO,
+    p.add_argument("--units-from", choices=UNITS_FROM, default=UnitsFrom.AUTO.value,
                    help="consume-queue units from the consume queue (files or RocksDB), rebuilt from the commit "
                         "log, or auto (default): the consume queue, rebuilding the queues it lacks")
 

@@ -34,7 +34,7 @@ from jobs.errors import UsageError
 from jobs.pipeline.brokers import brokers_of, split_store
 from jobs.pipeline.plan import build_plan
 from jobs.pipeline.split_units import commitlog_splits, unwalked
-from jobs.pipeline.units.choose import AUTO, UNITS_FROM
+from jobs.pipeline.units.choose import UNITS_FROM, UnitsFrom
 from jobs.run.session import is_connect
 from jobs.run.timer_ledger import pair
 from jobs.settings import CHOICES as SETTING_CHOICES
@@ -186,7 +186,7 @@ def read_options(options):
                              f"{str(exc).replace('--store ', '')}") from None
     settings = load_settings()
     defaults = {"rocketmqVersion": settings["rocketmq_version"], "onCorrupt": settings["on_corrupt"],
-                "onSubscriptionError": "fail", "unitsFrom": AUTO, "withBody": settings["with_body"],
+                "onSubscriptionError": "fail", "unitsFrom": UnitsFrom.AUTO.value, "withBody": settings["with_body"],
                 "verifyCrc": settings["verify_crc"],
                 "retry": settings["retry_subscriptions"], "filterSupportRetry": settings["filter_support_retry"],
                 "timers": False}
