@@ -58,3 +58,16 @@ def test_the_names_become_objects_once_whoever_gives_them(store_a):
 def test_the_choices_pickle_as_themselves_for_the_tasks():
     for choice in (CorruptPolicy.FAIL, CorruptPolicy.SKIP, UnitsFrom.AUTO, UnitsFrom.CONSUME_QUEUE):
         assert pickle.loads(pickle.dumps(choice)) is choice
+
+
+def test_the_data_source_takes_what_it_is_not_given_from_the_settings_file(store_a, tmp_path, monkeypatch):
+    plain = read_options({"path": str(store_a / "store")})
+    job = plain.job
+    assert (job.on_corrupt, job.units_from, job.with_body, job.verify_crc, job.retry, job.support_retry,
+            job.dialect) == (CorruptPolicy.FAIL, UnitsFrom.AUTO, True, False, True, False, "5")
+    assert (plain.on_subscription_error, plain.timers) == ("fail", False)
+    conf = tmp_path / "replay.json"
+    conf.write_text('{"on_corrupt": "skip", "with_body": false, "rocketmq_version": "4"}', encoding="utf-8")
+    monkeypatch.setattr("jobs.settings.DEFAULT_FILE", str(conf))
+    edited = read_options({"path": str(store_a / "store"), "withBody": "true"}).job
+    assert (edited.on_corrupt, edited.with_body, edited.dialect) == (CorruptPolicy.SKIP, True, "4")
