@@ -108,6 +108,19 @@ def test_each_kind_answers_explain_with_rocketmq_units(store_a, store_a_cq, tmp_
         chosen.queue_units(FS, local_store(store).log, "TopicTest", 3, [477])  # one past the queue's last
 
 
+def test_explain_asks_the_replays_chooser_and_a_queue_served_from_nowhere_is_not_in_store(store_a, tmp_path):
+    store = writable_copy(store_a, tmp_path)
+    shutil.rmtree(store / "consumequeue" / "TopicTest" / "3")
+    topics = load_topics(str(store / "config" / "topics.json"))
+    assert type(queue_source(UnitsFrom.AUTO, FS, str(store), "TopicTest", 3, topics)) is RebuiltUnits
+    assert type(queue_source(UnitsFrom.AUTO, FS, str(store), "TopicTest", 2, topics)) is ConsumeQueueFiles
+    assert type(queue_source(UnitsFrom.COMMIT_LOG, FS, str(store), "TopicTest", 2, topics)) is RebuiltUnits
+    with pytest.raises(NotInStore, match="^the store has no consume queue 3 of topic TopicTest$"):
+        queue_source(UnitsFrom.CONSUME_QUEUE, FS, str(store), "TopicTest", 3, topics)
+    with pytest.raises(NotInStore, match="^the store has no consume queue 99 of topic TopicTest$"):
+        queue_source(UnitsFrom.AUTO, FS, str(store), "TopicTest", 99, topics)  # beyond topics.json's queues
+
+
 def test_each_choice_picks_its_sources_and_auto_rebuilds_only_a_lacking_queue(store_a, tmp_path):
     layout = local_store(store_a / "store")
     topics = load_topics(str(store_a / "store" / "config" / "topics.json"))

@@ -23,7 +23,8 @@ from jobs.pipeline.units.rebuilt import RebuiltUnits
 from jobs.pipeline.units.rocksdb import RocksDBQueues
 from schemas import storefs
 from schemas.errors import NotInStore
-from schemas.lookup import batch_queue_files
+from schemas.lookup import batch_queue_files, queue_files
+from schemas.store import StoreLayout
 
 
 class UnitsFrom(Enum):
@@ -144,27 +145,34 @@ def choose(units_from, fs, layout, topics, topic_configs):
 
 
 def queue_source(units_from, fs, root, topic, queue_id, topic_configs):
-    """The source of one queue's units, as choose() would pick it for a run of that queue alone (explain, which
-    reads a few units without listing the store): its consume-queue files, else a RocksDB consume queue holding
-    it, else (auto, commitlog) the commit log. NotInStore when --units-from consumequeue and the consume queue
-    lacks it, or when no consume queue and no config/topics.json names it."""
-    if units_from.rebuilds_all:
-        return RebuiltUnits(frozenset({topic}))
+    """The source of one queue's units as choose() picks it for a run of that queue alone (explain, which reads
+    a few units without listing the store: only the queue's own folders are listed). NotInStore when the choice
+    serves it from nowhere: --units-from consumequeue and the consume queue lacks it, or neither a consume queue
+    nor config/topics.json names it."""
+    layout, lacking = _queue_layout(fs, root, topic, queue_id)
+    units = choose(units_from, fs, layout, {topic}, topic_configs)
+    source = next((s for s in units.sources if s.serves(topic, queue_id)), None)
+    named = units_from.rebuilds_all or not topic_configs or (topic, queue_id) in units.known
+    if source is None or units.problems or not named:  # auto rebuilds a topic topics.json lacks: not for explain
+        raise lacking
+    return source.prepared(fs)
+
+
+def _queue_layout(fs, root, topic, queue_id):
+    """(a StoreLayout of one queue's consume-queue files, batch files and the store's RocksDB consume queue,
+    from those folders alone; the NotInStore that says the consume queue lacks the queue, None when it has it)."""
+    queues, batch, lacking = (), (), None
     try:
-        return ConsumeQueueFiles.of_queue(fs, root, topic, queue_id)
+        queues = (queue_files(fs, root, topic, queue_id),)
+    except NotInStore as exc:
+        lacking = exc
+    try:
+        batch = (batch_queue_files(fs, root, topic, queue_id),)
     except NotInStore:
-        try:
-            return BatchQueueFiles((batch_queue_files(fs, root, topic, queue_id),)).prepared(fs)
-        except NotInStore:
-            pass
-        rocks = f"{root}/consumequeue"
-        if RocksDBQueues.readable(fs, rocks):
-            return RocksDBQueues(rocks)
-        config = topic_configs.get(topic)
-        named = config is not None and queue_id < _queue_count(config)
-        if units_from.consume_queue_only or not (named or not topic_configs):
-            raise
-    return RebuiltUnits(frozenset({topic}))
+        pass
+    rocks = f"{root}/consumequeue"
+    rocks = rocks if RocksDBQueues.readable(fs, rocks) else None
+    return StoreLayout(fs, root, (), 0, queues, rocksdb_cq=rocks, batch_queues=batch), lacking
 
 
 def _queue_count(config):
