@@ -5,16 +5,17 @@ defined and read back here, and no module below jobs/ sees an argparse namespace
 import argparse
 import os
 import sys
+from dataclasses import dataclass
 
 from jobs.errors import UsageError
-from jobs.pipeline.units.choose import AUTO, UNITS_FROM
+from jobs.pipeline.units.choose import UNITS_FROM, UnitsFrom
 from jobs.pipeline.window import parse_window
 from jobs.run.catalog_wait import DEFAULT_WAIT
 from jobs.run.iceberg_sink import DEFAULT_NAMESPACE, CatalogArgs
 from jobs.run.layouts import LAYOUTS, NORMALIZED
 from jobs.run.progress import MODES
 from jobs.run.sinks import SINKS, ParquetSink, SinkChoice
-from jobs.settings import CHOICES, DEFAULTS
+from jobs.settings import CHOICES, DEFAULTS, JobOptions, job_options, load_settings
 from jobs.version import package_version
 from schemas.dump import DUMPS
 from schemas.errors import EXIT_USAGE
@@ -69,7 +70,7 @@ def add_commitlog_argument(p):
     p.add_argument("--commitlog", metavar="DIR[,DIR...]",
                    help="the commit log's directories when they are not under --store (storePathCommitLog, "
                         "storePathDLedgerCommitLog, readOnlyCommitLogStorePaths): plain or DLedger files, one log")
-    p.add_argument("--units-from", choices=UNITS_FROM, default=AUTO,
+    p.add_argument("--units-from", choices=UNITS_FROM, default=UnitsFrom.AUTO.value,
                    help="consume-queue units from the consume queue (files or RocksDB), rebuilt from the commit "
                         "log, or auto (default): the consume queue, rebuilding the queues it lacks")
 
@@ -188,6 +189,46 @@ def parse_explain_args(argv):
     return args
 
 
+@dataclass(frozen=True)
+class ExplainRequest:
+    """explain's command line as what explain asks (jobs/explain/__init__.py): the stores, the options of the
+    run it explains (the settings with the command line's choices over them; the store filled in per broker) and
+    the one question, by position, message id or key."""
+
+    stores: tuple  # --store, each STORE or NAME=STORE (jobs/pipeline/brokers.brokers_of)
+    commitlog: str  # --commitlog as given
+    options: JobOptions
+    window: object  # jobs/pipeline/window.Window of --since/--until
+    group: str = None
+    topic: str = None
+    key: str = None
+    queue_id: int = None
+    queue_offset: int = None
+    msg_id: str = None
+    broker: str = None  # --broker: with several, the one whose queue is meant
+    json: bool = False
+
+
+def explain_request(args):
+    """The ExplainRequest of parse_explain_args' namespace; loads the settings (--conf: ConfigError)."""
+    settings = load_settings(args.conf)
+    options = job_options(settings, None, commitlog=commitlog_dirs(args.commitlog), units_from=args.units_from,
+                          **subscription_options(args, settings))
+    return ExplainRequest(tuple(args.store), args.commitlog, options, args.window, args.group, args.topic, args.key,
+                          args.queue_id, args.queue_offset, args.msg_id, args.broker, args.json)
+
+
+@dataclass(frozen=True)
+class Upkeep:
+    """jobs.maintain's command line as the steps it asks (durations as given: jobs/maintain.py reads them)."""
+
+    catalog: CatalogArgs
+    register_existing: bool
+    compact: bool
+    expire_older_than: str  # None: no snapshot expired
+    orphans_older_than: str
+
+
 def parse_dump_args(argv):
     """`python -m jobs.dump`'s command line (schemas/dump.py's dumps)."""
     p = argparse.ArgumentParser(prog="python -m jobs.dump", description="Print a store as JSON lines")
@@ -200,7 +241,7 @@ def parse_dump_args(argv):
 
 
 def parse_maintain_args(argv):
-    """The lake's upkeep's command line (jobs/maintain.py)."""
+    """The lake's upkeep's command line (jobs/maintain.py), as its Upkeep."""
     p = OneLineParser(prog="python -m jobs.maintain", description=MAINTAIN)
     add_version_argument(p)
     p.add_argument("--catalog", help="a catalog by name from pyiceberg's configuration (REST, Hive, Glue, SQL)")
@@ -217,7 +258,9 @@ def parse_maintain_args(argv):
                    help=f"remove files no snapshot references once older than this (default {DEFAULT_ORPHANS})")
     p.add_argument("--catalog-wait", metavar="DURATION", default=DEFAULT_WAIT,
                    help=f"how long a busy catalog is waited for (default {DEFAULT_WAIT})")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    return Upkeep(catalog_args(args), args.register_existing, args.compact, args.expire_snapshots_older_than,
+                  args.remove_orphans_older_than)
 
 
 def commitlog_dirs(text):

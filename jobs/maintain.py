@@ -16,7 +16,7 @@ import json
 import logging
 import sys
 
-from jobs.cli import catalog_args, parse_maintain_args, print_quietly
+from jobs.cli import parse_maintain_args, print_quietly
 from jobs.errors import UsageError, outcome
 from jobs.run import lake, lake_upkeep
 from jobs.run.catalog_wait import seconds
@@ -24,21 +24,23 @@ from jobs.run.iceberg_sink import catalog_target, stale_runs
 from schemas.errors import EXIT_OK, EXIT_USAGE
 
 
-def run(args):
-    """The steps asked, in order: register, compact, expire, orphans; {step: per-table result}."""
-    target = catalog_target(catalog_args(args), "jobs.maintain")
-    expire_s = None if args.expire_snapshots_older_than is None else seconds(args.expire_snapshots_older_than,
-                                                                             "--expire-snapshots-older-than")
-    orphans_s = seconds(args.remove_orphans_older_than, "--remove-orphans-older-than")
-    if not (args.register_existing or args.compact or expire_s is not None):
+def run(upkeep):
+    """The steps an Upkeep (jobs/cli.py) asks, in order: register, compact, expire, orphans; {step: per-table
+    result}."""
+    target = catalog_target(upkeep.catalog, "jobs.maintain")
+    expire_s = None if upkeep.expire_older_than is None else seconds(upkeep.expire_older_than,
+                                                                     "--expire-snapshots-older-than")
+    orphans_s = seconds(upkeep.orphans_older_than, "--remove-orphans-older-than")
+    if not (upkeep.register_existing or upkeep.compact or expire_s is not None):
         raise UsageError("nothing to do: give --register-existing, --compact or --expire-snapshots-older-than")
     done = {}
-    if args.register_existing:
+    if upkeep.register_existing:
         done["registered"] = lake_upkeep.register_existing(target)
-    if not target.waiting(lambda c: lake.load(c, f"{args.namespace}.matched"), "jobs.maintain"):
-        raise UsageError(f"{target.describe()} holds no table {args.namespace}.matched: no lake to maintain (a lost "
+    namespace = upkeep.catalog.namespace
+    if not target.waiting(lambda c: lake.load(c, f"{namespace}.matched"), "jobs.maintain"):
+        raise UsageError(f"{target.describe()} holds no table {namespace}.matched: no lake to maintain (a lost "
                          "catalog: --register-existing)")
-    if args.compact:
+    if upkeep.compact:
         done["compacted"] = lake_upkeep.compact(target)
     if expire_s is not None:
         done["expired"] = lake_upkeep.expire(target, expire_s)
@@ -51,11 +53,11 @@ def main(argv=None):
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)
     try:
-        args = parse_maintain_args(argv)
+        upkeep = parse_maintain_args(argv)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else EXIT_OK
     try:
-        done = run(args)
+        done = run(upkeep)
     except Exception as exc:  # noqa: BLE001 - every error ends with its exit code (jobs/errors.py)
         code, message = outcome(exc)
         print(f"error: {message}", file=sys.stderr)

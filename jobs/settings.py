@@ -4,9 +4,10 @@ choices over them. The job, the data source and explain all build their JobOptio
 import json
 import os
 from dataclasses import dataclass, field, fields
+from enum import Enum
 
 from filtering.bloom import BROKER_BLOOM_F, BROKER_BLOOM_N
-from jobs.pipeline.units.choose import AUTO
+from jobs.pipeline.units.choose import UnitsFrom
 from jobs.pipeline.window import Window
 from jobs.run.layouts import NORMALIZED
 from schemas.errors import ConfigError
@@ -16,13 +17,22 @@ DEFAULTS = {
     "from": "earliest", "retry_subscriptions": True, "filter_support_retry": False, "with_body": True,
     "on_corrupt": "fail", "verify_crc": False, "max_body_mb": 64, "timer_overdue_seconds": 300, "spark": {},
 }
-CHOICES = {"rocketmq_version": ("4", "5"), "from": ("earliest", "committed"), "on_corrupt": ("fail", "skip")}
 
 
-def damage_skipped(on_corrupt):
-    """Whether --on-corrupt says to audit damaged data and go on (skip), where by default it stops the run: the
-    one place the choice's name is compared (JobOptions.skips_damage, ReplayPlan.skips_damage)."""
-    return on_corrupt == "skip"
+class CorruptPolicy(Enum):
+    """What damaged data does to a run (--on-corrupt, on_corrupt, onCorrupt), made from its name once, in
+    `job_options`; the code below asks `skips`, never the name (the value: messages and JSON)."""
+
+    FAIL = "fail"  # the first problem found stops the run
+    SKIP = "skip"  # damaged data is audited and left out
+
+    @property
+    def skips(self):
+        return self is CorruptPolicy.SKIP
+
+
+CHOICES = {"rocketmq_version": ("4", "5"), "from": ("earliest", "committed"),
+           "on_corrupt": tuple(p.value for p in CorruptPolicy)}
 
 
 FLAGS = ("retry_subscriptions", "filter_support_retry", "with_body", "verify_crc")
@@ -82,7 +92,7 @@ class JobOptions:
     bloom_f: int = DEFAULTS["bloom_f"]
     bloom_n: int = DEFAULTS["bloom_n"]
     split_size: int = DEFAULTS["split_size_mb"] << 20
-    on_corrupt: str = DEFAULTS["on_corrupt"]
+    on_corrupt: CorruptPolicy = CorruptPolicy(DEFAULTS["on_corrupt"])
     verify_crc: bool = DEFAULTS["verify_crc"]
     allow_missing: bool = False  # names that match nothing become warnings, not usage errors
     layout: object = NORMALIZED  # --layout: a jobs/run/layouts.py layout (messages once and narrow rows, or wide)
@@ -92,7 +102,7 @@ class JobOptions:
     read_all: bool = False
     read_topics: tuple = None
     commitlog: tuple = ()  # --commitlog: the directories of a log kept elsewhere than under the store root
-    units_from: str = AUTO  # --units-from: where units come from (jobs/pipeline/units/choose.py)
+    units_from: UnitsFrom = UnitsFrom.AUTO  # --units-from: where units come from (jobs/pipeline/units/choose.py)
     audit_consume_queue: bool = False  # --audit-consume-queue: every unit checked against the commit log
     # a pending timer message due this long before the latest record the run read is overdue (a stuck wheel)
     timer_overdue: int = DEFAULTS["timer_overdue_seconds"] * 1000
@@ -100,12 +110,13 @@ class JobOptions:
     @property
     def skips_damage(self):
         """--on-corrupt skip: damaged data is audited and left out; otherwise it stops the run."""
-        return damage_skipped(self.on_corrupt)
+        return self.on_corrupt.skips
 
 
 def job_options(settings, store, **given):
     """JobOptions of the settings, with `given` (JobOptions fields; None: not given) over them. A flag the
-    command line can only turn on or off is passed as its result (e.g. with_body=settings and not --no-body)."""
+    command line can only turn on or off is passed as its result (e.g. with_body=settings and not --no-body);
+    a choice is given by its name (or as its object) and becomes its object here."""
     known = {f.name for f in fields(JobOptions)}
     unknown = sorted(set(given) - known)
     if unknown:
@@ -117,4 +128,7 @@ def job_options(settings, store, **given):
         split_size=settings["split_size_mb"] << 20, on_corrupt=settings["on_corrupt"],
         verify_crc=settings["verify_crc"], timer_overdue=settings["timer_overdue_seconds"] * 1000)
     base.update({k: v for k, v in given.items() if v is not None})
+    base["on_corrupt"] = CorruptPolicy(base["on_corrupt"])
+    if "units_from" in base:
+        base["units_from"] = UnitsFrom(base["units_from"])
     return JobOptions(store=store, **base)

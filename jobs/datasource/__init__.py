@@ -34,7 +34,7 @@ from jobs.errors import UsageError
 from jobs.pipeline.brokers import brokers_of, split_store
 from jobs.pipeline.plan import build_plan
 from jobs.pipeline.split_units import commitlog_splits, unwalked
-from jobs.pipeline.units.choose import AUTO, UNITS_FROM
+from jobs.pipeline.units.choose import UNITS_FROM
 from jobs.run.session import is_connect
 from jobs.run.timer_ledger import pair
 from jobs.settings import CHOICES as SETTING_CHOICES
@@ -52,6 +52,7 @@ PLANNER_WORKER = "pyspark.sql.worker.create_data_source"  # the worker that runs
 FLAGS = ("withBody", "verifyCrc", "retry", "filterSupportRetry", "timers")
 CHOICES = {"rocketmqVersion": SETTING_CHOICES["rocketmq_version"], "onCorrupt": SETTING_CHOICES["on_corrupt"],
            "onSubscriptionError": ("fail", "skip"), "unitsFrom": UNITS_FROM}
+SUBSCRIPTION_ERROR_DEFAULT = "fail"  # onSubscriptionError, the one option no settings key backs
 NARROWING = ("topics", "key", "since", "until", "startingOffsets", "endingOffsets")
 OPTIONS = ("path", "brokers", "subscriptions") + FLAGS + tuple(CHOICES) + NARROWING + ("commitlog",)
 GROUP_COLUMNS = ("delivered_to", "collided_for")
@@ -184,14 +185,8 @@ def read_options(options):
         except ReplayError as exc:
             raise UsageError(f"rocketmq: option {'brokers' if options.get('brokers') else 'path'}: "
                              f"{str(exc).replace('--store ', '')}") from None
-    settings = load_settings()
-    defaults = {"rocketmqVersion": settings["rocketmq_version"], "onCorrupt": settings["on_corrupt"],
-                "onSubscriptionError": "fail", "unitsFrom": AUTO, "withBody": settings["with_body"],
-                "verifyCrc": settings["verify_crc"],
-                "retry": settings["retry_subscriptions"], "filterSupportRetry": settings["filter_support_retry"],
-                "timers": False}
-    value = {name: _choice(options, name, defaults[name]) for name in CHOICES}
-    value.update((name, _flag(options, name, defaults[name])) for name in FLAGS)
+    value = {name: _choice(options, name) for name in CHOICES}
+    value.update((name, _flag(options, name)) for name in FLAGS)
     try:
         narrowing = option_narrowing(*(options.get(name) for name in NARROWING))
     except UsageError as exc:
@@ -204,15 +199,16 @@ def read_options(options):
         except (ConfigError, OSError) as exc:
             raise UsageError('rocketmq: option subscriptions: expected a subscription file {"groups": [{"group", '
                              f'"topic", "expressionType", "expression"}}]}}: {exc}') from None
-    job = job_options(
-        settings, brokers[0].uri, subscription_files=(subscriptions,) if subscriptions is not None else (),
+    job = job_options(  # an option not given is None: the settings' value (conf/replay.json), as for argv
+        load_settings(), brokers[0].uri, subscription_files=(subscriptions,) if subscriptions is not None else (),
         commitlog=tuple(_from_launch_dir(d) for d in commitlog_dirs(options.get("commitlog"))),
         units_from=value["unitsFrom"],
         dialect=value["rocketmqVersion"], retry=value["retry"], support_retry=value["filterSupportRetry"],
         with_body=value["withBody"], on_corrupt=value["onCorrupt"], verify_crc=value["verifyCrc"], read_all=True)
-    if value["timers"] and subscriptions is not None:
+    timers = bool(value["timers"])
+    if timers and subscriptions is not None:
         raise UsageError("rocketmq: option timers reads timer events, which no group decides: leave out subscriptions")
-    return ReadOptions(job, narrowing, value["onSubscriptionError"], brokers, value["timers"])
+    return ReadOptions(job, narrowing, value["onSubscriptionError"] or SUBSCRIPTION_ERROR_DEFAULT, brokers, timers)
 
 
 def _from_launch_dir(path):
@@ -231,15 +227,21 @@ def _broker_from_launch_dir(value):
     return uri if name is None else f"{name}={_from_launch_dir(uri)}"
 
 
-def _choice(options, name, default):
-    text = str(options.get(name, default))
+def _choice(options, name):
+    """The option's value, checked; None when not given (the settings' or JobOptions' default holds)."""
+    if options.get(name) is None:
+        return None
+    text = str(options.get(name))
     if text not in CHOICES[name]:
         raise UsageError(f"rocketmq: option {name} must be {' or '.join(CHOICES[name])}, got {options.get(name)!r}")
     return text
 
 
-def _flag(options, name, default):
-    text = str(options.get(name, default)).lower()
+def _flag(options, name):
+    """The option as a bool, checked; None when not given (the settings' or JobOptions' default holds)."""
+    if options.get(name) is None:
+        return None
+    text = str(options.get(name)).lower()
     if text not in ("true", "false"):
         raise UsageError(f"rocketmq: option {name} must be true or false, got {options.get(name)!r}")
     return text == "true"

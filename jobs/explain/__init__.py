@@ -23,37 +23,34 @@ answer was written (`| head`): nothing more is printed, no traceback.
 """
 import json
 import sys
+from dataclasses import replace
 
 from filtering import sql92
-from jobs.cli import commitlog_dirs, parse_explain_args, print_quietly, subscription_options
+from jobs.cli import explain_request, parse_explain_args, print_quietly
 from jobs.errors import ExplainError, UsageError, outcome
 from jobs.explain import find
 from jobs.explain.question import decide, load_context, locate_msg_id, read_queue_units, subscription_of
 from jobs.explain.report import report
 from jobs.explain.text import render
 from jobs.pipeline.brokers import brokers_of
-from jobs.settings import job_options, load_settings
 from schemas.errors import EXIT_OK, EXIT_SKIPPED, EXIT_USAGE
 
 EXIT_PIPE = 141
 
 
-def broker_context(settings, broker, args):
-    """One broker's Context (jobs/explain/question.py) under the arguments' subscriptions and settings."""
-    options = job_options(settings, broker.uri, commitlog=commitlog_dirs(args.commitlog), units_from=args.units_from,
-                          **subscription_options(args, settings))
-    return load_context(options, broker)
+def broker_context(request, broker):
+    """One broker's Context (jobs/explain/question.py) under the request's options (jobs/cli.ExplainRequest)."""
+    return load_context(replace(request.options, store=broker.uri), broker)
 
 
-def find_key(args):
+def find_key(request):
     """--key in every broker's store: (rows, each naming its broker; whether a damaged index file was scanned
     around). The notes (a scan, a damaged file) go to stderr, naming the broker when there are several."""
-    settings = load_settings(args.conf)
-    brokers = brokers_of(args.store, None, args.commitlog)
+    brokers = brokers_of(request.stores, None, request.commitlog)
     rows, damaged = [], False
     for broker in brokers:
-        found_rows, found = find.find(broker_context(settings, broker, args), args.key, args.topic, args.window,
-                                      args.group)
+        found_rows, found = find.find(broker_context(request, broker), request.key, request.topic, request.window,
+                                      request.group)
         for line in find.notes(found):
             print(f"note: {broker.name + ': ' if len(brokers) > 1 else ''}{line}", file=sys.stderr)
         rows += [{"broker": broker.name, **r} for r in found_rows]
@@ -61,38 +58,37 @@ def find_key(args):
     return rows, damaged
 
 
-def answer(args):
-    """The report of the decision the arguments ask about (ExplainError when there is none to explain); with
+def answer(request):
+    """The report of the decision the request asks about (ExplainError when there is none to explain); with
     named brokers, the report names the broker whose store holds the unit."""
-    settings = load_settings(args.conf)
-    brokers = brokers_of(args.store, None, args.commitlog)
+    brokers = brokers_of(request.stores, None, request.commitlog)
     named = len(brokers) > 1 or brokers[0].named
-    if args.broker is not None:
-        brokers = [b for b in brokers if b.name == args.broker]
+    if request.broker is not None:
+        brokers = [b for b in brokers if b.name == request.broker]
         if not brokers:
-            raise UsageError(f"--broker {args.broker}: not one of the --store NAME=STORE given")
-    elif len(brokers) > 1 and args.msg_id is None:
+            raise UsageError(f"--broker {request.broker}: not one of the --store NAME=STORE given")
+    elif len(brokers) > 1 and request.msg_id is None:
         raise UsageError("several brokers number their queues alike: give --broker NAME with --queue-id and "
                          "--queue-offset (a --msg-id names its broker)")
     for k, broker in enumerate(brokers):
-        ctx = broker_context(settings, broker, args)
-        topic, queue_id, queue_offset = args.topic, args.queue_id, args.queue_offset
-        if args.msg_id is not None:
+        ctx = broker_context(request, broker)
+        topic, queue_id, queue_offset = request.topic, request.queue_id, request.queue_offset
+        if request.msg_id is not None:
             try:
-                topic, queue_id, queue_offset = locate_msg_id(ctx, args.msg_id)
+                topic, queue_id, queue_offset = locate_msg_id(ctx, request.msg_id)
             except ExplainError:
                 if k + 1 < len(brokers):
                     continue  # another broker's store host: the next broker
                 if len(brokers) > 1:
-                    raise ExplainError(f"message id {args.msg_id} is in none of the brokers' stores "
+                    raise ExplainError(f"message id {request.msg_id} is in none of the brokers' stores "
                                        f"({', '.join(b.name for b in brokers)})") from None
                 raise
-            if args.topic is not None and topic != args.topic:  # without --topic: the record's own
-                raise ExplainError(f"message {args.msg_id} is in topic {topic} (queue {queue_id}, offset "
-                                   f"{queue_offset}), not in {args.topic}")
-        csub = subscription_of_or_error(ctx, args.group, topic)
+            if request.topic is not None and topic != request.topic:  # without --topic: the record's own
+                raise ExplainError(f"message {request.msg_id} is in topic {topic} (queue {queue_id}, offset "
+                                   f"{queue_offset}), not in {request.topic}")
+        csub = subscription_of_or_error(ctx, request.group, topic)
         units, messages = read_queue_units(ctx, topic, queue_id, [queue_offset])
-        result = report(ctx, decide(ctx, csub, units, messages, args.window))
+        result = report(ctx, decide(ctx, csub, units, messages, request.window))
         return {"broker": broker.name, **result} if named else result
 
 
@@ -118,21 +114,22 @@ def main(argv=None):
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else EXIT_OK
     try:
-        if args.key is not None:
-            return _found(args, *find_key(args))
-        result = answer(args)
+        request = explain_request(args)
+        if request.key is not None:
+            return _found(request, *find_key(request))
+        result = answer(request)
     except Exception as exc:  # noqa: BLE001 - every error ends explain with its exit code (jobs/errors.py)
         code, message = outcome(exc)
         print(f"error: {message}", file=sys.stderr)
         return code
-    if args.json:
+    if request.json:
         return _print(json.dumps(result, ensure_ascii=False, indent=2))
     return _print("\n".join(render(result)))
 
 
-def _found(args, rows, damaged):
+def _found(request, rows, damaged):
     """Print what --key found; exit 4 when a damaged index file was scanned around (named on stderr)."""
-    code = _print(json.dumps(rows, ensure_ascii=False, indent=2) if args.json else "\n".join(find.render(rows)))
+    code = _print(json.dumps(rows, ensure_ascii=False, indent=2) if request.json else "\n".join(find.render(rows)))
     return EXIT_SKIPPED if code == EXIT_OK and damaged else code
 
 

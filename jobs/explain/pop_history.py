@@ -54,7 +54,7 @@ def _events(ctx, topics, queues):
         if topic not in topics:
             continue
         source = queue_source(ctx.options.units_from, ctx.fs, ctx.root, topic, queue_id, ctx.topic_configs)
-        bounds = source.prepared(ctx.fs).queue_bounds(ctx.fs, ctx.commitlog).get((topic, queue_id))
+        bounds = source.queue_bounds(ctx.fs, ctx.commitlog).get((topic, queue_id))
         if bounds is None or bounds[1] <= bounds[0]:
             continue
         _, messages = read_queue_units(ctx, topic, queue_id, list(range(bounds[0], bounds[1])))

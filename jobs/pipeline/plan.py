@@ -19,7 +19,7 @@ from jobs.pipeline.replay_plan import ReplayPlan, replay_plan
 from jobs.pipeline.timer_events import timer_topics
 from jobs.pipeline.units.choose import BrokerUnits, choose, store_topics
 from jobs.pipeline.window import resolve
-from jobs.settings import damage_skipped
+from jobs.settings import CorruptPolicy
 from schemas import layout as L
 from schemas import rocksdb_store
 from schemas.config import (
@@ -401,9 +401,9 @@ def config_files(options):
     return (CONSUMER_FILTER_FILE, TOPICS_FILE) + ((CONSUMER_OFFSET_FILE,) if options.start_from == "committed" else ())
 
 
-def load_store_config_at(fs, root, needed, on_corrupt="fail", problems=None):
+def load_store_config_at(fs, root, needed, on_corrupt=CorruptPolicy.FAIL, problems=None):
     """The `needed` config files of the store at `root` on `fs` (remote ones are copied through pyarrow to a
-    temporary directory first). With on_corrupt=skip a malformed file is recorded in `problems` and read as
+    temporary directory first). With a CorruptPolicy that skips, a malformed file is recorded in `problems` and read as
     absent."""
     if isinstance(fs, pafs.LocalFileSystem):
         return _load_config_dir(root, needed, on_corrupt, problems)
@@ -423,7 +423,7 @@ def _load_config_dir(root, needed, on_corrupt, problems):
         try:
             return load_store_config(root, absent, needed)
         except ConfigError as exc:
-            if not damage_skipped(on_corrupt) or problems is None or not exc.path or str(exc.path) in absent \
+            if not on_corrupt.skips or problems is None or not exc.path or str(exc.path) in absent \
                     or not os.path.exists(exc.path):
                 raise
             problems.append(dict(file=str(exc.path), offset=None, topic=None, queue_id=None,

@@ -2,7 +2,7 @@
 task."""
 from dataclasses import dataclass, replace
 
-from jobs.settings import damage_skipped
+from jobs.settings import CorruptPolicy
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class ReplayPlan:
     with_body: bool
     max_body: int  # bytes a compressed body may inflate to; beyond, it is null (audit/bodies)
     support_retry: bool
-    on_corrupt: str
+    on_corrupt: CorruptPolicy
     verify_crc: bool
     split_size: int
     registrations: tuple = ()  # every stored SQL92 registration of the store (the dispatcher's), compiled
@@ -46,7 +46,7 @@ class ReplayPlan:
     @property
     def skips_damage(self):
         """--on-corrupt skip: damaged data is audited and left out; otherwise it stops the run."""
-        return damage_skipped(self.on_corrupt)
+        return self.on_corrupt.skips
 
     @property
     def sql92_properties(self):

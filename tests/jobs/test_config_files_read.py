@@ -4,7 +4,7 @@ queues the consume queue must have, is one)."""
 import pytest
 
 from jobs.pipeline.plan import build_plan
-from jobs.settings import JobOptions
+from jobs.settings import CorruptPolicy, JobOptions
 from schemas.errors import ConfigError
 from tests.jobs.conftest import writable_copy
 
@@ -37,7 +37,7 @@ def test_a_malformed_topics_file_stops_a_run_or_is_audited_under_skip(store_a, t
     (copy / "config" / "topics.json").write_text(MALFORMED, encoding="utf-8")
     with pytest.raises(ConfigError, match="topics.json"):
         _plan(copy, store_a)
-    planned = _plan(copy, store_a, on_corrupt="skip")
+    planned = _plan(copy, store_a, on_corrupt=CorruptPolicy.SKIP)
     assert [p["file"].endswith("topics.json") for p in planned.problems] == [True]
 
 

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from jobs.pipeline.plan import build_plan
-from jobs.settings import JobOptions
+from jobs.settings import CorruptPolicy, JobOptions
 from schemas.config import ConfigError
 from schemas.errors import CorruptStoreError
 from tests.jobs.conftest import writable_copy
@@ -29,7 +29,7 @@ def _plan(store, store_a, on_corrupt):
                                  subscription_files=(str(store_a / "registrations.json"),)))
 
 
-def _replay(store, store_a, on_corrupt="skip"):
+def _replay(store, store_a, on_corrupt=CorruptPolicy.SKIP):
     planned = _plan(store, store_a, on_corrupt)
     return planned, replay_local(planned)
 
@@ -73,7 +73,7 @@ def test_flipped_magic_fails_naming_file_and_offset(damaged, store_a, store_a_me
     with open(damaged / "commitlog" / CLOG, "r+b") as f:
         f.seek(offset + 4)
         f.write(b"\x00\x00\x00\x01")
-    planned = _plan(damaged, store_a, "fail")
+    planned = _plan(damaged, store_a, CorruptPolicy.FAIL)
     with pytest.raises(CorruptStoreError) as err:
         replay_local(planned)
     assert CLOG in str(err.value) and str(offset) in str(err.value) and "magic" in str(err.value)
@@ -97,7 +97,7 @@ def test_truncated_commit_log_fails_or_audits_the_lost_units(damaged, store_a, s
     with open(last, "r+b") as f:
         f.truncate(5000)
     with pytest.raises(CorruptStoreError, match="truncated commit-log file"):
-        _plan(damaged, store_a, "fail")
+        _plan(damaged, store_a, CorruptPolicy.FAIL)
     planned, result = _replay(damaged, store_a)
     lost = {u["phyOffset"] for u in store_a_cq if u["phyOffset"] + u["size"] > start + 5000}
     assert lost
@@ -111,7 +111,7 @@ def test_truncated_commit_log_fails_or_audits_the_lost_units(damaged, store_a, s
 def test_deleted_first_commit_log_file_skips_units_as_offset_too_small(damaged, store_a, store_a_expected,
                                                                        store_a_cq):
     (damaged / "commitlog" / CLOG).unlink()
-    planned, result = _replay(damaged, store_a, on_corrupt="fail")  # retention is not damage
+    planned, result = _replay(damaged, store_a, on_corrupt=CorruptPolicy.FAIL)  # retention is not damage
     lost = {u["phyOffset"] for u in store_a_cq if u["phyOffset"] < 1 << 20}  # the first 1 MiB file
     audit = kind(result, "corrupt").to_pylist()
     assert {r["commitlog_offset"] for r in audit} == lost
@@ -124,7 +124,7 @@ def test_broken_consumer_filter_json_fails_or_is_audited(damaged, store_a, store
     path = damaged / "config" / "consumerFilter.json"
     path.write_text(path.read_text(encoding="utf-8")[:200], encoding="utf-8")
     with pytest.raises(ConfigError) as err:
-        _plan(damaged, store_a, "fail")
+        _plan(damaged, store_a, CorruptPolicy.FAIL)
     assert "consumerFilter.json" in str(err.value)
     planned, result = _replay(damaged, store_a)
     assert [p["file"] for p in planned.problems] == [str(path)]
@@ -140,7 +140,7 @@ def test_corrupt_ext_unit_fails_or_counts_the_tag_code_as_missing(damaged, store
         f.seek(position)
         f.write(b"\x00\x00")  # unit size 0: CqExtUnit.read fails
     with pytest.raises(CorruptStoreError, match="consumequeue_ext/TopicTest/0"):
-        replay_local(_plan(damaged, store_a, "fail"))
+        replay_local(_plan(damaged, store_a, CorruptPolicy.FAIL))
     planned, result = _replay(damaged, store_a)
     audit = kind(result, "corrupt").to_pylist()
     assert [(r["topic"], r["queue_id"], r["queue_offset"]) for r in audit] == [("TopicTest", 0, 3)]
@@ -154,8 +154,8 @@ def test_corrupt_ext_unit_fails_or_counts_the_tag_code_as_missing(damaged, store
 def test_stray_tmp_file_is_reported(damaged, store_a):
     (damaged / "commitlog" / "00000000000005242880.tmp").write_bytes(b"x")
     with pytest.raises(CorruptStoreError, match=r"\.tmp"):
-        _plan(damaged, store_a, "fail")
-    planned = _plan(damaged, store_a, "skip")
+        _plan(damaged, store_a, CorruptPolicy.FAIL)
+    planned = _plan(damaged, store_a, CorruptPolicy.SKIP)
     assert [p["reason"] for p in planned.problems][0].startswith("not a segment file")
 
 
@@ -164,7 +164,7 @@ def test_a_rocksdb_consume_queue_that_cannot_be_opened_is_damaged_data(damaged, 
     (damaged / "consumequeue").mkdir()
     (damaged / "consumequeue" / "CURRENT").write_text("MANIFEST-000001\n")  # names a MANIFEST that is not there
     with pytest.raises(CorruptStoreError, match="consumequeue: RocksDB cannot be opened read-only.*MANIFEST-000001"):
-        _plan(damaged, store_a, "fail")
+        _plan(damaged, store_a, CorruptPolicy.FAIL)
 
 
 def test_body_crc_mismatch_is_found_only_with_verify_crc(damaged, store_a, store_a_expected, store_a_messages):
@@ -179,7 +179,7 @@ def test_body_crc_mismatch_is_found_only_with_verify_crc(damaged, store_a, store
         f.write(bytes([byte[0] ^ 0xFF]))
     planned, result = _replay(damaged, store_a)  # not verified: the damage goes unnoticed
     assert not kind(result, "corrupt").num_rows
-    planned = build_plan(JobOptions(store=str(damaged), on_corrupt="skip", verify_crc=True,
+    planned = build_plan(JobOptions(store=str(damaged), on_corrupt=CorruptPolicy.SKIP, verify_crc=True,
                                     subscription_files=(str(store_a / "registrations.json"),)))
     result = replay_local(planned)
     audit = kind(result, "corrupt").to_pylist()
@@ -193,7 +193,7 @@ def test_missing_consume_queue_segment_is_reported(damaged, store_a):
     extra = queue / f"{int(files[-1].name) + 2 * 6000:020d}"
     shutil.copy(files[-1], extra)  # a hole: the file in between is missing
     with pytest.raises(CorruptStoreError, match="missing consume-queue file"):
-        _plan(damaged, store_a, "fail")
+        _plan(damaged, store_a, CorruptPolicy.FAIL)
 
 
 def test_unit_pointing_at_another_queues_record_is_audited(damaged, store_a, store_a_cq):
@@ -218,7 +218,7 @@ def test_record_with_a_bad_body_length_is_isolated_in_skip_mode(damaged, store_a
         f.seek(body_length_at)
         f.write((10 ** 6).to_bytes(4, "big"))
     with pytest.raises(CorruptStoreError, match="body length"):
-        replay_local(_plan(damaged, store_a, "fail"))
+        replay_local(_plan(damaged, store_a, CorruptPolicy.FAIL))
     planned, result = _replay(damaged, store_a)
     audit = kind(result, "corrupt").to_pylist()
     assert [(r["commitlog_offset"], "body length" in r["reason"]) for r in audit] == [(offset, True)]
@@ -239,7 +239,7 @@ def test_what_a_5x_broker_writes_beside_a_store_is_no_damage(damaged, store_a, s
     (damaged / "compaction" / "position-checkpoint").write_bytes(bytes(8))
     (damaged / "abort.bak").write_bytes(b"")
     (damaged / "checkpoint").write_bytes(bytes(40))
-    planned, result = _replay(damaged, store_a, "fail")
+    planned, result = _replay(damaged, store_a, CorruptPolicy.FAIL)
     assert planned.problems == []
     assert _matched(result) == set(store_a_expected[0])
 
@@ -252,7 +252,7 @@ def test_bytes_appended_to_one_consume_queue_file_are_blamed_on_that_file_only(d
     with open(path, "ab") as f:
         f.write(b"\x07" * 7)  # 6000 + 7 bytes: not whole units, and longer than every other file of the store
     with pytest.raises(CorruptStoreError) as err:
-        _plan(damaged, store_a, "fail")
+        _plan(damaged, store_a, CorruptPolicy.FAIL)
     assert (err.value.path, err.value.offset) == (str(path), int(queue[2]) + 6000)
     assert "partial unit" in err.value.reason
     planned, result = _replay(damaged, store_a)
@@ -267,7 +267,7 @@ def test_a_consume_queue_file_longer_by_whole_units_is_blamed_on_itself_and_its_
     with open(path, "ab") as f:
         f.write(first_unit * 2)  # two real-looking units past the file's end: queue offsets 300 and 301 again
     with pytest.raises(CorruptStoreError, match="longer than the store's 6000") as err:
-        _plan(damaged, store_a, "fail")
+        _plan(damaged, store_a, CorruptPolicy.FAIL)
     assert (err.value.path, err.value.offset) == (str(path), 6000)
     planned, result = _replay(damaged, store_a)
     assert [p["file"] for p in planned.problems] == [str(path)]

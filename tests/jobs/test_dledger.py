@@ -17,7 +17,7 @@ from jobs import explain, replay
 from jobs.datasource import read_options
 from jobs.pipeline.plan import build_plan
 from jobs.pipeline.window import offsets_json, parse_window
-from jobs.settings import JobOptions
+from jobs.settings import CorruptPolicy, JobOptions
 from schemas.commitlog_files import StoreLayoutError
 from schemas.errors import CorruptStoreError
 from tests.conftest import read_store_jsonl
@@ -81,7 +81,7 @@ def test_verify_crc_checks_the_records_body_crc_not_dledgers_zero_fields(store_d
     offset, data = victim["commitLogOffset"], (store / DATA / FIRST).read_bytes()
     body_at = data.index(base64.b64decode(victim["body_base64"]), offset, offset + victim["storeSize"])
     _flip(store / DATA / FIRST, body_at)
-    result = replay_local(_plan(store, store_dledger, verify_crc=True, on_corrupt="skip"))
+    result = replay_local(_plan(store, store_dledger, verify_crc=True, on_corrupt=CorruptPolicy.SKIP))
     assert [(r["commitlog_offset"], r["reason"]) for r in kind(result, "corrupt").to_pylist()] == \
         [(offset, "body CRC mismatch")]
 
@@ -168,7 +168,7 @@ def test_a_damaged_entry_header_is_skipped_and_audited(store_dledger, messages, 
     store = _copy(store_dledger, tmp_path)
     offset, pos = _entry_at(messages)
     _flip(store / DATA / FIRST, pos, b"\x00\x00\x00\x07")
-    result = replay_local(_plan(store, store_dledger, on_corrupt="skip"))
+    result = replay_local(_plan(store, store_dledger, on_corrupt=CorruptPolicy.SKIP))
     audit = kind(result, "corrupt").to_pylist()
     assert [(r["commitlog_offset"], r["offset"], r["file"].endswith(FIRST)) for r in audit] == [(offset, pos, True)]
     assert _keys(result) == {k for k, r in expected[0].items() if r["commitLogOffset"] != offset}

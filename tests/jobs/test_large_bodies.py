@@ -20,7 +20,7 @@ import zstandard
 
 from jobs.pipeline.plan import build_plan
 from jobs.run.layouts import NORMALIZED
-from jobs.settings import JobOptions
+from jobs.settings import CorruptPolicy, JobOptions
 from schemas.errors import CorruptStoreError
 from tests.local_replay import kind, replay_local
 from tools.store_writer import Message, StoreWriter
@@ -96,7 +96,7 @@ def test_a_body_beyond_the_bound_is_delivered_null_and_audited_with_every_codec(
 
 def test_the_messages_table_holds_the_message_with_a_null_body(zlib_store):
     store, offsets, _ = zlib_store
-    result = replay_local(_plan(store, on_corrupt="skip"), layout=NORMALIZED)
+    result = replay_local(_plan(store, on_corrupt=CorruptPolicy.SKIP), layout=NORMALIZED)
     bodies = {r["queue_offset"]: r["body"] for r in kind(result, "message").to_pylist()}
     assert bodies == {0: b"small-0", 1: None, 2: b"small-2", 3: SMALL}
     assert kind(result, "corrupt").num_rows == 0 and kind(result, "bodies").num_rows == 1
@@ -119,7 +119,7 @@ def test_a_body_that_does_not_inflate_is_still_damage_where_a_large_one_is_not(t
                    w.append(Message("Big", 0, b"", {"TAGS": "TagA"}, sys_flag=FLAGS["zlib"],
                                     stored_body=zlib.compress(SMALL)[:-6]))]
     truncated = "body does not decompress (type 3): incomplete or truncated"
-    result = replay_local(_plan(tmp_path, on_corrupt="skip"))
+    result = replay_local(_plan(tmp_path, on_corrupt=CorruptPolicy.SKIP))
     assert [(r["queue_offset"], r["reason"]) for r in kind(result, "corrupt").to_pylist()] == [(2, truncated)]
     assert [r["queue_offset"] for r in kind(result, "bodies").to_pylist()] == [1]
     assert {(r["group"], r["queue_offset"]) for r in kind(result, "matched").to_pylist()} == {

@@ -22,7 +22,7 @@ from jobs.run.iceberg_sink import IcebergTarget, publish_tables
 from jobs.run.layouts import NORMALIZED
 from jobs.run.pop_ledger import lost_warnings, pop_summary, write_pop_ledger
 from jobs.run.sink import SinkSpec, commit, write_empty_tables
-from jobs.settings import JobOptions
+from jobs.settings import CorruptPolicy, JobOptions
 from schemas.errors import CorruptStoreError
 from tests.jobs.lake_parts import REF, parts
 
@@ -152,7 +152,8 @@ def test_a_damaged_checkpoint_stops_the_run_by_default(spark, store_pop, subscri
 def test_a_damaged_checkpoint_is_audited_and_what_is_known_stays(spark, store_pop, subscriptions, expected, tmp_path):
     """--on-corrupt skip: both records of the checkpoint audited; its acked messages keep a row (the acks tell
     them), no handle and marked; its un-acked one (offset 5, revived) has nothing left that names it."""
-    rows, _, written = pop_ledger(spark, _damaged_copy(store_pop, tmp_path), subscriptions, on_corrupt="skip")
+    rows, _, written = pop_ledger(spark, _damaged_copy(store_pop, tmp_path), subscriptions,
+                                  on_corrupt=CorruptPolicy.SKIP)
     assert written["audit/corrupt"][1] == 2
     cut = {k: r for k, r in rows.items() if r["cut_off"]}
     assert set(cut) == {("G_POP_TAG", "PopTopicA", 2, o) for o in (8, 12, 17, 22, 24)}

@@ -4,6 +4,7 @@ import io
 
 import pytest
 
+from jobs.pipeline.units.choose import UnitsFrom
 from jobs.run import progress as module
 from jobs.run.progress import Progress, open_progress
 
@@ -73,7 +74,7 @@ def test_auto_is_tty_on_a_terminal_or_when_the_wrapper_names_one_and_log_otherwi
     assert open_progress("off", stream=_Terminal(), env={}).mode == "off"
 
 
-@pytest.mark.parametrize("units_from", ["consumequeue", "commitlog"])
+@pytest.mark.parametrize("units_from", [UnitsFrom.CONSUME_QUEUE, UnitsFrom.COMMIT_LOG])
 def test_the_planned_bytes_are_the_commit_logs_own_for_every_units_source(store_a, units_from):
     from jobs.pipeline.plan import build_plan
     from jobs.pipeline.split_units import commitlog_splits
@@ -86,4 +87,4 @@ def test_the_planned_bytes_are_the_commit_logs_own_for_every_units_source(store_
     on_disk = sum(f.stat().st_size for f in (store_a / "store" / "commitlog").iterdir())
     # rebuilt units walk every byte of the log's files (no "0 of 4,398,046,511,104 MiB"); consume-queue units
     # end at the last record a unit points at, within the files
-    assert total == on_disk if units_from == "commitlog" else 0 < total <= on_disk
+    assert total == on_disk if units_from is UnitsFrom.COMMIT_LOG else 0 < total <= on_disk

@@ -15,7 +15,7 @@ import pytest
 from jobs.errors import UsageError
 from jobs.pipeline.plan import build_plan
 from jobs.run.summary import Counters, build_summary, exit_code, summary_notes, summary_table
-from jobs.settings import JobOptions
+from jobs.settings import CorruptPolicy, JobOptions
 from schemas.errors import CorruptStoreError, StoreNotFound
 from tests.jobs.conftest import writable_copy
 from tests.local_replay import kind, replay_local
@@ -94,7 +94,7 @@ def test_a_damaged_consumer_filter_json_leaves_the_bitmap_audit_undone_not_all_m
     empty bitmap, every stored one would count as a mismatch (2,973 of 2,973), which reads as a broker bug."""
     path = copy / "config" / "consumerFilter.json"
     path.write_text(path.read_text(encoding="utf-8")[:200], encoding="utf-8")
-    _, result, summary = _run(copy, store_a, on_corrupt="skip")
+    _, result, summary = _run(copy, store_a, on_corrupt=CorruptPolicy.SKIP)
     assert kind(result, "bitmap").num_rows == 0
     totals = summary["bitmap_audit"]["totals"]
     assert (totals["bitmaps_compared"], totals["bitmap_mismatches"], totals["bitmap_mismatches_explained"]) == (0, 0, 0)
@@ -157,7 +157,7 @@ DAMAGES = ["truncated commit log", "truncated consume queue", "flipped header", 
 def test_every_unit_is_accounted_for_on_a_damaged_copy(copy, store_a, what):
     topic = _damage(copy, store_a, what)
     crc = what == "flipped body"
-    planned, result, summary = _run(copy, store_a, on_corrupt="skip", verify_crc=crc)
+    planned, result, summary = _run(copy, store_a, on_corrupt=CorruptPolicy.SKIP, verify_crc=crc)
     rows = _rows(summary)
     for (group, t), r in rows.items():
         if t in TOPIC_UNITS:
@@ -184,7 +184,7 @@ def test_damaged_copy_stops_the_run_by_default(copy, store_a, what):
 
 def test_truncated_consume_queue_loses_exactly_the_units_up_to_the_next_file(copy, store_a):
     _damage(copy, store_a, "truncated consume queue")
-    planned, _, summary = _run(copy, store_a, on_corrupt="skip")
+    planned, _, summary = _run(copy, store_a, on_corrupt=CorruptPolicy.SKIP)
     # 3001 bytes keep 150 of the file's 300 units; the next file starts at unit 300: 150 lost
     assert [(x.topic, x.queue_id, x.first, x.count) for x in planned.lost_units] == [("TopicTest", 0, 150, 150)]
     assert _rows(summary)[("G_TAG_A", "TopicTest")]["skipped"] == 150
@@ -293,7 +293,7 @@ def test_python_filter_named_by_a_store_is_refused(copy, store_a):
 
 def test_python_filter_named_by_a_store_is_audited_and_ignored_when_skipping(copy, store_a):
     _store_names_python_filter(copy, "tests.jobs.never_imported")
-    planned = build_plan(JobOptions(store=str(copy), on_corrupt="skip"))
+    planned = build_plan(JobOptions(store=str(copy), on_corrupt=CorruptPolicy.SKIP))
     assert "G_EVIL" not in {c.sub.group for c in planned.subscriptions}
     assert any("G_EVIL" in p["reason"] and "PYTHON" in p["reason"] for p in planned.problems)
     assert "tests.jobs.never_imported" not in sys.modules

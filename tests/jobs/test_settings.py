@@ -7,7 +7,7 @@ import pytest
 
 from jobs import replay
 from jobs.cli import parse_replay_args
-from jobs.settings import DEFAULTS, JobOptions, job_options, load_settings
+from jobs.settings import DEFAULTS, CorruptPolicy, JobOptions, job_options, load_settings
 from schemas.errors import ConfigError
 
 SHIPPED = Path(__file__).resolve().parents[2] / "conf" / "replay.json"
@@ -45,6 +45,6 @@ def test_the_settings_reach_the_jobs_options_and_the_command_line_wins(tmp_path)
     args = parse_replay_args(["--store", "S", "--out", "O", "--rocketmq-version", "5"])
     options = replay.options_from(args, settings)
     assert (options.split_size, options.bloom_f, options.bloom_n, options.on_corrupt, options.with_body,
-            options.dialect) == (64 << 20, 10, 16, "skip", False, "5")
+            options.dialect) == (64 << 20, 10, 16, CorruptPolicy.SKIP, False, "5")
     args = parse_replay_args(["--store", "S", "--out", "O", "--on-corrupt", "fail"])
-    assert replay.options_from(args, settings).on_corrupt == "fail"
+    assert replay.options_from(args, settings).on_corrupt is CorruptPolicy.FAIL

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from jobs.datasource import register
 from jobs.errors import UsageError
 from jobs.pipeline.plan import build_plan
+from jobs.pipeline.units.choose import UnitsFrom
 from jobs.settings import JobOptions
 from schemas.cq_rebuild import rebuild_units
 from schemas.inner_batch import unwrap
@@ -62,7 +63,7 @@ def replayed(store, subscriptions, **options):
                            for r in kind(result, "matched").to_pylist())
 
 
-@pytest.mark.parametrize("units_from", ["auto", "commitlog"])
+@pytest.mark.parametrize("units_from", [UnitsFrom.AUTO, UnitsFrom.COMMIT_LOG])
 def test_a_5x_store_replays_exactly_as_rocketmq_returned_it(store_5x, groups, subscriptions, units_from):
     result, got = replayed(store_5x / "store", subscriptions, units_from=units_from)
     want = expected_keys(groups)

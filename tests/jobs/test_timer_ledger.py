@@ -17,6 +17,7 @@ from jobs.pipeline.timer_events import timer_events
 from jobs.run import report
 from jobs.run.iceberg_sink import IcebergTarget
 from jobs.run.timer_ledger import LEDGER_SCHEMA, Reads, count_rows, overdue_warnings
+from jobs.settings import CorruptPolicy
 from schemas.errors import CorruptStoreError
 from tests.conftest import DATA
 from tests.jobs.conftest import submit_job
@@ -148,7 +149,7 @@ class _Plan:
     """What timer_events asks of a plan: the corruption policy and the commit log's file of an offset."""
 
     def __init__(self, on_corrupt):
-        self.skips_damage = on_corrupt == "skip"
+        self.skips_damage = on_corrupt.skips
         self.log = self
 
     def file_at(self, offset):
@@ -181,7 +182,7 @@ BAD_DUE = {"UNIQ_KEY": "K3", "REAL_TOPIC": "TopicTimer", "REAL_QID": "1", "TIMER
 
 def test_a_wheel_record_without_real_topic_or_with_a_non_numeric_due_time_is_audited_under_skip():
     out = _Out()
-    events = timer_events(_Plan("skip"), "rmq_sys_wheel_timer", _wheel_batch(GOOD, NO_TOPIC, BAD_DUE), out)
+    events = timer_events(_Plan(CorruptPolicy.SKIP), "rmq_sys_wheel_timer", _wheel_batch(GOOD, NO_TOPIC, BAD_DUE), out)
     assert events.to_pylist() == [{"uniq_key": "K1", "kind": "scheduled", "real_topic": "TopicTimer",
                                    "real_queue_id": 2, "deliver_ms": 5000, "store_timestamp": 1000,
                                    "commitlog_offset": 0, "queue_id": 0, "queue_offset": 0}]
@@ -194,12 +195,12 @@ def test_a_wheel_record_without_real_topic_or_with_a_non_numeric_due_time_is_aud
 
 def test_a_wheel_record_the_wheel_cannot_read_stops_a_run_that_does_not_skip():
     with pytest.raises(CorruptStoreError, match="TIMER_OUT_MS is not a number"):
-        timer_events(_Plan("fail"), "rmq_sys_wheel_timer", _wheel_batch(GOOD, BAD_DUE), _Out())
+        timer_events(_Plan(CorruptPolicy.FAIL), "rmq_sys_wheel_timer", _wheel_batch(GOOD, BAD_DUE), _Out())
 
 
 def test_a_cancel_marker_is_an_event_of_the_original_s_key():
     marker = dict(GOOD, TIMER_DEL_UNIQKEY="TopicTimerK1", TAGS="_RECALL_TAG_")
-    events = timer_events(_Plan("fail"), "rmq_sys_wheel_timer", _wheel_batch(marker), _Out())
+    events = timer_events(_Plan(CorruptPolicy.FAIL), "rmq_sys_wheel_timer", _wheel_batch(marker), _Out())
     assert [(r["uniq_key"], r["kind"]) for r in events.to_pylist()] == [("K1", "cancel")]
 
 
@@ -207,7 +208,7 @@ def test_only_copies_the_wheel_delivered_are_events_of_a_real_topic():
     delivered = dict(GOOD, TIMER_ENQUEUE_MS="4000", TIMER_DEQUEUE_MS="5001")
     direct = {"UNIQ_KEY": "K9", "TIMER_DELIVER_MS": "10"}  # deliver time past at send: stored straight
     batch = _wheel_batch(delivered, direct).set_column(0, "topic", pa.array(["TopicTimer"] * 2))
-    events = timer_events(_Plan("fail"), "TopicTimer", batch, _Out())
+    events = timer_events(_Plan(CorruptPolicy.FAIL), "TopicTimer", batch, _Out())
     assert [(r["uniq_key"], r["kind"], r["deliver_ms"]) for r in events.to_pylist()] == [("K1", "delivered", 5000)]
 
 
@@ -329,7 +330,7 @@ def test_a_4x_delay_level_record_is_scheduled_for_its_unit_s_deliver_time():
     record = {"UNIQ_KEY": "K4", "REAL_TOPIC": "TopicDL", "REAL_QID": "2", "DELAY": "6"}
     batch = _wheel_batch(record).set_column(0, "topic", pa.array(["SCHEDULE_TOPIC_XXXX"]))
     units = pa.table({"tags_code": pa.array([1000 + 120_000], pa.int64())})  # store time + level 6 (2 min)
-    events = timer_events(_Plan("fail"), "SCHEDULE_TOPIC_XXXX", batch, _Out(), units)
+    events = timer_events(_Plan(CorruptPolicy.FAIL), "SCHEDULE_TOPIC_XXXX", batch, _Out(), units)
     assert [(r["uniq_key"], r["kind"], r["real_topic"], r["real_queue_id"], r["deliver_ms"])
             for r in events.to_pylist()] == [("K4", "scheduled", "TopicDL", 2, 121_000)]
 
@@ -337,14 +338,14 @@ def test_a_4x_delay_level_record_is_scheduled_for_its_unit_s_deliver_time():
 def test_a_4x_delivered_copy_keeps_delay_and_real_topic_and_is_delivered():
     copy = {"UNIQ_KEY": "K4", "REAL_TOPIC": "TopicDL", "REAL_QID": "2", "DELAY": "6"}  # messageTimeup's properties
     batch = _wheel_batch(copy).set_column(0, "topic", pa.array(["TopicDL"]))
-    events = timer_events(_Plan("fail"), "TopicDL", batch, _Out())
+    events = timer_events(_Plan(CorruptPolicy.FAIL), "TopicDL", batch, _Out())
     assert [(r["uniq_key"], r["kind"], r["deliver_ms"]) for r in events.to_pylist()] == [("K4", "delivered", None)]
 
 
 def test_pop_checkpoints_and_retries_through_the_wheel_are_no_ledger_events():
     pop = dict(GOOD, UNIQ_KEY="PopTopicA@2@0@G@1@broker-g@ck", REAL_TOPIC="rmq_sys_REVIVE_LOG_OracleCluster5")
     retry = dict(GOOD, UNIQ_KEY="K5", REAL_TOPIC="%RETRY%G_T")
-    events = timer_events(_Plan("fail"), "rmq_sys_wheel_timer", _wheel_batch(pop, retry, GOOD), _Out())
+    events = timer_events(_Plan(CorruptPolicy.FAIL), "rmq_sys_wheel_timer", _wheel_batch(pop, retry, GOOD), _Out())
     assert [r["uniq_key"] for r in events.to_pylist()] == ["K1"]
 
 

@@ -9,11 +9,10 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
-from jobs.errors import UsageError
 from jobs.pipeline.brokers import store_broker
 from jobs.pipeline.plan import build_plan
 from jobs.pipeline.units.base import Split
-from jobs.pipeline.units.choose import choose, queue_source
+from jobs.pipeline.units.choose import UnitsFrom, choose, queue_source
 from jobs.pipeline.units.files import ConsumeQueueFiles
 from jobs.pipeline.units.rebuilt import RebuiltUnits
 from jobs.pipeline.units.rocksdb import RocksDBQueues
@@ -99,7 +98,7 @@ def test_each_kind_answers_explain_with_rocketmq_units(store_a, store_a_cq, tmp_
     elif source is RebuiltUnits:
         shutil.rmtree(store / "consumequeue")
     topics = load_topics(str(store / "config" / "topics.json"))
-    chosen = queue_source("auto", FS, str(store), "TopicTest", 3, topics)
+    chosen = queue_source(UnitsFrom.AUTO, FS, str(store), "TopicTest", 3, topics)
     assert type(chosen) is source
     want = _rocketmq_units(store_a_cq)
     offsets = [0, 200, 476]
@@ -109,16 +108,27 @@ def test_each_kind_answers_explain_with_rocketmq_units(store_a, store_a_cq, tmp_
         chosen.queue_units(FS, local_store(store).log, "TopicTest", 3, [477])  # one past the queue's last
 
 
-def test_the_choice_is_made_once_from_the_option_strings(store_a, tmp_path):
+def test_explain_asks_the_replays_chooser_and_a_queue_served_from_nowhere_is_not_in_store(store_a, tmp_path):
+    store = writable_copy(store_a, tmp_path)
+    shutil.rmtree(store / "consumequeue" / "TopicTest" / "3")
+    topics = load_topics(str(store / "config" / "topics.json"))
+    assert type(queue_source(UnitsFrom.AUTO, FS, str(store), "TopicTest", 3, topics)) is RebuiltUnits
+    assert type(queue_source(UnitsFrom.AUTO, FS, str(store), "TopicTest", 2, topics)) is ConsumeQueueFiles
+    assert type(queue_source(UnitsFrom.COMMIT_LOG, FS, str(store), "TopicTest", 2, topics)) is RebuiltUnits
+    with pytest.raises(NotInStore, match="^the store has no consume queue 3 of topic TopicTest$"):
+        queue_source(UnitsFrom.CONSUME_QUEUE, FS, str(store), "TopicTest", 3, topics)
+    with pytest.raises(NotInStore, match="^the store has no consume queue 99 of topic TopicTest$"):
+        queue_source(UnitsFrom.AUTO, FS, str(store), "TopicTest", 99, topics)  # beyond topics.json's queues
+
+
+def test_each_choice_picks_its_sources_and_auto_rebuilds_only_a_lacking_queue(store_a, tmp_path):
     layout = local_store(store_a / "store")
     topics = load_topics(str(store_a / "store" / "config" / "topics.json"))
-    assert [s.KIND for s in choose("auto", FS, layout, TOPICS, topics).sources] == ["consumequeue"]
-    assert [s.KIND for s in choose("commitlog", FS, layout, TOPICS, topics).sources] == ["commitlog"]
-    with pytest.raises(UsageError, match="--units-from must be one of auto, consumequeue, commitlog"):
-        choose("rocks", FS, layout, TOPICS, topics)
+    assert [s.KIND for s in choose(UnitsFrom.AUTO, FS, layout, TOPICS, topics).sources] == ["consumequeue"]
+    assert [s.KIND for s in choose(UnitsFrom.COMMIT_LOG, FS, layout, TOPICS, topics).sources] == ["commitlog"]
     store = writable_copy(store_a, tmp_path)
     shutil.rmtree(store / "consumequeue" / "TopicTest" / "2")
-    partial = choose("auto", FS, local_store(store), TOPICS, topics)
+    partial = choose(UnitsFrom.AUTO, FS, local_store(store), TOPICS, topics)
     assert [s.KIND for s in partial.sources] == ["consumequeue", "commitlog"]
     assert partial.sources[1].topics == {"TopicTest"} and ("TopicTest", 2) not in partial.sources[1].kept
     assert partial.describe() == {"default": "consumequeue", "queues": {"TopicTest": {"2": "commitlog"}}}

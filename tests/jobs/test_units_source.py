@@ -14,8 +14,9 @@ import pytest
 
 from jobs import explain
 from jobs.pipeline.plan import build_plan
+from jobs.pipeline.units.choose import UnitsFrom
 from jobs.pipeline.window import offsets_json, parse_window
-from jobs.settings import JobOptions
+from jobs.settings import CorruptPolicy, JobOptions
 from schemas import rocksdb_store
 from schemas.errors import CorruptStoreError
 from tests.jobs.conftest import assert_rows_equal, expected_rows, writable_copy
@@ -66,7 +67,7 @@ def test_units_rebuilt_in_many_small_splits_are_the_same(store_a, tmp_path):
 
 
 def test_units_from_commitlog_ignores_the_consume_queue(store_a):
-    planned = _plan(store_a / "store", store_a, units_from="commitlog")
+    planned = _plan(store_a / "store", store_a, units_from=UnitsFrom.COMMIT_LOG)
     assert planned.sources.describe() == {"default": "commitlog", "queues": {}}
     assert planned.segments.queues == ()
     _assert_exact(planned, store_a)
@@ -87,8 +88,8 @@ def test_a_lost_queue_folder_is_damaged_data_when_units_must_come_from_the_consu
     store = writable_copy(store_a, tmp_path)
     shutil.rmtree(store / "consumequeue" / "TopicTest" / "2")
     with pytest.raises(CorruptStoreError, match="consumequeue/TopicTest/2.*topics.json names 4 queues"):
-        _plan(store, store_a, units_from="consumequeue")
-    planned = _plan(store, store_a, units_from="consumequeue", on_corrupt="skip")
+        _plan(store, store_a, units_from=UnitsFrom.CONSUME_QUEUE)
+    planned = _plan(store, store_a, units_from=UnitsFrom.CONSUME_QUEUE, on_corrupt=CorruptPolicy.SKIP)
     assert [(p["topic"], p["queue_id"]) for p in planned.problems] == [("TopicTest", 2)]
 
 

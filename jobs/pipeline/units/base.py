@@ -47,6 +47,10 @@ class UnitsSource:
         """(topic, queue_id) of the queues it serves, as far as it knows before the tasks run."""
         return frozenset()
 
+    def serves(self, topic, queue_id):
+        """Whether a queue's units are its to give (explain asks which source of a choice serves its queue)."""
+        return (topic, queue_id) in self.served
+
     @property
     def data_end(self):
         """Where the last record its units point at ends (no split starts beyond), None when unknown until the

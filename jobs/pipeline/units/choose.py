@@ -1,5 +1,5 @@
-"""Which source serves each needed queue of a broker (--units-from, the data source's unitsFrom), chosen once
-when the run is planned; the strings of those options live here and nowhere below:
+"""Which source serves each needed queue of a broker (--units-from, the data source's unitsFrom: a UnitsFrom,
+made from its name once in jobs/settings.job_options), chosen once when the run is planned:
 
 - `consumequeue`: the broker's consume queue: its files (files.py; a 5.x BatchCQ topic's batchconsumequeue/ files,
   batch.py), or on a 5.2+ `storeType=defaultRocksDB` broker its RocksDB (rocksdb.py);
@@ -14,6 +14,7 @@ A RocksDB consume queue is read only where the store is on the local filesystem 
 path); on an object store `auto` rebuilds those queues. Why `auto` reads a RocksDB queue rather than
 rebuilding it: its cost is the needed queues' units, where a rebuild hops over every record of every split."""
 from dataclasses import dataclass, field, replace
+from enum import Enum
 
 from jobs.errors import UsageError
 from jobs.pipeline.units.batch import BatchQueueFiles
@@ -22,10 +23,29 @@ from jobs.pipeline.units.rebuilt import RebuiltUnits
 from jobs.pipeline.units.rocksdb import RocksDBQueues
 from schemas import storefs
 from schemas.errors import NotInStore
-from schemas.lookup import batch_queue_files
+from schemas.lookup import batch_queue_files, queue_files
+from schemas.store import StoreLayout
 
-AUTO, CONSUME_QUEUE, COMMIT_LOG = "auto", "consumequeue", "commitlog"
-UNITS_FROM = (AUTO, CONSUME_QUEUE, COMMIT_LOG)
+
+class UnitsFrom(Enum):
+    """The user's choice of units source; its value is the option's spelling (choices, messages)."""
+
+    AUTO = "auto"
+    CONSUME_QUEUE = "consumequeue"
+    COMMIT_LOG = "commitlog"
+
+    @property
+    def rebuilds_all(self):
+        """Every queue's units rebuilt from the commit log, the consume queue not read."""
+        return self is UnitsFrom.COMMIT_LOG
+
+    @property
+    def consume_queue_only(self):
+        """A queue the consume queue lacks is damaged data, not rebuilt."""
+        return self is UnitsFrom.CONSUME_QUEUE
+
+
+UNITS_FROM = tuple(u.value for u in UnitsFrom)
 
 
 @dataclass
@@ -80,10 +100,9 @@ def store_topics(fs, layout, topic_configs):
 
 
 def choose(units_from, fs, layout, topics, topic_configs):
-    """BrokerUnits of the needed `topics` of a listed store (schemas/store.StoreLayout) on filesystem `fs`."""
-    if units_from not in UNITS_FROM:
-        raise UsageError(f"--units-from must be one of {', '.join(UNITS_FROM)}, got {units_from!r}")
-    if units_from == COMMIT_LOG:
+    """BrokerUnits of the needed `topics` of a listed store (schemas/store.StoreLayout) on filesystem `fs`,
+    `units_from` a UnitsFrom."""
+    if units_from.rebuilds_all:
         return BrokerUnits((RebuiltUnits(frozenset(topics)),), default=RebuiltUnits.KIND,
                            notes=["units: rebuilt from the commit log (--units-from commitlog)"])
     files = ConsumeQueueFiles(tuple(q for q in layout.queues if q.topic in topics))
@@ -105,7 +124,7 @@ def choose(units_from, fs, layout, topics, topic_configs):
         units.differs.setdefault(t, {})[q] = RocksDBQueues.KIND
     for t, q in sorted(batch.served):
         units.differs.setdefault(t, {})[q] = BatchQueueFiles.KIND
-    if units_from == CONSUME_QUEUE:
+    if units_from.consume_queue_only:
         units.problems = [dict(file=f"consumequeue/{t}/{q}", offset=None, topic=t, queue_id=q,
                                reason=f"consume queue missing: config/topics.json names "
                                       f"{_queue_count(topic_configs[t])} queues of {t}; without "
@@ -126,27 +145,34 @@ def choose(units_from, fs, layout, topics, topic_configs):
 
 
 def queue_source(units_from, fs, root, topic, queue_id, topic_configs):
-    """The source of one queue's units, as choose() would pick it for a run of that queue alone (explain, which
-    reads a few units without listing the store): its consume-queue files, else a RocksDB consume queue holding
-    it, else (auto, commitlog) the commit log. NotInStore when --units-from consumequeue and the consume queue
-    lacks it, or when no consume queue and no config/topics.json names it."""
-    if units_from == COMMIT_LOG:
-        return RebuiltUnits(frozenset({topic}))
+    """The source of one queue's units as choose() picks it for a run of that queue alone (explain, which reads
+    a few units without listing the store: only the queue's own folders are listed). NotInStore when the choice
+    serves it from nowhere: --units-from consumequeue and the consume queue lacks it, or neither a consume queue
+    nor config/topics.json names it."""
+    layout, lacking = _queue_layout(fs, root, topic, queue_id)
+    units = choose(units_from, fs, layout, {topic}, topic_configs)
+    source = next((s for s in units.sources if s.serves(topic, queue_id)), None)
+    named = units_from.rebuilds_all or not topic_configs or (topic, queue_id) in units.known
+    if source is None or units.problems or not named:  # auto rebuilds a topic topics.json lacks: not for explain
+        raise lacking
+    return source.prepared(fs)
+
+
+def _queue_layout(fs, root, topic, queue_id):
+    """(a StoreLayout of one queue's consume-queue files, batch files and the store's RocksDB consume queue,
+    from those folders alone; the NotInStore that says the consume queue lacks the queue, None when it has it)."""
+    queues, batch, lacking = (), (), None
     try:
-        return ConsumeQueueFiles.of_queue(fs, root, topic, queue_id)
+        queues = (queue_files(fs, root, topic, queue_id),)
+    except NotInStore as exc:
+        lacking = exc
+    try:
+        batch = (batch_queue_files(fs, root, topic, queue_id),)
     except NotInStore:
-        try:
-            return BatchQueueFiles((batch_queue_files(fs, root, topic, queue_id),)).prepared(fs)
-        except NotInStore:
-            pass
-        rocks = f"{root}/consumequeue"
-        if RocksDBQueues.readable(fs, rocks):
-            return RocksDBQueues(rocks)
-        config = topic_configs.get(topic)
-        named = config is not None and queue_id < _queue_count(config)
-        if units_from == CONSUME_QUEUE or not (named or not topic_configs):
-            raise
-    return RebuiltUnits(frozenset({topic}))
+        pass
+    rocks = f"{root}/consumequeue"
+    rocks = rocks if RocksDBQueues.readable(fs, rocks) else None
+    return StoreLayout(fs, root, (), 0, queues, rocksdb_cq=rocks, batch_queues=batch), lacking
 
 
 def _queue_count(config):
@@ -168,7 +194,7 @@ def _rocks_queues(fs, layout, topics, have, units_from):
     if layout.rocksdb_cq is None:
         return None
     if not RocksDBQueues.readable(fs, layout.rocksdb_cq):
-        if units_from == CONSUME_QUEUE:
+        if units_from.consume_queue_only:
             raise UsageError(f"{layout.rocksdb_cq}: a RocksDB consume queue is read only on the local filesystem; "
                              "--units-from commitlog (or auto) rebuilds its units from the commit log")
         return None

@@ -13,7 +13,7 @@ from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA
 from schemas.consume_queue import resolve_units
 from schemas.cq_ranges import units_in_range
 from schemas.errors import CorruptStoreError, NotInStore
-from schemas.lookup import queue_files, read_records, read_units
+from schemas.lookup import read_records, read_units
 
 
 @dataclass(frozen=True)
@@ -24,11 +24,6 @@ class ConsumeQueueFiles(QueueFilesSource):
 
     queues: tuple = ()  # schemas.store.QueueFiles
     segments: SegmentIndex = None
-
-    @classmethod
-    def of_queue(cls, fs, root, topic, queue_id):
-        """The source of one queue's files, listed alone (explain); NotInStore when the store has none."""
-        return cls((queue_files(fs, root, topic, queue_id),))
 
     @property
     def data_end(self):

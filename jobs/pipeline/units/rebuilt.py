@@ -42,6 +42,9 @@ class RebuiltUnits(UnitsSource):
     def __bool__(self):
         return bool(self.topics)
 
+    def serves(self, topic, queue_id):
+        return topic in self.topics and (topic, queue_id) not in self.kept
+
     def split(self, fs, split):
         if split.walked is None:  # a split no file holds: no records
             return SourceRead()
