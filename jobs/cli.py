@@ -85,9 +85,12 @@ def add_window_arguments(p):
     p.add_argument("--ending-offsets", metavar="JSON|FILE", help="exclusive end queue offsets, same shape")
 
 
-def window_of(args):
-    """parse_window of the arguments add_window_arguments added (offsets per topic, or per broker)."""
-    return parse_window(args.since, args.until, args.starting_offsets, args.ending_offsets, brokers=True)
+def window_of(args, starting=None):
+    """parse_window of the arguments add_window_arguments added (offsets per topic, or per broker); `starting`:
+    the starting offsets the run found itself (`--starting-offsets iceberg`: where the lake's ranges end), in
+    place of the argument's word."""
+    return parse_window(args.since, args.until, args.starting_offsets if starting is None else starting,
+                        args.ending_offsets, brokers=True)
 
 
 def parse_replay_args(argv):

@@ -53,7 +53,7 @@ from schemas.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ConfigError, Replay
 log = logging.getLogger("mqreplay")
 
 
-def options_from(args, settings):
+def options_from(args, settings, starting=None):
     split = lambda s: tuple(x for x in (s or "").split(",") if x)  # noqa: E731
     return job_options(
         settings, args.store, commitlog=commitlog_dirs(args.commitlog), units_from=args.units_from,
@@ -65,7 +65,7 @@ def options_from(args, settings):
         verify_crc=settings["verify_crc"] or args.verify_crc,
         allow_missing=args.allow_missing,
         layout=sink_choice(args).layout,
-        window=window_of(args),
+        window=window_of(args, starting),
     )
 
 
@@ -93,10 +93,8 @@ def _prepare(args, progress):
     settings = settings_of(args)
     brokers = brokers_of(args.store, args.brokers, args.commitlog)
     command = fingerprint(args, brokers)  # before the sink reads a lake's offsets into --starting-offsets
-    sink, starts = sink_of(sink_choice(args), brokers)
-    if starts is not None:  # --starting-offsets iceberg: where the lake's ranges of each store end
-        args.starting_offsets = starts
-    options = replace(options_from(args, settings), store=brokers[0].uri)
+    sink, starts = sink_of(sink_choice(args), brokers)  # --starting-offsets iceberg: where the lake's ranges end
+    options = replace(options_from(args, settings, starts), store=brokers[0].uri)
     progress.set_phase("claiming OUT")
     run = outputs.OutputRun(args.out, args.overwrite, args.clean_stale, run=args.run, command=command)
     if run.repeated is not None:  # a retry of the command that published OUT: nothing to plan
@@ -109,10 +107,9 @@ def _prepare(args, progress):
     try:
         progress.set_phase("planning: listing the store, probing its consume queues")
         planned = plan_cluster(options, brokers)
-        starts = sink.starting_offsets(brokers, planned)  # a lake: each queue from the run's own groups' ends
-        if starts is not None and starts != args.starting_offsets:
-            args.starting_offsets = starts
-            options = replace(options, window=window_of(args))
+        own = sink.starting_offsets(brokers, planned)  # a lake: each queue from the run's own groups' ends
+        if own is not None and own != starts:
+            options = replace(options, window=window_of(args, own))
             planned = plan_cluster(options, brokers)
         sink.check(planned, args.clean_stale)  # before Spark: a rerun of committed offsets commits nothing
         sink.narrow(planned)  # a lake: what each group holds already is out of its scope
