@@ -125,6 +125,7 @@ def test_the_summary_counts_each_real_topic_s_fates(whole, store_5x):
     assert summary["outputs"]["timers"]["rows"] == 293
 
 
+@pytest.mark.system  # two spark-submit runs, as users run the job: make test-system
 def test_a_message_scheduled_in_one_night_and_delivered_in_the_next_is_pending_then_delivered(nights, store_5x):
     n1, n2 = nights
     ledger = _through_wheel(store_5x)
@@ -365,6 +366,7 @@ def _damaged_copy(store_5x, tmp_path):
     return store, key, e
 
 
+@pytest.mark.system  # two spark-submit runs, as users run the job: make test-system
 def test_a_wheel_record_without_real_topic_stops_a_run_or_is_audited_and_its_copy_is_a_row(store_5x, tmp_path):
     store, key, e = _damaged_copy(store_5x, tmp_path)
     failed = submit_job("--store", store, "--out", tmp_path / "fail", *SUBSCRIPTIONS)
