@@ -33,17 +33,21 @@ from schemas import dledger
 from schemas import layout as L
 from schemas import storefs
 from schemas.commitlog import walk_records
+from schemas.cq_rebuild import END_SHORT, rebuild_units
 from schemas.errors import UnsupportedStoreError
+
+RECORD_MARGIN = 64 << 10  # bytes read past a plain split's end: its last record, unless longer (then read again)
 
 
 @dataclass(frozen=True)
 class LogFormat:
     """How a log file holds its records; one subclass per format, chosen once when its directory is listed (by
-    name, or by its first bytes), and asked, never compared by name. Equal after pickling (a task's plan)."""
+    name, or by its first bytes), and asked, never compared by name: where a reader of some records starts
+    reading, how a split's bounds meet records, how the dispatcher's units are rebuilt from a file. Equal after
+    pickling (a task's plan)."""
 
     name: str
     header_size = 0  # bytes before each record that belong to the format
-    seekable = True  # records follow one another: a walk may start at any record's start, a split anywhere
 
     def record_starts(self, buf, base, path):
         """Relative starts of the records of buf (from a record's start, or the file's first byte)."""
@@ -52,6 +56,38 @@ class LogFormat:
     def header_problems(self, buf, starts, offsets, sizes):
         """[(reason, rows)] of the format's own headers before the records at `starts` that are damaged."""
         return []
+
+    def read_from(self, rel):
+        """Where in its file a reader of the records from `rel` (a record's start) starts reading: there, as
+        records follow one another."""
+        return rel
+
+    def bounds_to_find(self, logfile, ranges):
+        """The bounds of [start, end) ranges inside the file to move to the first record start at or after
+        each (snap_to_records: one pass over the file's record headers)."""
+        return sorted({b for span in ranges for b in span if logfile.start < b < logfile.start + logfile.length})
+
+    def snapped(self, ranges, moved):
+        """The ranges with their bounds moved ({bound: record start}), the empty ones dropped."""
+        out = [(moved.get(start, start), moved.get(end, end)) for start, end in ranges]
+        return [(start, end) for start, end in out if start < end]
+
+    def units(self, logfile, buf, pos=0, stop=None):
+        """cq_rebuild.Walked of the records from pos (a record's start) to stop in a file's bytes (buf from its
+        first byte): the records hopped over."""
+        return rebuild_units(buf, logfile.start, pos, stop)
+
+    def walk_split(self, read, logfile, rel, stop):
+        """(Walked of the records starting in [rel, stop) of the file, where it ended relative to the file's
+        start): read(pos, length) gives the file's bytes; a plain file's read from rel with RECORD_MARGIN past
+        stop (a longer last record is read again, whole)."""
+        want = RECORD_MARGIN
+        while True:
+            buf = read(rel, min(logfile.length - rel, stop - rel + want))
+            walked = rebuild_units(buf, logfile.start + rel, 0, stop - rel)
+            if walked.how != END_SHORT or rel + len(buf) >= logfile.length:  # a record cut by the file's end:
+                return walked, rel + walked.end  # never dispatched by the broker either
+            want = walked.end + max(int.from_bytes(bytes(buf[walked.end:walked.end + 4]), "big"), 8) - (stop - rel)
 
 
 @dataclass(frozen=True)
@@ -62,10 +98,9 @@ class PlainLog(LogFormat):
 @dataclass(frozen=True)
 class DLedgerLog(LogFormat):
     """DLedger's entries (schemas/dledger.py), each wrapping one record: found by walking the file's entries
-    from its first byte."""
+    from its first byte, so a reader starts there and a file is one split."""
 
     header_size = dledger.HEADER_SIZE
-    seekable = False
 
     def record_starts(self, buf, base, path):
         return dledger.walk_entries(buf, base, path)[0]
@@ -74,6 +109,26 @@ class DLedgerLog(LogFormat):
         if not len(starts):
             return []
         return dledger.header_problems(buf, np.asarray(starts, np.int64) - dledger.HEADER_SIZE, offsets, sizes)
+
+    def read_from(self, rel):
+        return 0
+
+    def bounds_to_find(self, logfile, ranges):
+        return []
+
+    def snapped(self, ranges, moved):
+        return [(min(s for s, _ in ranges), max(e for _, e in ranges))]
+
+    def units(self, logfile, buf, pos=0, stop=None):
+        starts = self.record_starts(buf, logfile.start, logfile.path)
+        lo, hi = np.searchsorted(starts, [pos, len(buf) if stop is None else stop])
+        walked = rebuild_units(buf, logfile.start, int(lo), int(hi), starts=starts)
+        walked.end = int(starts[walked.end]) if walked.end < len(starts) else len(buf)
+        return walked
+
+    def walk_split(self, read, logfile, rel, stop):
+        walked = self.units(logfile, read(0, logfile.length), rel, stop)
+        return walked, walked.end
 
 
 PLAIN, DLEDGER = PlainLog("plain"), DLedgerLog("dledger")
@@ -302,6 +357,12 @@ def record_starts(logfile, buf):
     walk of record headers or of DLedger entries. For read_messages and dump, not for the job's tasks (their
     record starts come from the consume queue)."""
     return logfile.kind.record_starts(buf, logfile.start, logfile.path)
+
+
+def file_units(logfile, buf, pos=0, stop=None):
+    """The dispatcher's units rebuilt from a commit-log file's bytes (buf from its first byte; pos, stop: the
+    records starting there): its format's walk (LogFormat.units)."""
+    return logfile.kind.units(logfile, buf, pos, stop)
 
 
 def header_problems(logfile, buf, starts, offsets, sizes):

@@ -23,7 +23,6 @@ import numpy as np
 import pyarrow as pa
 
 from schemas import layout as L
-from schemas.commitlog_files import record_starts
 from schemas.kernels import _JIT, BAD_MAGIC, BAD_SIZE, OK, _i32, _i64, _same_bytes, next_piece, record_walk
 from schemas.tag_codes import tags_code
 
@@ -365,18 +364,6 @@ def rebuild_units(buf, base, pos=0, stop=None, starts=None, delay_levels_ms=DELA
         c32, c64, flags = (np.concatenate([p[k] for p in parts], axis=-1) if parts else
                            np.zeros(((5, 0), (5, 0), (0,))[k], (np.int32, np.int64, np.int8)[k]) for k in range(3))
     return Walked(_table(buf, base, names, c32, c64, flags, delay_levels_ms), int(pos), int(how))
-
-
-def file_units(logfile, buf, pos=0, stop=None):
-    """rebuild_units of a commit-log file's bytes (buf from its first byte): plain records hopped over, a
-    DLedger file's records found through its entries (schemas/commitlog_files.record_starts)."""
-    if logfile.kind.seekable:
-        return rebuild_units(buf, logfile.start, pos, stop)
-    starts = record_starts(logfile, buf)
-    lo, hi = np.searchsorted(starts, [pos, len(buf) if stop is None else stop])
-    walked = rebuild_units(buf, logfile.start, int(lo), int(hi), starts=starts)
-    walked.end = int(starts[walked.end]) if walked.end < len(starts) else len(buf)
-    return walked
 
 
 def _table(buf, base, names, c32, c64, flags, delay_levels_ms):

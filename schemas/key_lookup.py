@@ -219,7 +219,7 @@ def scan_parts(fs, log, lo, hi=None):
     for f in log.files:
         if f.end <= lo or (hi is not None and f.start >= hi):
             continue
-        pos = max(lo - f.start, 0) if f.kind.seekable else 0  # a plain file read from lo on
+        pos = f.kind.read_from(max(lo - f.start, 0))  # a plain file read from lo on, a DLedger one whole
         buf = storefs.read_range(fs, f.path, pos)
         starts = f.kind.record_starts(buf, f.start + pos, f.path)
         at = f.start + pos + starts

@@ -10,9 +10,9 @@ import pyarrow.fs as pafs
 from schemas import storefs
 from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA, MESSAGE_SCHEMA
 from schemas.commitlog import decode_records
-from schemas.commitlog_files import record_starts
+from schemas.commitlog_files import file_units, record_starts
 from schemas.consume_queue import decode_cq_segment, resolve_units
-from schemas.cq_rebuild import UNITS_SCHEMA, file_units
+from schemas.cq_rebuild import UNITS_SCHEMA
 from schemas.store import open_store
 
 

@@ -13,10 +13,10 @@ import pyarrow.compute as pc
 from schemas import layout as L
 from schemas import storefs
 from schemas.commitlog import decode_records
-from schemas.commitlog_files import header_problems
+from schemas.commitlog_files import file_units, header_problems
 from schemas.consume_queue import decode_cq_segment, resolve_units, units_without_ext
 from schemas.cq_ranges import segment_bounds
-from schemas.cq_rebuild import UNITS_SCHEMA, file_units
+from schemas.cq_rebuild import UNITS_SCHEMA
 from schemas.errors import CorruptStoreError, NotInStore
 from schemas.rocksdb_store import CQ_VALUE_DTYPE, consume_queue
 from schemas.store import QueueFiles

@@ -12,12 +12,11 @@ from jobs.pipeline.units.base import Split
 from jobs.pipeline.units.rebuilt import QUEUE_MARKS_SCHEMA  # noqa: F401 - what SplitUnits.marks holds
 from schemas import storefs
 from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA
-from schemas.cq_rebuild import END_DAMAGED, END_SHORT, file_units, rebuild_units, record_cuts
+from schemas.cq_rebuild import END_DAMAGED, record_cuts
 from schemas.errors import CorruptStoreError
 
 # bytes read past a split's end for the records that start in it and end beyond (a record of the bench stores
 # is 300-600 bytes; a longer one is read again whole, its size known from its header)
-RECORD_MARGIN = 64 << 10
 # bytes a pass over a file's record headers reads at a time (storefs.chunk_reader)
 HOP_CHUNK = 16 << 20
 
@@ -95,19 +94,10 @@ def snap_to_records(plan, splits, mapper=map):
     for start, end in splits:
         f = plan.log.file_at(start)
         (by_file.setdefault(f, []) if f is not None else rest).append((start, end))
-    plain = [(f, sorted({b for s in ranges for b in s if f.start < b < f.start + f.length}))
-             for f, ranges in by_file.items() if f.kind.seekable]
-    found = dict(zip([f for f, _ in plain], mapper(_cuts_of_file(plan.fs), plain)))
-    out = []
-    for f, ranges in by_file.items():
-        if not f.kind.seekable:
-            out.append((min(s for s, _ in ranges), max(e for _, e in ranges)))
-            continue
-        moved = dict(found[f])
-        for start, end in ranges:
-            start, end = moved.get(start, start), moved.get(end, end)
-            if start < end:
-                out.append((start, end))
+    bounds = [(f, f.kind.bounds_to_find(f, ranges)) for f, ranges in by_file.items()]
+    bounds = [(f, found) for f, found in bounds if found]
+    moved = dict(zip([f for f, _ in bounds], mapper(_cuts_of_file(plan.fs), bounds)))
+    out = [span for f, ranges in by_file.items() for span in f.kind.snapped(ranges, dict(moved.get(f, ())))]
     return sorted(out + rest)
 
 
@@ -166,26 +156,17 @@ def split_units(plan, start, end):
 
 def walk_split(plan, start, end):
     """(cq_rebuild.Walked of the records starting in [start, end), a record start in one file, or None where no
-    file holds the split; the CORRUPT_SCHEMA row of a damaged record that ended it, or None). A plain file's
-    split is read with RECORD_MARGIN past its end (a longer last record is read again, whole); a DLedger file
-    is read whole (its split is the file). A damaged record fails the task, or under --on-corrupt skip ends
+    file holds the split; the CORRUPT_SCHEMA row of a damaged record that ended it, or None), walked as the file's
+    format walks a split (LogFormat.walk_split: a plain file from the split's start, a DLedger file whole). A
+    damaged record fails the task, or under --on-corrupt skip ends
     the split's rebuilt units there: the records after it cannot be found, which the audit row says."""
     fs, f = plan.fs, plan.log.file_at(start)
     if f is None:
         return None, None
     rel = start - f.start
-    if not f.kind.seekable:
-        walked = file_units(f, storefs.read_range(fs, f.path), rel, end - f.start)
-        damaged_at = None if walked.how != END_DAMAGED else f.start + walked.end
-    else:
-        stop, want = min(end - start, f.length - rel), RECORD_MARGIN
-        while True:
-            buf = storefs.read_range(fs, f.path, rel, min(f.length - rel, stop + want))
-            walked = rebuild_units(buf, start, 0, stop)
-            if walked.how != END_SHORT or rel + len(buf) >= f.length:  # a record cut by the file's end: never
-                break  # dispatched by the broker either
-            want = walked.end + max(int.from_bytes(bytes(buf[walked.end:walked.end + 4]), "big"), 8) - stop
-        damaged_at = None if walked.how != END_DAMAGED else start + walked.end
+    walked, ended = f.kind.walk_split(lambda pos, n=None: storefs.read_range(fs, f.path, pos, n), f, rel,
+                                      min(end - f.start, f.length))
+    damaged_at = None if walked.how != END_DAMAGED else f.start + ended
     if damaged_at is None:
         return walked, None
     reason = ("record damaged: the units of the records from here to the end of the split "

@@ -17,8 +17,8 @@ from jobs.pipeline.units.files import ConsumeQueueFiles
 from jobs.pipeline.units.rebuilt import RebuiltUnits
 from jobs.pipeline.units.rocksdb import RocksDBQueues
 from jobs.settings import JobOptions
+from schemas.commitlog_files import file_units
 from schemas.config import load_topics
-from schemas.cq_rebuild import file_units
 from schemas.errors import NotInStore
 from schemas.local_api import local_store
 from schemas.storefs import read_range
