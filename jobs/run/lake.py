@@ -100,8 +100,8 @@ class Held:
         """{(broker, group, topic, queue): [(first, end), ...]}: the offsets each group holds of the run's stores,
         touching ranges merged (a key's nights become one span, however many nights the table holds)."""
         out = {}
-        for ref, mine in self._of(refs):
-            spans = mine.group_by(KEY, use_threads=False).aggregate([("first", "list"), ("end", "list")])
+        for ref in refs:
+            spans = self._of(ref).group_by(KEY, use_threads=False).aggregate([("first", "list"), ("end", "list")])
             columns = (spans.column(c).to_pylist() for c in (*KEY, "first_list", "end_list"))
             for g, t, q, firsts, ends in zip(*columns):
                 out[(ref.broker, g, t, q)] = _merged(zip(firsts, ends))
@@ -110,9 +110,7 @@ class Held:
     def rows_over(self, refs, broker, group, topic, queue, first, end):
         """[(first, end, run)] of the rows of (broker, group, topic, queue) that overlap [first, end): who holds it."""
         out = []
-        for ref, mine in self._of(refs):
-            if ref.broker != broker:
-                continue
+        for mine in (self._of(ref) for ref in refs if ref.broker == broker):
             hit = pc.and_(pc.and_(pc.equal(mine.column("group"), group), pc.equal(mine.column("topic"), topic)),
                           pc.and_(pc.equal(mine.column("queue_id"), queue),
                                   pc.and_(pc.less(mine.column("first"), end), pc.greater(mine.column("end"), first))))
@@ -120,11 +118,9 @@ class Held:
             out += zip(*(found.column(c).to_pylist() for c in ("first", "end", "run")))
         return sorted(out)
 
-    def _of(self, refs):
-        """(ref, its rows sorted by key and first offset) of each ref."""
-        for ref in refs:
-            mine = self.table.filter(ref.held_mask(self.table))
-            yield ref, mine.sort_by([(c, "ascending") for c in (*KEY, "first")])
+    def _of(self, ref):
+        """The rows of one ref's store."""
+        return self.table.filter(ref.held_mask(self.table))
 
 
 KEY = ("group", "topic", "queue_id")
