@@ -82,16 +82,20 @@ class IcebergTarget:
     continuing: bool = False
 
     def catalog(self):
-        """The pyiceberg catalog (imported here: only an Iceberg run pays for it). Called by the job's driver and
-        jobs.maintain only: their pydantic looks for no plugins (unless PYDANTIC_DISABLE_PLUGINS says otherwise),
-        as scanning every installed distribution's entry points for them held 5 MiB of the driver's memory (the
-        zip archives on sys.path, PySpark's among them, read whole)."""
+        """The pyiceberg catalog (imported here: only an Iceberg run pays for it): pyiceberg's by name, or the
+        embedded one (sqlite_catalog, without SQLAlchemy). Called by the job's driver and jobs.maintain only, where
+        two defaults change unless the environment sets them (measured on the bench store's second night,
+        docs/performance.md): pydantic looks for no plugins (PYDANTIC_DISABLE_PLUGINS), as scanning every installed
+        distribution's entry points for them held 5 MiB (the zip archives on sys.path, PySpark's among them, read
+        whole); pyiceberg's thread pool has a thread per core (PYICEBERG_MAX_WORKERS), not Python's cores + 4, each
+        of which kept its own malloc arena: 3 MiB."""
         os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+        os.environ.setdefault("PYICEBERG_MAX_WORKERS", str(os.cpu_count() or 1))
         if self.uri is None:
             from pyiceberg.catalog import load_catalog
             return load_catalog(self.name)
-        from pyiceberg.catalog.sql import SqlCatalog
-        return SqlCatalog(self.name or DEFAULT_CATALOG, uri=self.uri, warehouse=_uri(self.warehouse))
+        from jobs.run.sqlite_catalog import SqliteCatalog
+        return SqliteCatalog(self.name or DEFAULT_CATALOG, uri=self.uri, warehouse=_uri(self.warehouse))
 
     def describe(self):
         return f"catalog {self.name}" if self.uri is None else f"{self.uri} (warehouse {self.warehouse})"
@@ -129,6 +133,9 @@ def catalog_target(given, what="--sink iceberg"):
     if not given.uri and not given.name:
         raise UsageError(f"{what} needs a catalog: --catalog-uri sqlite:///PATH --warehouse PATH_OR_URI "
                          "(embedded, nothing to run), or --catalog NAME from pyiceberg's configuration")
+    if given.uri:
+        from jobs.run.sqlite_catalog import sqlite_path
+        sqlite_path(given.uri)
     return IcebergTarget(given.namespace, given.name, given.uri, given.warehouse, seconds(given.wait))
 
 
@@ -379,17 +386,12 @@ def _stale(target, catalog):
         table = _load(catalog, f"{target.namespace}.{name}")
         if table is None:
             continue
-        referenced = set()
-        if table.snapshots():
-            for path in table.inspect.all_files().column("file_path").to_pylist():
-                found = lake.RUN_DIR.search(path)
-                if found:
-                    referenced.add(found.group(1))
         where = target.table_place(catalog, table)
-        for info in where.fs.get_file_info(pafs.FileSelector(where.path("data"), allow_not_found=True)):
-            if info.type == pafs.FileType.Directory and info.base_name.startswith("run-") \
-                    and info.base_name[4:] not in referenced:
-                out.append((name, info.path, where.fs))
+        folders = {info.base_name[4:]: info.path
+                   for info in where.fs.get_file_info(pafs.FileSelector(where.path("data"), allow_not_found=True))
+                   if info.type == pafs.FileType.Directory and info.base_name.startswith("run-")}
+        referenced = lake.referenced_runs(table, folders)
+        out += [(name, path, where.fs) for run, path in sorted(folders.items()) if run not in referenced]
     return out
 
 

@@ -355,6 +355,29 @@ def runs_of_files(table, known=()):
     return {run for run in map(_run_of, (f.file_path for f in _data_files(table, skipped))) if run is not None}
 
 
+def referenced_runs(table, runs):
+    """Which of `runs` (the folders data/run-<run>/ hold) a snapshot of the table references. A run whose own
+    snapshot (add_files') is still there is referenced by it, nothing read; for the others the manifests of every
+    snapshot are read, each once and an entry at a time, until all are found: a year of nights costs a lake no
+    file list in memory, and a night whose runs' snapshots are all there reads no manifest."""
+    from pyiceberg.manifest import ManifestContent
+    found = set(runs) & {s.summary.additional_properties.get(RUN) for s in table.snapshots() if s.summary}
+    left, seen = set(runs) - found, set()
+    for snapshot in table.snapshots() if left else ():
+        for manifest in snapshot.manifests(table.io):
+            if manifest.content != ManifestContent.DATA or manifest.manifest_path in seen:
+                continue
+            seen.add(manifest.manifest_path)
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                run = _run_of(entry.data_file.file_path)
+                if run in left:
+                    left.discard(run)
+                    found.add(run)
+            if not left:
+                return found
+    return found
+
+
 def _run_of(path):
     found = RUN_DIR.search(path)
     return found.group(1) if found else None

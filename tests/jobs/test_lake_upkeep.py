@@ -9,6 +9,7 @@ import pytest
 from jobs import maintain
 from jobs.errors import UsageError
 from jobs.run import lake, lake_upkeep
+from jobs.run.iceberg_sink import stale_runs
 from tests.jobs.lake_parts import BROKER, REF, keys, night, target
 
 T = "TopicTest"
@@ -54,6 +55,22 @@ def test_a_dozen_nights_compacted_expired_and_still_continued(tmp_path, capsys):
         lake.refuse_overlaps("lake", held, (REF,), [(BROKER, "G1", T, 0, 50, 60)])
     night(target(tmp_path, continuing=True), tmp_path / "n12", "n12", SUBS, [(T, 0, 120, 130)], [("G1", T, 0, 125)])
     assert keys(tgt) == sorted(rows + [("G1", T, 0, 125)])
+
+
+def _stale_names(tgt):
+    return sorted((name, path.rstrip("/").rsplit("/", 1)[1]) for name, path, _ in stale_runs(tgt))
+
+
+def test_a_run_whose_snapshot_expired_is_stale_only_once_no_snapshot_holds_its_files(tmp_path):
+    tgt = target(tmp_path)
+    _nights(tgt, tmp_path, count=3)
+    assert _stale_names(tgt) == []
+    assert maintain.main(_args(tgt, "--expire-snapshots-older-than", "0s")) == 0
+    assert len(tgt.catalog().load_table("lake.matched").snapshots()) == 1  # n0's and n1's snapshots are gone...
+    assert _stale_names(tgt) == []  # ...but the current one still holds their files
+    assert maintain.main(_args(tgt, "--compact", "--expire-snapshots-older-than", "0s")) == 0
+    assert _stale_names(tgt) == [(name, f"run-n{n}") for name in ("collisions", "matched", "messages")
+                                 for n in range(3)]  # rewritten by the compaction, then expired
 
 
 def test_orphans_are_kept_until_old_enough(tmp_path):
