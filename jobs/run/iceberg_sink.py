@@ -46,6 +46,7 @@ RUN, STORE, OFFSETS = lake.RUN, "mqreplay.store", "mqreplay.offsets"
 # {broker: {topic: {queue: [first, end]}}} of the run, for people reading a snapshot (the lake reads its ranges)
 BROKERS = "mqreplay.brokers"
 DEFAULT_CATALOG = "mqreplay"
+EMBEDDED_CATALOG = "jobs.run.sqlite_catalog.SqliteCatalog"  # pyiceberg imports it (py-catalog-impl) when used
 DEFAULT_NAMESPACE = "mqreplay"  # --namespace's default (the job's and jobs.maintain's)
 
 
@@ -83,19 +84,19 @@ class IcebergTarget:
 
     def catalog(self):
         """The pyiceberg catalog (imported here: only an Iceberg run pays for it): pyiceberg's by name, or the
-        embedded one (sqlite_catalog, without SQLAlchemy). Called by the job's driver and jobs.maintain only, where
-        two defaults change unless the environment sets them (measured on the bench store's second night,
-        docs/performance.md): pydantic looks for no plugins (PYDANTIC_DISABLE_PLUGINS), as scanning every installed
-        distribution's entry points for them held 5 MiB (the zip archives on sys.path, PySpark's among them, read
-        whole); pyiceberg's thread pool has a thread per core (PYICEBERG_MAX_WORKERS), not Python's cores + 4, each
-        of which kept its own malloc arena: 3 MiB."""
+        embedded one (sqlite_catalog, without SQLAlchemy; UsageError for a URI other than sqlite:///PATH).
+        Called by the job's driver and jobs.maintain only, where two defaults change unless the environment sets
+        them (measured on the bench store's second night, docs/performance.md): pydantic looks for no plugins
+        (PYDANTIC_DISABLE_PLUGINS), as scanning every installed distribution's entry points for them held 5 MiB
+        (the zip archives on sys.path, PySpark's among them, read whole); pyiceberg's thread pool has a thread per
+        core (PYICEBERG_MAX_WORKERS), not Python's cores + 4, each of which kept its own malloc arena: 3 MiB."""
         os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
         os.environ.setdefault("PYICEBERG_MAX_WORKERS", str(os.cpu_count() or 1))
+        from pyiceberg.catalog import PY_CATALOG_IMPL, load_catalog
         if self.uri is None:
-            from pyiceberg.catalog import load_catalog
             return load_catalog(self.name)
-        from jobs.run.sqlite_catalog import SqliteCatalog
-        return SqliteCatalog(self.name or DEFAULT_CATALOG, uri=self.uri, warehouse=_uri(self.warehouse))
+        return load_catalog(self.name or DEFAULT_CATALOG, **{PY_CATALOG_IMPL: EMBEDDED_CATALOG, "uri": self.uri,
+                                                             "warehouse": _uri(self.warehouse)})
 
     def describe(self):
         return f"catalog {self.name}" if self.uri is None else f"{self.uri} (warehouse {self.warehouse})"
@@ -133,9 +134,6 @@ def catalog_target(given, what="--sink iceberg"):
     if not given.uri and not given.name:
         raise UsageError(f"{what} needs a catalog: --catalog-uri sqlite:///PATH --warehouse PATH_OR_URI "
                          "(embedded, nothing to run), or --catalog NAME from pyiceberg's configuration")
-    if given.uri:
-        from jobs.run.sqlite_catalog import sqlite_path
-        sqlite_path(given.uri)
     return IcebergTarget(given.namespace, given.name, given.uri, given.warehouse, seconds(given.wait))
 
 

@@ -13,8 +13,14 @@ import sqlite3
 from contextlib import closing, contextmanager
 
 from pyiceberg.catalog import Catalog, MetastoreCatalog
-from pyiceberg.exceptions import (CommitFailedException, NamespaceAlreadyExistsError, NamespaceNotEmptyError,
-                                  NoSuchNamespaceError, NoSuchTableError, TableAlreadyExistsError)
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    NamespaceAlreadyExistsError,
+    NamespaceNotEmptyError,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+)
 from pyiceberg.io import load_file_io
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.serializers import FromInputFile

@@ -1,7 +1,8 @@
-"""The embedded catalog (jobs/run/sqlite_catalog.py) against pyiceberg's own SqlCatalog on the same SQLite file:
-each reads and commits what the other wrote; a commit racing another writer is refused (and retried); a locked file is a busy
-catalog; a catalog from before views is used as it is; only sqlite:///PATH is taken; and an Iceberg run's driver
-never imports SQLAlchemy (the reason it exists). Expectations: the rows and names each test writes."""
+"""The embedded catalog (jobs/run/sqlite_catalog.py) against pyiceberg's own SqlCatalog on the same
+SQLite file: each reads and commits what the other wrote; a commit racing another writer is refused, then
+retried; a locked file is a busy catalog; a catalog from before views is used as it is; only sqlite:///PATH
+is taken; and an Iceberg run's driver never imports SQLAlchemy (the reason it exists). Expectations: the rows
+and names each test writes."""
 import sqlite3
 import subprocess
 import sys
@@ -9,11 +10,16 @@ import sys
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import (NamespaceAlreadyExistsError, NamespaceNotEmptyError,
-                                  NoSuchTableError, TableAlreadyExistsError)
+from pyiceberg.exceptions import (
+    NamespaceAlreadyExistsError,
+    NamespaceNotEmptyError,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+)
 
 from jobs.errors import UsageError
 from jobs.run import catalog_wait, sqlite_catalog
+from jobs.run.iceberg_sink import IcebergTarget
 from jobs.run.sqlite_catalog import SqliteCatalog, sqlite_path
 from tests.jobs.test_exit_codes import ROOT
 
@@ -44,8 +50,8 @@ def test_each_reads_and_commits_what_pyicebergs_sql_catalog_wrote(tmp_path):
     assert _values(ours.load_table("night.t")) == [1, 2, 3, 4, 5]
     assert _values(ours.load_table("night.u")) == [9]
     assert ours.load_table("night.t").metadata_location == theirs.load_table("night.t").metadata_location
-    assert sorted(ours.list_tables("night")) == sorted(theirs.list_tables("night")) == [("night", "t"),
-                                                                                       ("night", "u")]
+    both = [("night", "t"), ("night", "u")]
+    assert sorted(ours.list_tables("night")) == sorted(theirs.list_tables("night")) == both
     assert ours.list_namespaces() == theirs.list_namespaces() == [("night",)]
 
 
@@ -128,9 +134,9 @@ def test_namespaces_and_tables_are_created_renamed_and_dropped_as_in_pyicebergs(
 
 @pytest.mark.parametrize("uri", ["postgresql://db/lake", "sqlite://", "sqlite:///:memory:",
                                  "sqlite:///lake.db?mode=ro", "lake.db"])
-def test_only_a_sqlite_file_is_the_embedded_catalog(uri):
+def test_only_a_sqlite_file_is_the_embedded_catalog(uri, tmp_path):
     with pytest.raises(UsageError, match="give sqlite:///PATH"):
-        sqlite_path(uri)
+        IcebergTarget("night", uri=uri, warehouse=str(tmp_path)).catalog()
 
 
 def test_a_sqlite_uri_names_its_file_as_sqlalchemy_reads_it():
