@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import (
+    CommitFailedException,
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
     NoSuchTableError,
@@ -55,14 +56,14 @@ def test_each_reads_and_commits_what_pyicebergs_sql_catalog_wrote(tmp_path):
     assert ours.list_namespaces() == theirs.list_namespaces() == [("night",)]
 
 
-def test_a_commit_racing_another_writer_is_refused_then_retried_never_lost(tmp_path, monkeypatch, caplog):
+def test_a_commit_racing_another_writer_is_refused_then_retried_never_lost(tmp_path, monkeypatch):
     """The row moved on after the commit loaded the table (its requirements passed): the conditional UPDATE
     matches nothing, so the commit fails and pyiceberg retries it on the new metadata. An unconditional one
     would have dropped the other writer's row (7)."""
     ours, theirs = _catalogs(tmp_path)
     ours.create_namespace("night")
     table = ours.create_table("night.t", schema=SCHEMA)
-    load = SqliteCatalog.load_table
+    load, commit, refused = SqliteCatalog.load_table, SqliteCatalog.commit_table, []
 
     def load_then_lose_the_race(self, identifier):
         loaded = load(self, identifier)
@@ -70,9 +71,17 @@ def test_a_commit_racing_another_writer_is_refused_then_retried_never_lost(tmp_p
         theirs.load_table("night.t").append(_rows(0, 7))
         return loaded
 
+    def counted_commit(self, *args):
+        try:
+            return commit(self, *args)
+        except CommitFailedException as e:
+            refused.append(str(e))
+            raise
+
     monkeypatch.setattr(SqliteCatalog, "load_table", load_then_lose_the_race)
+    monkeypatch.setattr(SqliteCatalog, "commit_table", counted_commit)
     table.append(_rows(0, 8))
-    assert "Commit failed due to a concurrent update" in caplog.text
+    assert refused == ["Table has been updated by another process: night.t"]
     assert _values(ours.load_table("night.t")) == [7, 8]
 
 
