@@ -6,9 +6,10 @@ reads its byte range of the commit log, decodes each message once, applies every
 and writes the answer with pyarrow (jobs/run/sink.py). Spark carries back only the small reports (a row per
 file, the counters): no result row goes through the JVM.
 
-The stage is DataFrame operations (`spark.range` of the split numbers, one per partition, `mapInArrow` of
-the task, `collect`), not an RDD: Spark Connect offers no RDD and no SparkContext, and the one code path
-serves spark-submit and a Connect client alike. A task's report rows travel as one pickled binary column.
+The stage is an RDD of the split numbers, one per partition, mapped by the task and collected: no SQL query to
+plan, which on a cold JVM cost every run about a second. Spark Connect offers no RDD and no SparkContext: there
+the same tasks run as DataFrame operations (`spark.range`, `mapInArrow`, `collect`, the report rows in a binary
+column). Either way a task's report rows travel pickled.
 
 Who runs the tasks is a mapper, `tasks(items, fn)` -> [fn(item) as a list, ...] in item order: `SparkTasks`
 (a Spark task per item) for a run, `in_process` (one after another, the rows pickled as Spark's are) for the tests
@@ -22,6 +23,7 @@ import pyarrow as pa
 from jobs.errors import TaskFailed
 from jobs.pipeline.split_task import iter_split
 from jobs.pipeline.split_units import commitlog_splits, snap_to_records, split_units
+from jobs.run.session import is_connect
 from jobs.run.worker_daemon import JOB_DAEMON
 from schemas import no_pandas, rocksdb_store
 from schemas.arrow_schemas import CORRUPT_SCHEMA
@@ -118,24 +120,36 @@ def replay(tasks, plans, spec, ranges, progress=None):
 
 
 def map_tasks(spark, items, fn):
-    """[fn(item) for item in items], one Spark task per item, as DataFrame operations: `spark.range` of the
-    items' numbers, a partition each, `mapInArrow` calling `fn` in the task, the results (lists of
-    picklable rows, small: reports, not data) pickled into a binary column and collected in item order."""
+    """[fn(item) for item in items], one Spark task per item, the results (lists of picklable rows, small:
+    reports, not data) pickled in the task and collected in item order. A classic session runs them as an RDD
+    of the items' numbers, a partition each: no query to plan, where a DataFrame's first plan on a cold JVM
+    (Catalyst, whole-stage code generation) cost every run about a second (docs/performance.md). Over Spark
+    Connect, which has no RDDs, as DataFrame operations: `spark.range` of the numbers, a partition each,
+    `mapInArrow` calling `fn`, the rows in a binary column."""
     items = list(items)
     if not items:
         return []
 
-    def tasks(batches):
-        for batch in batches:
-            for i in batch.column(0).to_pylist():
-                with no_pandas.left_out():  # the task's work only: PySpark's own code runs as it would
-                    rows = pickle.dumps(list(fn(items[i])))
+    def rows_of(i):
+        with no_pandas.left_out():  # the task's work only: PySpark's own code runs as it would
+            return pickle.dumps(list(fn(items[i])))
+
+    def partition(numbers):
+        yield from map(rows_of, numbers)
+        settle_garbage()
+
+    def batches(numbered):
+        for batch in numbered:
+            for rows in map(rows_of, batch.column(0).to_pylist()):
                 yield pa.RecordBatch.from_arrays([pa.array([rows], pa.binary())], names=["rows"])
         settle_garbage()
 
     n = len(items)
-    rows = spark.range(0, n, 1, n).mapInArrow(tasks, "rows binary").collect()  # toArrow is Spark 4.0+
-    return [pickle.loads(row.rows) for row in rows]
+    if is_connect(spark):
+        pickled = [row.rows for row in spark.range(0, n, 1, n).mapInArrow(batches, "rows binary").collect()]
+    else:
+        pickled = spark.sparkContext.parallelize(range(n), n).mapPartitions(partition).collect()
+    return [pickle.loads(rows) for rows in pickled]
 
 
 def settle_garbage(env=None):
