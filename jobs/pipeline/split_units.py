@@ -15,8 +15,6 @@ from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA
 from schemas.cq_rebuild import END_DAMAGED, record_cuts
 from schemas.errors import CorruptStoreError
 
-# bytes read past a split's end for the records that start in it and end beyond (a record of the bench stores
-# is 300-600 bytes; a longer one is read again whole, its size known from its header)
 # bytes a pass over a file's record headers reads at a time (storefs.chunk_reader)
 HOP_CHUNK = 16 << 20
 

@@ -352,30 +352,22 @@ def runs_of_files(table, known=()):
     a night reads the manifests added since the lake's last complete run, not every file of a year."""
     skipped = {s.snapshot_id for s in table.snapshots()
                if s.summary and s.summary.additional_properties.get(RUN) in known}
-    return {run for run in map(_run_of, (f.file_path for f in _data_files(table, skipped))) if run is not None}
+    files = _data_files(table, _current_manifests(table, skipped))
+    return {run for run in map(_run_of, (f.file_path for f in files)) if run is not None}
 
 
 def referenced_runs(table, runs):
     """Which of `runs` (the folders data/run-<run>/ hold) a snapshot of the table references. A run whose own
-    snapshot (add_files') is still there is referenced by it, nothing read; for the others the manifests of every
-    snapshot are read, each once and an entry at a time, until all are found: a year of nights costs a lake no
-    file list in memory, and a night whose runs' snapshots are all there reads no manifest."""
-    from pyiceberg.manifest import ManifestContent
-    found = set(runs) & {s.summary.additional_properties.get(RUN) for s in table.snapshots() if s.summary}
-    left, seen = set(runs) - found, set()
-    for snapshot in table.snapshots() if left else ():
-        for manifest in snapshot.manifests(table.io):
-            if manifest.content != ManifestContent.DATA or manifest.manifest_path in seen:
-                continue
-            seen.add(manifest.manifest_path)
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-                run = _run_of(entry.data_file.file_path)
-                if run in left:
-                    left.discard(run)
-                    found.add(run)
+    snapshot (add_files') is still there is referenced by it, nothing read; the others are looked for in the
+    manifests of every snapshot, each read once, until all are found: a year of nights costs a lake no file list
+    in memory, and a night whose runs' snapshots are all there reads no manifest."""
+    left = set(runs) - {s.summary.additional_properties.get(RUN) for s in table.snapshots() if s.summary}
+    if left:
+        for data_file in _data_files(table, _every_manifest(table)):
+            left.discard(_run_of(data_file.file_path))
             if not left:
-                return found
-    return found
+                break
+    return set(runs) - left
 
 
 def _run_of(path):
@@ -383,19 +375,31 @@ def _run_of(path):
     return found.group(1) if found else None
 
 
-def _data_files(table, skipped=frozenset()):
-    """The current snapshot's data files, a manifest at a time (never the whole table's file list with every
-    column's metrics, as table.inspect.files() builds it); a manifest holding only files added by a snapshot of
-    `skipped` (ids) is not read."""
+def _data_files(table, manifests=None):
+    """The data files of `manifests` (the current snapshot's when None), a manifest at a time and an entry at a
+    time (never the whole table's file list with every column's metrics, as table.inspect.files() builds it)."""
     from pyiceberg.manifest import ManifestContent
+    for manifest in _current_manifests(table) if manifests is None else manifests:
+        if manifest.content == ManifestContent.DATA:
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                yield entry.data_file
+
+
+def _current_manifests(table, skipped=frozenset()):
+    """The current snapshot's manifests, less those holding only files a snapshot of `skipped` (ids) added."""
     snapshot = table.current_snapshot()
-    for manifest in snapshot.manifests(table.io) if snapshot else ():
-        if manifest.content != ManifestContent.DATA or (
-                manifest.added_snapshot_id in skipped and manifest.existing_files_count == 0
-                and manifest.deleted_files_count == 0):
-            continue
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            yield entry.data_file
+    return [m for m in (snapshot.manifests(table.io) if snapshot else ())
+            if not (m.added_snapshot_id in skipped and m.existing_files_count == 0 and m.deleted_files_count == 0)]
+
+
+def _every_manifest(table):
+    """The manifests of every snapshot of the table, each once (snapshots share the manifests they carry over)."""
+    seen = set()
+    for snapshot in table.snapshots():
+        for manifest in snapshot.manifests(table.io):
+            if manifest.manifest_path not in seen:
+                seen.add(manifest.manifest_path)
+                yield manifest
 
 
 def committed(table, run):

@@ -27,7 +27,7 @@ from tests.jobs.test_exit_codes import ROOT
 SCHEMA = pa.schema([pa.field("n", pa.int64())])
 
 
-def _rows(_, *values):
+def _rows(*values):
     return pa.table({"n": pa.array(values, pa.int64())})
 
 
@@ -44,10 +44,10 @@ def _values(table):
 def test_each_reads_and_commits_what_pyicebergs_sql_catalog_wrote(tmp_path):
     ours, theirs = _catalogs(tmp_path)
     ours.create_namespace("night")
-    ours.create_table("night.t", schema=SCHEMA).append(_rows(0, 1, 2, 3))
+    ours.create_table("night.t", schema=SCHEMA).append(_rows(1, 2, 3))
     assert _values(theirs.load_table("night.t")) == [1, 2, 3]
-    theirs.load_table("night.t").append(_rows(0, 4, 5))
-    theirs.create_table("night.u", schema=SCHEMA).append(_rows(0, 9))
+    theirs.load_table("night.t").append(_rows(4, 5))
+    theirs.create_table("night.u", schema=SCHEMA).append(_rows(9))
     assert _values(ours.load_table("night.t")) == [1, 2, 3, 4, 5]
     assert _values(ours.load_table("night.u")) == [9]
     assert ours.load_table("night.t").metadata_location == theirs.load_table("night.t").metadata_location
@@ -68,7 +68,7 @@ def test_a_commit_racing_another_writer_is_refused_then_retried_never_lost(tmp_p
     def load_then_lose_the_race(self, identifier):
         loaded = load(self, identifier)
         monkeypatch.setattr(SqliteCatalog, "load_table", load)
-        theirs.load_table("night.t").append(_rows(0, 7))
+        theirs.load_table("night.t").append(_rows(7))
         return loaded
 
     def counted_commit(self, *args):
@@ -80,7 +80,7 @@ def test_a_commit_racing_another_writer_is_refused_then_retried_never_lost(tmp_p
 
     monkeypatch.setattr(SqliteCatalog, "load_table", load_then_lose_the_race)
     monkeypatch.setattr(SqliteCatalog, "commit_table", counted_commit)
-    table.append(_rows(0, 8))
+    table.append(_rows(8))
     assert refused == ["Table has been updated by another process: night.t"]
     assert _values(ours.load_table("night.t")) == [7, 8]
 
@@ -111,7 +111,7 @@ def test_a_catalog_from_before_views_is_used_without_migrating_it(tmp_path):
                     "NULL, PRIMARY KEY (catalog_name, namespace, property_key))")
     ours, _ = _catalogs(tmp_path)
     ours.create_namespace("night")
-    ours.create_table("night.t", schema=SCHEMA).append(_rows(0, 1))
+    ours.create_table("night.t", schema=SCHEMA).append(_rows(1))
     assert _values(ours.load_table("night.t")) == [1]
     with sqlite3.connect(tmp_path / "catalog.db") as con:
         columns = [r[1] for r in con.execute("PRAGMA table_info(iceberg_tables)")]
