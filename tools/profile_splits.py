@@ -55,6 +55,8 @@ def main(argv=None):
     ap.add_argument("--passes", type=int, default=2, help="passes (the first is a warm-up, left out)")
     ap.add_argument("--splits", type=int, default=None, help="only the first N splits")
     ap.add_argument("--top", type=int, default=0, help="also print the N largest functions by own time")
+    ap.add_argument("--callers", action="append", default=[], metavar="NAME",
+                    help="also print who calls the functions matching NAME (a pstats pattern), and their cost")
     args = ap.parse_args(argv)
 
     from jobs.pipeline.plan import build_plan
@@ -95,6 +97,8 @@ def main(argv=None):
         print(f"  {label:50s} {statistics.median(seconds):7.3f} ({seconds[0]:.3f}-{seconds[-1]:.3f})")
     if args.top:
         stats.sort_stats("tottime").print_stats(args.top)
+    for name in args.callers:
+        stats.sort_stats("cumulative").print_callers(name)
 
 
 if __name__ == "__main__":
