@@ -43,7 +43,13 @@ from jobs.run import console, lifecycle, outputs  # noqa: E402
 from jobs.run.command import fingerprint  # noqa: E402
 from jobs.run.lineage import Lineage  # noqa: E402
 from jobs.run.progress import open_progress  # noqa: E402
-from jobs.run.session import archive_of_a_whole_run, classic_session_exists, is_connect, spark_session  # noqa: E402
+from jobs.run.session import (  # noqa: E402
+    archive_of_a_whole_run,
+    classic_session_exists,
+    is_connect,
+    spark_session,
+    stop_session,
+)
 from jobs.run.sinks import sink_of  # noqa: E402
 from jobs.run.stage import unseen_paths  # noqa: E402
 from jobs.run.summary import exit_code, summary_notes, summary_table  # noqa: E402
@@ -313,7 +319,7 @@ def check_server_sees(spark, run, planned, options, owned=True):
 def _stop_spark(spark):
     """Stop the session; a JVM that is already gone (a stopped run) has nothing left to stop."""
     try:
-        spark.stop()
+        stop_session(spark)
     except Exception:  # noqa: BLE001 - py4j's errors once the JVM ended
         log.debug("stopping Spark failed", exc_info=True)
 

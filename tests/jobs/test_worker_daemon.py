@@ -1,6 +1,7 @@
 """PySpark's daemon with the job's imports done before it forks (jobs/run/worker_daemon.py), and where the session
 asks for it (jobs/run/session.py)."""
 import gc
+import os
 import subprocess
 import sys
 
@@ -75,3 +76,27 @@ def test_a_task_in_the_jobs_daemon_freezes_what_its_worker_holds():
         "print(before, gc.get_freeze_count() > 0)\n")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["0", "True"]
+
+
+def test_the_preloaded_daemon_keeps_no_zip_importer_and_still_imports_from_the_zips():
+    """Spark puts pyspark.zip first on a worker's path; a worker's first task makes PySpark invalidate the import
+    caches, which made each cached zip importer read its archive's directory again."""
+    import pyspark
+
+    archive = os.path.join(os.path.dirname(pyspark.__file__), "python", "lib", "pyspark.zip")
+    proc = subprocess.run([sys.executable, "-c", (
+        "import importlib, os, sys, zipimport\n"
+        "os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')\n"
+        "os.environ.setdefault('JE_ARROW_MALLOC_CONF', 'background_thread:false')\n"
+        "from jobs.run import worker_daemon as w\n"
+        "w.preload()\n"
+        "print(sys.modules['pyspark.worker'].__spec__.origin.startswith(sys.argv[1]))\n"
+        "print(sum(isinstance(f, zipimport.zipimporter) for f in sys.path_importer_cache.values()))\n"
+        "importlib.invalidate_caches()\n"
+        "import pyspark.find_spark_home as later\n"
+        "print(later.__spec__.origin.startswith(sys.argv[1]))\n"), archive],
+        capture_output=True, text=True, timeout=120, cwd="/",
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([archive, os.path.dirname(os.path.dirname(
+            os.path.dirname(os.path.abspath(__file__))))])))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "0", "True"]
