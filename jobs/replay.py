@@ -44,6 +44,7 @@ from jobs.run.command import fingerprint  # noqa: E402
 from jobs.run.lineage import Lineage  # noqa: E402
 from jobs.run.progress import open_progress  # noqa: E402
 from jobs.run.session import (  # noqa: E402
+    SessionStart,
     archive_of_a_whole_run,
     classic_session_exists,
     is_connect,
@@ -95,7 +96,8 @@ def spark_cause(exc):
 
 def _prepare(args, progress):
     """Settings, options, OUT's claim and checks, and the plan: everything that can fail before Spark
-    starts. The claim comes before the plan: a second run on the same OUT refuses at once."""
+    starts. The claim comes before the plan: a second run on the same OUT refuses at once. Under spark-submit,
+    the session starts while the store is planned (the SessionStart returned last, else None)."""
     settings = settings_of(args)
     brokers = brokers_of(args.store, args.brokers, args.commitlog)
     command = fingerprint(args, brokers)  # before the sink reads a lake's offsets into --starting-offsets
@@ -104,12 +106,14 @@ def _prepare(args, progress):
     progress.set_phase("claiming OUT")
     run = outputs.OutputRun(args.out, args.overwrite, args.clean_stale, run=args.run, command=command)
     if run.repeated is not None:  # a retry of the command that published OUT: nothing to plan
-        return settings, options, run, None, sink
+        return settings, options, run, None, sink, None
     if run.stale and args.clean_stale:
         print(f"removed {len(run.stale)} leftover temporary output(s): {', '.join(run.stale)}", file=sys.stderr)
     elif run.stale:
         print(f"warning: {len(run.stale)} temporary output(s) beside --out, left by runs that died: "
               f"{', '.join(run.stale)}; --clean-stale removes them", file=sys.stderr)
+    started = SessionStart(settings, args.master) if console.under_spark_submit() and not args.remote \
+        and not classic_session_exists() else None
     try:
         progress.set_phase("planning: listing the store, probing its consume queues")
         planned = plan_cluster(options, brokers)
@@ -119,7 +123,7 @@ def _prepare(args, progress):
             planned = plan_cluster(options, brokers)
         sink.check(planned, args.clean_stale)  # before Spark: a rerun of committed offsets commits nothing
         sink.narrow(planned)  # a lake: what each group holds already is out of its scope
-        return settings, options, run, planned, sink
+        return settings, options, run, planned, sink, started
     except BaseException:
         run.abandon()
         raise
@@ -216,15 +220,16 @@ def _logged(args, events=None):
 def _main(args, progress):
     if args.remote:
         client_paths_absolute(args)
-    settings, options, run, planned, sink = _prepare(args, progress)
+    settings, options, run, planned, sink, started = _prepare(args, progress)
     if run.repeated is not None:
         return _repeated(args, run)
     if console.under_spark_submit():  # the JVM is this process's parent (never a notebook's kernel)
         lifecycle.watch_parent(run.abandon, exit_code=EXIT_FAILED)
-    owned = args.remote is not None or not classic_session_exists()  # a notebook's session is left running
+    # a notebook's session is left running; the one started meanwhile (SessionStart) is the run's
+    owned = args.remote is not None or started is not None or not classic_session_exists()
     try:
         progress.set_phase("starting Spark")
-        spark = spark_session(settings, args.master, args.remote)
+        spark = started.session() if started is not None else spark_session(settings, args.master, args.remote)
         if owned and not args.remote:  # a stop signal to the JVM stops the run as one to this driver
             lifecycle.stop_on_signals()  # again: SparkContext took SIGINT
             lifecycle.forward_jvm_signals(spark)

@@ -1,9 +1,14 @@
-"""Stopping the run's session (jobs/run/session.stop_session): the accumulator server is shut down off the main
-thread, and still shut down, with every update counted."""
+"""Starting the run's session while the driver plans (jobs/run/session.SessionStart), and stopping it
+(stop_session): the accumulator server is shut down off the main thread, and still shut down, with every update
+counted."""
 import os
 import subprocess
 import sys
 import textwrap
+
+import pytest
+
+from jobs.run import session
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -37,3 +42,18 @@ def test_stopping_the_session_shuts_its_accumulator_server_down_after_every_upda
     assert "stopped True True" in lines
     assert "server True -1" in lines  # shut down and its socket closed, not left serving
     assert "counted 10" in lines  # 1 + 2 + 3 + 4
+
+
+def test_a_session_started_while_planning_is_the_one_asked_for(monkeypatch):
+    monkeypatch.setattr(session, "spark_session", lambda settings, master=None: ("session", settings, master))
+    assert session.SessionStart({"spark": {}}, "local[2]").session() == ("session", {"spark": {}}, "local[2]")
+
+
+def test_a_session_that_failed_to_start_raises_its_error_when_asked_for(monkeypatch):
+    def no_java(settings, master=None):
+        raise RuntimeError("JAVA_HOME is not set")
+
+    monkeypatch.setattr(session, "spark_session", no_java)
+    started = session.SessionStart({}, None)  # nothing raised here: the driver is planning
+    with pytest.raises(RuntimeError, match="JAVA_HOME is not set"):
+        started.session()
