@@ -2,10 +2,13 @@
 Spark Connect client (`--remote sc://HOST:PORT`). The stage and the sinks are DataFrame operations either way
 (jobs/run/stage.py); what only a classic session has (accumulators for progress, the status tracker) is asked
 for through `is_connect`."""
+import logging
 import os
 import subprocess
 import sys
 import threading
+
+log = logging.getLogger("mqreplay")
 
 # PySpark's daemon, with the job's imports done before it forks the workers (jobs/run/worker_daemon.py)
 DAEMON_CONF = "spark.python.daemon.module"
@@ -40,19 +43,42 @@ def spark_session(settings, master=None, remote=None):
             if key.startswith("spark.sql."):
                 spark.conf.set(key, value)
         return spark
-    builder = SparkSession.builder.appName("mqreplay")
+    options = {"spark.app.name": "mqreplay"}
     if not master and "PYSPARK_GATEWAY_PORT" not in os.environ:  # plain `python jobs/replay.py`
         master = "local[*]"
     workers_run_this_python(master, settings.get("spark", {}))
     if master:
-        builder = builder.master(master)
+        options["spark.master"] = master
     given = _submitted_conf()
     for key, value in settings.get("spark", {}).items():
         if key not in given:  # spark-submit's --conf and --properties-file win over conf/replay.json
-            builder = builder.config(key, value)
-    if DAEMON_CONF not in given and _workers_import_daemon(master or _submitted_master(given)):
-        builder = builder.config(DAEMON_CONF, DAEMON_MODULE)
-    return builder.getOrCreate()
+            options[key] = value
+    job_daemon = DAEMON_CONF not in given and _workers_import_daemon(master or _submitted_master(given))
+    if job_daemon:
+        options[DAEMON_CONF] = DAEMON_MODULE
+        from pyspark import SparkConf, SparkContext
+
+        warm_workers(SparkContext.getOrCreate(SparkConf().setAll(options.items())))
+    return SparkSession.builder.config(map=options).getOrCreate()  # on the context made above, if one was
+
+
+def warm_workers(sc):
+    """Start the Python daemon while the session is made: a task that does nothing, run in a daemon thread as soon
+    as the SparkContext exists, makes the JVM start the job's daemon (jobs/run/worker_daemon.py: its imports and
+    numba's kernels, about a second) and fork a worker, while the SparkSession is built (0.7-0.9 s more on this
+    machine); the stage's first tasks found neither before. A failure here is left to the stage to meet and say."""
+    threading.Thread(target=_run_nothing, args=(sc,), name="mqreplay-warm-workers", daemon=True).start()
+
+
+def _run_nothing(sc):
+    try:
+        sc.parallelize([0], 1).foreach(_nothing)
+    except Exception:  # noqa: BLE001 - the stage's own tasks fail the same way, and say why
+        log.debug("warming the Python workers failed", exc_info=True)
+
+
+def _nothing(_):
+    return None
 
 
 class SessionStart:

@@ -1,6 +1,6 @@
-"""Starting the run's session while the driver plans (jobs/run/session.SessionStart), and stopping it
-(stop_session): the accumulator server is shut down off the main thread, and still shut down, with every update
-counted."""
+"""The run's session (jobs/run/session.py): made with the job's settings and its Python daemon started meanwhile
+(warm_workers), started while the driver plans (SessionStart), and stopped (stop_session): the accumulator server
+shut down off the main thread, and still shut down, with every update counted."""
 import os
 import subprocess
 import sys
@@ -14,12 +14,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 SCRIPT = textwrap.dedent("""
     import threading
-    from pyspark.sql import SparkSession
     from pyspark.core.context import SparkContext
     from jobs.run.session import stop_session
 
-    spark = SparkSession.builder.master("local[2]").appName("stop-test").getOrCreate()
+    from jobs.run.session import spark_session
+
+    spark = spark_session({"spark": {"spark.ui.enabled": "false"}}, "local[2]")
     sc = spark.sparkContext
+    print("conf", sc.getConf().get("spark.app.name"), sc.getConf().get("spark.ui.enabled"),
+          sc.getConf().get("spark.python.daemon.module"))
+    for thread in threading.enumerate():
+        if thread.name == "mqreplay-warm-workers":
+            thread.join(120)
+    tracker = sc.statusTracker()
+    print("warmed", [tracker.getJobInfo(job).status for job in tracker.getJobIdsForGroup()])
     counted = sc.accumulator(0)
     sc.parallelize(range(4), 2).foreach(lambda x: counted.add(x + 1))  # the JVM now holds a connection to it
     server = sc._accumulatorServer
@@ -33,12 +41,14 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_stopping_the_session_shuts_its_accumulator_server_down_after_every_update():
+def test_a_local_session_has_the_settings_and_warms_the_jobs_daemon_and_stops_its_accumulator_server():
     env = dict(os.environ, PYTHONPATH=ROOT, PYSPARK_PYTHON=sys.executable)
     out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
+    assert "conf mqreplay false jobs.run.worker_daemon" in lines
+    assert "warmed ['SUCCEEDED']" in lines  # one job of one task that does nothing, done before the stage
     assert "stopped True True" in lines
     assert "server True -1" in lines  # shut down and its socket closed, not left serving
     assert "counted 10" in lines  # 1 + 2 + 3 + 4
