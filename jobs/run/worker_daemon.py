@@ -22,6 +22,7 @@ MODULES = (
     "schemas.kernels", "schemas.dledger", "schemas.cq_rebuild",
     "jobs.run.stage", "jobs.run.sink", "jobs.pipeline.split_task", "jobs.pipeline.split_units",
     "jobs.pipeline.split_decode", "filtering.topic_replay", "filtering.decision",
+    "jobs.pipeline.replay_plan", "jobs.pipeline.units.choose",  # unpickling the plan: 23 ms of a first task
 )
 KERNEL_MODULES = ("schemas.kernels", "schemas.dledger", "schemas.cq_rebuild")
 # set in this daemon's environment once it preloaded, so inherited by the workers it forks: a task that finds it
