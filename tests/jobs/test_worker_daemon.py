@@ -104,17 +104,18 @@ def test_the_preloaded_daemon_keeps_no_zip_importer_and_still_imports_from_the_z
 
 def test_the_daemon_keeps_freed_memory_for_its_workers():
     """What a task frees stays in the worker for the next batch (glibc's heap not trimmed, no block of a batch's
-    size mapped anew, mimalloc not purging), set before pyarrow loads: page faults were a tenth of a task."""
+    column mapped anew, mimalloc not purging), set before pyarrow loads: page faults were a tenth of a task."""
     proc = _python(
-        "import ctypes, os\n"
+        "import os, resource\n"
         "from jobs.run import worker_daemon as w\n"
         "os.environ.pop('MIMALLOC_PURGE_DELAY', None)\n"
         "w.keep_freed_memory()\n"
-        "import numpy as np, resource\n"
-        "a = np.ones(64 << 20, np.uint8); del a\n"  # 64 MiB: glibc maps a block this large anew by default
-        "before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
-        "b = np.ones(64 << 20, np.uint8)\n"  # 16,384 pages: faulted in again unless the freed block was kept
-        "faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before\n"
-        "print(os.environ['MIMALLOC_PURGE_DELAY'], faults < 1024)\n")
+        "import numpy as np\n"
+        "def batch():\n"  # 64 columns of 65,536 int64 (512 KiB each, 32 MiB in all), each written, then freed
+        "    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+        "    columns = [np.ones(65536, np.int64) for _ in range(64)]\n"
+        "    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before\n"
+        "batch(), batch()\n"
+        "print(os.environ['MIMALLOC_PURGE_DELAY'], batch() < 1024)\n")  # 8,192 pages: none faulted in again
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["-1", "True"]
