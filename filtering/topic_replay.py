@@ -14,18 +14,36 @@ from filtering.decision import decide_topic
 from schemas.arrow_schemas import BITMAP_SCHEMA, OUTPUT_MESSAGE_FIELDS, STAT_FIELDS, TOPIC_STAT_FIELDS
 
 
+class Pairs:
+    """(group index, row index) arrays, unpacked as `groups, rows = pairs`: the True cells of a decision's (groups,
+    messages) bool matrix at the messages `rows` (a MessageRows table's), ordered by group, then row. Counted at
+    once (the matrix has no True cell outside those rows); listed when first unpacked (np.nonzero: some 330,000
+    pairs a batch of the bench store), which only a sink that writes them does: the noop sink counts. Or given
+    listed (`listed=(groups, rows)`)."""
+
+    def __init__(self, matrix=None, rows=None, listed=None):
+        self._matrix, self._rows, self._listed = matrix, rows, listed
+        self.count = len(listed[1]) if listed is not None else int(np.count_nonzero(matrix))
+
+    def __iter__(self):
+        if self._listed is None:
+            every = len(self._rows) == self._matrix.shape[1]  # rows ascend, distinct: all of them, in order
+            self._listed = np.nonzero(self._matrix if every else self._matrix[:, self._rows])
+        return iter(self._listed)
+
+
 @dataclass(frozen=True)
 class MessageRows:
     """The messages of one topic's batch that some group receives or that collide, once (`table`: the
-    OUTPUT_MESSAGE_FIELDS), and who gets which: `delivered` and `collided` are (group index, row index)
-    arrays into `groups` and `table`, ordered by group, then row; `rows`: where table's rows are in the
-    topic's batch (the data source gives every other message of the batch empty lists)."""
+    OUTPUT_MESSAGE_FIELDS), and who gets which: `delivered` and `collided` are Pairs of indexes into `groups`
+    and `table`; `rows`: where table's rows are in the topic's batch (the data source gives every other message
+    of the batch empty lists)."""
 
     topic: str
     table: pa.Table
     groups: pa.Array
-    delivered: tuple
-    collided: tuple
+    delivered: Pairs
+    collided: Pairs
     rows: np.ndarray = None
 
 
@@ -106,9 +124,8 @@ def _message_rows(out, topic, messages, units, delivered, collided, groups):
         return
     cols = message_columns(messages, units, rows)
     table = pa.table({name: cols[name] for name, _ in OUTPUT_MESSAGE_FIELDS})
-    # np.nonzero walks the (group, row) matrix row by row: pairs come ordered by group, then message
-    out.add("message", MessageRows(topic, table, pa.array(groups, pa.string()),
-                                   np.nonzero(delivered[:, rows]), np.nonzero(collided[:, rows]), rows))
+    out.add("message", MessageRows(topic, table, pa.array(groups, pa.string()), Pairs(delivered, rows),
+                                   Pairs(collided, rows), rows))
 
 
 def counters_table(groups, topic, counters):

@@ -108,15 +108,16 @@ class SplitWriter:
     def _message(self, piece):
         names = self.spec.layout.pair_fields(self.spec.with_body)
         distinct_ids = _distinct_ids(piece)
-        for (groups, rows), output in ((piece.delivered, "matched"), (piece.collided, "audit/collisions")):
-            if len(rows):
-                self._pairs(output, piece, groups, rows, names, distinct_ids)
+        for pairs, output in ((piece.delivered, "matched"), (piece.collided, "audit/collisions")):
+            if pairs.count:
+                self._pairs(output, piece, pairs, names, distinct_ids)
         if self.spec.layout.messages:
             self._messages(piece)
 
-    def _pairs(self, output, piece, groups, rows, names, distinct_ids):
-        """A piece's (group, message) rows of `output` (matched, audit/collisions): one part per split, at most
-        the layout's chunk at a time."""
+    def _pairs(self, output, piece, pairs, names, distinct_ids):
+        """A piece's (group, message) rows of `output` (matched, audit/collisions; `pairs`: filtering/topic_replay.py's
+        Pairs): one part per split, at most the layout's chunk at a time."""
+        groups, rows = pairs
         final = f"{output}/part-{self.split:05d}.parquet"
         for lo, hi in self.spec.layout.chunks(piece, rows):
             self._append(output, final, group_rows(piece, groups[lo:hi], rows[lo:hi], names, distinct_ids))
@@ -232,7 +233,8 @@ class TableSplitWriter(SplitWriter):
 
     statistics = STATISTICS + ["group", "broker"]
 
-    def _pairs(self, output, piece, groups, rows, names, distinct_ids):
+    def _pairs(self, output, piece, pairs, names, distinct_ids):
+        groups, rows = pairs
         # a file per group: the pairs come by group (np.nonzero of a groups x messages matrix), so each group's
         # rows are one run; msg_id taken, not a dictionary of the whole piece's ids per file
         for lo, hi in self.spec.layout.chunks(piece, rows):
@@ -251,8 +253,8 @@ class CountingSplitWriter(SplitWriter):
     """The noop sink's task-side writer: every decision made, the rows each part would have counted, nothing
     written (a `file` report row with no path)."""
 
-    def _pairs(self, output, piece, groups, rows, names, distinct_ids):
-        self._count(output, f"{output}/part-{self.split:05d}.parquet", len(rows))
+    def _pairs(self, output, piece, pairs, names, distinct_ids):
+        self._count(output, f"{output}/part-{self.split:05d}.parquet", pairs.count)  # counted, not listed
 
     def _append(self, output, final, table):
         self._count(output, final, table.num_rows)

@@ -5,7 +5,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from filtering.topic_replay import MessageRows
+from filtering.topic_replay import MessageRows, Pairs
 from jobs.run.layouts import NORMALIZED, WIDE
 from jobs.run.sink import CountingSplitWriter, SinkSpec, SplitWriter, TableSplitWriter, commit, hive_escape
 from jobs.run.summary import Counters
@@ -20,7 +20,8 @@ def _pieces(topic="T"):
                                   dict(base, queue_id=1, queue_offset=6, commitlog_offset=600, body=b"y")],
                                  schema=pa.schema(OUTPUT_MESSAGE_FIELDS))
     groups = pa.array(["G1", "G2", "G3"])
-    message = MessageRows(topic, table, groups, (np.array([0, 1]), np.array([0, 0])), (np.array([2]), np.array([1])))
+    message = MessageRows(topic, table, groups, Pairs(listed=(np.array([0, 1]), np.array([0, 0]))),
+                          Pairs(listed=(np.array([2]), np.array([1]))))
     stats = pa.table({"group": ["G1"], "topic": [topic], **{f: [2 if f == "units" else 0] for f in STAT_FIELDS}})
     return [("message", message), ("stats", stats)]
 
@@ -114,7 +115,8 @@ def _repeated_pieces(n=5):
             for k, o in enumerate(offsets)]
     table = pa.Table.from_pylist(rows, schema=pa.schema(OUTPUT_MESSAGE_FIELDS))
     groups, index = np.repeat([0, 1], n), np.tile(np.arange(n), 2)
-    return [("message", MessageRows("T", table, pa.array(["G1", "G2"]), (groups, index), (index[:0], index[:0])))]
+    return [("message", MessageRows("T", table, pa.array(["G1", "G2"]), Pairs(listed=(groups, index)),
+                                    Pairs(listed=(index[:0], index[:0]))))]
 
 
 def test_matched_rows_read_back_as_plain_strings_with_their_nulls(tmp_path):
@@ -171,3 +173,16 @@ def test_a_part_that_cannot_be_written_is_the_outputs_error_exit_2_naming_out(tm
             writer.write(kind, piece)
     assert raised.value.exit_code == EXIT_USAGE == 2
     assert str(raised.value).startswith(f"--out (its temporary {tmp_path / 'out'}): cannot be written (")
+
+
+def test_pairs_are_counted_and_listed_by_group_then_row_of_the_rows_kept():
+    # two groups, four messages; message 1 goes to no group, so the MessageRows table holds messages 0, 2 and 3
+    matrix = np.array([[True, False, True, False],
+                       [False, False, True, True]])
+    pairs = Pairs(matrix, np.array([0, 2, 3]))
+    assert pairs.count == 4
+    groups, rows = pairs
+    assert groups.tolist() == [0, 0, 1, 1]
+    assert rows.tolist() == [0, 1, 1, 2]  # indexes into the table's rows: messages 0, 2; 2, 3
+    every = Pairs(np.array([[True, True], [False, True]]), np.array([0, 1]))
+    assert every.count == 3 and [a.tolist() for a in every] == [[0, 0, 1], [0, 1, 1]]
