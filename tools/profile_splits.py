@@ -59,6 +59,9 @@ def main(argv=None):
                     help="also print who calls the functions matching NAME (a pstats pattern), and their cost")
     args = ap.parse_args(argv)
 
+    from jobs.run.worker_daemon import keep_freed_memory
+
+    keep_freed_memory()  # as the job's daemon sets it for its workers, before pyarrow loads
     from jobs.pipeline.plan import build_plan
     from jobs.pipeline.split_units import commitlog_splits
     from jobs.run.layouts import LAYOUTS, NORMALIZED

@@ -1,7 +1,8 @@
 """The run's Spark session: classic (spark-submit, or a plain `python jobs/replay.py` with a local master) or a
-Spark Connect client (`--remote sc://HOST:PORT`). The stage and the sinks are DataFrame operations either way
-(jobs/run/stage.py); what only a classic session has (accumulators for progress, the status tracker) is asked
-for through `is_connect`."""
+Spark Connect client (`--remote sc://HOST:PORT`). The stage runs as an RDD on a classic session and as DataFrame
+operations over Connect (jobs/run/stage.py); what only a classic session has (accumulators for progress, the status
+tracker) is asked for through `is_connect`. How a run starts and stops its session cheaply: `SessionStart`,
+`warm_workers`, `stop_session`."""
 import logging
 import os
 import subprocess
