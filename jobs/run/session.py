@@ -84,11 +84,11 @@ def _nothing(_):
 
 class SessionStart:
     """A classic session started in a thread while the driver plans, the run's own JVM being spark-submit's: a
-    SparkContext takes 1.7-1.9 s to start on this machine, and planning the bench store 0.9 s, one after the
-    other before; on two cores they overlap (the planner is this process's Python, the context mostly the JVM's
-    threads). `session()` waits for it and raises what starting it raised. Only under spark-submit: a driver
-    that stops at a planning error exits, and the JVM with it; a session started in a process that lives on (a
-    notebook's kernel, the tests) would outlive the run unasked."""
+    SparkContext takes 1.7-1.9 s to start on this machine, and planning a time window of the bench store 0.9-1.1 s
+    (the whole store 0.15 s), one after the other before; on two cores they overlap (the planner is this process's
+    Python, the context mostly the JVM's threads). `session()` waits for it and raises what starting it raised.
+    Only under spark-submit: a driver that stops at a planning error exits, and the JVM with it; a session started
+    in a process that lives on (a notebook's kernel, the tests) would outlive the run unasked."""
 
     def __init__(self, settings, master=None):
         self._spark = self._error = None
