@@ -18,12 +18,11 @@ class Pairs:
     """(group index, row index) arrays, unpacked as `groups, rows = pairs`: the True cells of a decision's (groups,
     messages) bool matrix at the messages `rows` (a MessageRows table's), ordered by group, then row. Counted at
     once (the matrix has no True cell outside those rows); listed when first unpacked (np.nonzero: some 330,000
-    pairs a batch of the bench store), which only a sink that writes them does: the noop sink counts. Or given
-    listed (`listed=(groups, rows)`)."""
+    pairs a batch of the bench store), which only a sink that writes them does: the noop sink counts."""
 
-    def __init__(self, matrix=None, rows=None, listed=None):
-        self._matrix, self._rows, self._listed = matrix, rows, listed
-        self.count = len(listed[1]) if listed is not None else int(np.count_nonzero(matrix))
+    def __init__(self, matrix, rows):
+        self._matrix, self._rows, self._listed = matrix, rows, None
+        self.count = int(np.count_nonzero(matrix))
 
     def __iter__(self):
         if self._listed is None:

@@ -106,18 +106,17 @@ class SplitWriter:
             raise output_error(f"--out (its temporary {self.out.uri})", exc) from None
 
     def _message(self, piece):
-        names = self.spec.layout.pair_fields(self.spec.with_body)
-        distinct_ids = _distinct_ids(piece)
         for pairs, output in ((piece.delivered, "matched"), (piece.collided, "audit/collisions")):
             if pairs.count:
-                self._pairs(output, piece, pairs, names, distinct_ids)
+                self._pairs(output, piece, pairs)
         if self.spec.layout.messages:
             self._messages(piece)
 
-    def _pairs(self, output, piece, pairs, names, distinct_ids):
+    def _pairs(self, output, piece, pairs):
         """A piece's (group, message) rows of `output` (matched, audit/collisions; `pairs`: filtering/topic_replay.py's
         Pairs): one part per split, at most the layout's chunk at a time."""
         groups, rows = pairs
+        names, distinct_ids = self.spec.layout.pair_fields(self.spec.with_body), _distinct_ids(piece)
         final = f"{output}/part-{self.split:05d}.parquet"
         for lo, hi in self.spec.layout.chunks(piece, rows):
             self._append(output, final, group_rows(piece, groups[lo:hi], rows[lo:hi], names, distinct_ids))
@@ -233,8 +232,9 @@ class TableSplitWriter(SplitWriter):
 
     statistics = STATISTICS + ["group", "broker"]
 
-    def _pairs(self, output, piece, pairs, names, distinct_ids):
+    def _pairs(self, output, piece, pairs):
         groups, rows = pairs
+        names = self.spec.layout.pair_fields(self.spec.with_body)
         # a file per group: the pairs come by group (np.nonzero of a groups x messages matrix), so each group's
         # rows are one run; msg_id taken, not a dictionary of the whole piece's ids per file
         for lo, hi in self.spec.layout.chunks(piece, rows):
@@ -253,7 +253,7 @@ class CountingSplitWriter(SplitWriter):
     """The noop sink's task-side writer: every decision made, the rows each part would have counted, nothing
     written (a `file` report row with no path)."""
 
-    def _pairs(self, output, piece, pairs, names, distinct_ids):
+    def _pairs(self, output, piece, pairs):
         self._count(output, f"{output}/part-{self.split:05d}.parquet", pairs.count)  # counted, not listed
 
     def _append(self, output, final, table):

@@ -20,8 +20,9 @@ def _pieces(topic="T"):
                                   dict(base, queue_id=1, queue_offset=6, commitlog_offset=600, body=b"y")],
                                  schema=pa.schema(OUTPUT_MESSAGE_FIELDS))
     groups = pa.array(["G1", "G2", "G3"])
-    message = MessageRows(topic, table, groups, Pairs(listed=(np.array([0, 1]), np.array([0, 0]))),
-                          Pairs(listed=(np.array([2]), np.array([1]))))
+    message = MessageRows(topic, table, groups,  # G1 and G2 receive the first message, G3's second collides
+                          Pairs(np.array([[True, False], [True, False], [False, False]]), np.arange(2)),
+                          Pairs(np.array([[False, False], [False, False], [False, True]]), np.arange(2)))
     stats = pa.table({"group": ["G1"], "topic": [topic], **{f: [2 if f == "units" else 0] for f in STAT_FIELDS}})
     return [("message", message), ("stats", stats)]
 
@@ -114,9 +115,8 @@ def _repeated_pieces(n=5):
                  tags=None if k % 2 else f"Tag{k % 3}", keys=None if k == 1 else f"k{k % 7}")
             for k, o in enumerate(offsets)]
     table = pa.Table.from_pylist(rows, schema=pa.schema(OUTPUT_MESSAGE_FIELDS))
-    groups, index = np.repeat([0, 1], n), np.tile(np.arange(n), 2)
-    return [("message", MessageRows("T", table, pa.array(["G1", "G2"]), Pairs(listed=(groups, index)),
-                                    Pairs(listed=(index[:0], index[:0]))))]
+    return [("message", MessageRows("T", table, pa.array(["G1", "G2"]), Pairs(np.ones((2, n), bool), np.arange(n)),
+                                    Pairs(np.zeros((2, n), bool), np.arange(n))))]
 
 
 def test_matched_rows_read_back_as_plain_strings_with_their_nulls(tmp_path):
