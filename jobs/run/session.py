@@ -9,6 +9,8 @@ import subprocess
 import sys
 import threading
 
+from jobs.run import daemon_zygote
+
 log = logging.getLogger("mqreplay")
 
 # PySpark's daemon, with the job's imports done before it forks the workers (jobs/run/worker_daemon.py)
@@ -33,9 +35,11 @@ def archive_of_a_whole_run(env=None):
             pass
 
 
-def spark_session(settings, master=None, remote=None):
+def spark_session(settings, master=None, remote=None, zygote=False):
     """A session with conf/replay.json's "spark" settings under those spark-submit already set. Over Connect the
-    server owns its static settings: only the runtime ones (spark.sql.*) are applied, on the session."""
+    server owns its static settings: only the runtime ones (spark.sql.*) are applied, on the session. zygote: the
+    job's daemon forked from a process preloaded from now on (jobs/run/daemon_zygote.py), when it is the job's
+    daemon on a local master; only for a driver that exits with its run (spark-submit's), which the zygote does."""
     from pyspark.sql import SparkSession
 
     if remote:
@@ -57,6 +61,9 @@ def spark_session(settings, master=None, remote=None):
     job_daemon = DAEMON_CONF not in given and _workers_import_daemon(master or _submitted_master(given))
     if job_daemon:
         options[DAEMON_CONF] = DAEMON_MODULE
+        preloaded = daemon_zygote.start(_workers_python()) if zygote else None
+        if preloaded is not None:
+            options.update({f"spark.executorEnv.{key}": value for key, value in preloaded.env.items()})
         from pyspark import SparkConf, SparkContext
 
         warm_workers(SparkContext.getOrCreate(SparkConf().setAll(options.items())))
@@ -98,7 +105,7 @@ class SessionStart:
 
     def _start(self, settings, master):
         try:
-            self._spark = spark_session(settings, master)
+            self._spark = spark_session(settings, master, zygote=True)
         except BaseException as exc:  # noqa: BLE001 - raised again by session(), in the run's own thread
             self._error = exc
 
@@ -121,6 +128,7 @@ def stop_session(spark):
         sc._accumulatorServer = None  # SparkContext.stop then skips it
         threading.Thread(target=server.shutdown, name="mqreplay-accumulator-server-shutdown", daemon=True).start()
     spark.stop()
+    daemon_zygote.stop()
 
 
 def workers_run_this_python(master, spark_settings, env=None):
@@ -143,14 +151,18 @@ def _workers_import_daemon(master):
     not known (a cluster), PySpark's own daemon stays; spark-submit's --conf can set it there."""
     if not (master or "").startswith("local"):
         return False
-    python = os.environ.get("PYSPARK_PYTHON") or "python3"  # SparkContext.pythonExec's choice, found on PATH
+    check = f"import importlib.util as u, sys; sys.exit(u.find_spec('{DAEMON_MODULE}') is None)"
     try:
         found = subprocess.run(
-            [python, "-c", f"import importlib.util as u, sys; sys.exit(u.find_spec('{DAEMON_MODULE}') is None)"],
+            [_workers_python(), "-c", check],
             cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return found.returncode == 0
+
+
+def _workers_python():
+    return os.environ.get("PYSPARK_PYTHON") or "python3"  # SparkContext.pythonExec's choice, found on PATH
 
 
 def _submitted_master(given):

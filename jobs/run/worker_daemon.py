@@ -18,6 +18,8 @@ import os
 import sys
 import zipimport
 
+from jobs.run import daemon_zygote
+
 # the job's modules whose import a replay task needs (unpickling its function imports them)
 MODULES = (
     "numpy", "pyarrow", "pyarrow.compute", "pyarrow.parquet", "numba",
@@ -113,28 +115,44 @@ def threads():
         return 1
 
 
-def main():
+def prepare():
+    """This process made ready to fork the workers: no thread started by what it loads, the freed memory kept, the
+    preload done and no thread left; raises if it is not."""
     # the two libraries that start threads on loading: OpenBLAS (numpy) a pool per core unless told how many
     # (Spark sets OMP_NUM_THREADS to a task's cores, which OpenBLAS also reads), and the jemalloc that pyarrow
     # bundles a purging thread (pyarrow allocates with mimalloc here: jemalloc holds nothing to purge)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
     os.environ.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
     keep_freed_memory()
+    loaded = preload()
+    if threads() > 1:  # a fork would copy only this one: the workers would be unsafe
+        raise RuntimeError(f"{threads()} threads after the preload")
+    return loaded
+
+
+def become_daemon(loaded, forked=False):
+    """PySpark's daemon in this preloaded process (`loaded` kernels), here or in one the zygote forked."""
+    os.environ[JOB_DAEMON] = "1"
+    if os.environ.get("MQREPLAY_DAEMON_LOG"):
+        origin = ", forked from the driver's zygote" if forked else ""
+        print(f"mqreplay worker daemon: {len(MODULES)} modules, {loaded} kernels loaded{origin}", file=sys.stderr)
+    from pyspark import daemon
+
+    daemon.manager()
+
+
+def main():
+    zygote = os.environ.get(daemon_zygote.ZYGOTE)
+    if zygote and daemon_zygote.spawn(zygote) is not None:  # the daemon was forked preloaded, and has exited
+        return
     try:
-        loaded = preload()
-        if threads() > 1:  # a fork would copy only this one: the workers would be unsafe
-            raise RuntimeError(f"{threads()} threads after the preload")
+        loaded = prepare()
     except Exception as exc:  # PySpark's own daemon in this process instead: its workers import for themselves
         print(f"mqreplay worker daemon: preload skipped ({exc!r})", file=sys.stderr)
         sys.stderr.flush()
         os.execv(sys.executable, [sys.executable, "-m", "pyspark.daemon", *sys.argv[1:]])
     else:
-        os.environ[JOB_DAEMON] = "1"
-        if os.environ.get("MQREPLAY_DAEMON_LOG"):
-            print(f"mqreplay worker daemon: {len(MODULES)} modules, {loaded} kernels loaded", file=sys.stderr)
-    from pyspark import daemon
-
-    daemon.manager()
+        become_daemon(loaded)
 
 
 if __name__ == "__main__":

@@ -126,9 +126,10 @@ def test_results_on_stdout_diagnostics_on_stderr_under_spark_submit(job_out):
     assert "log: " in proc.stderr and "group " not in proc.stderr
 
 
-def test_the_workers_fork_from_the_daemon_with_the_jobs_imports_done(job_out):
+def test_the_workers_fork_from_the_daemon_with_the_jobs_imports_done_forked_from_the_drivers_zygote(job_out):
     _, proc = job_out
-    assert re.search(r"mqreplay worker daemon: \d+ modules, \d+ kernels loaded", proc.stderr), proc.stderr[-3000:]
+    assert re.search(r"mqreplay worker daemon: \d+ modules, \d+ kernels loaded, forked from the driver's zygote",
+                     proc.stderr), proc.stderr[-3000:]
 
 
 @pytest.mark.system

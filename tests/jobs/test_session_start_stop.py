@@ -54,13 +54,14 @@ def test_a_local_session_has_the_settings_and_warms_the_jobs_daemon_and_stops_it
     assert "counted 10" in lines  # 1 + 2 + 3 + 4
 
 
-def test_a_session_started_while_planning_is_the_one_asked_for(monkeypatch):
-    monkeypatch.setattr(session, "spark_session", lambda settings, master=None: ("session", settings, master))
-    assert session.SessionStart({"spark": {}}, "local[2]").session() == ("session", {"spark": {}}, "local[2]")
+def test_a_session_started_while_planning_is_the_one_asked_for_with_its_daemon_from_a_zygote(monkeypatch):
+    monkeypatch.setattr(session, "spark_session",
+                        lambda settings, master=None, zygote=False: ("session", settings, master, zygote))
+    assert session.SessionStart({"spark": {}}, "local[2]").session() == ("session", {"spark": {}}, "local[2]", True)
 
 
 def test_a_session_that_failed_to_start_raises_its_error_when_asked_for(monkeypatch):
-    def no_java(settings, master=None):
+    def no_java(settings, master=None, zygote=False):
         raise RuntimeError("JAVA_HOME is not set")
 
     monkeypatch.setattr(session, "spark_session", no_java)

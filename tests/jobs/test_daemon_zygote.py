@@ -1,0 +1,157 @@
+"""The job's daemon forked from the driver's preloaded zygote (jobs/run/daemon_zygote.py): the process the JVM starts
+hands over its pipes, environment, arguments and folder, stands in for the daemon until it exits and passes it the
+JVM's SIGTERM; without a usable zygote it is left to become the daemon itself."""
+import os
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import pytest
+
+from jobs.run import daemon_zygote
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# a zygote whose preload is a word and whose daemon says what it was given, then echoes a line of its stdin
+ZYGOTE = textwrap.dedent("""
+    import os, signal, sys
+    from jobs.run import daemon_zygote
+
+    def prepare():
+        if os.environ.get("FAIL_PRELOAD"):
+            raise RuntimeError("no numba here")
+        return "preloaded"
+
+    def daemon(prepared):
+        print("daemon", prepared, os.getpid(), os.getppid(), os.environ.get("ASKED"), sys.argv[1:], os.getcwd(),
+              flush=True)
+        line = sys.stdin.readline().strip()
+        if line == "wait":
+            signal.pause()
+        print("echo", line, flush=True)
+
+    daemon_zygote.serve(daemon_zygote.listening(sys.argv[1]), int(sys.argv[2]), prepare, daemon)
+""")
+STAND_IN = textwrap.dedent("""
+    import os, sys
+    from jobs.run import daemon_zygote
+
+    sys.argv[1:] = ["pyspark.worker"]
+    print("stand-in", os.getpid(), daemon_zygote.spawn(os.environ["MQREPLAY_ZYGOTE"]), file=sys.stderr, flush=True)
+""")
+
+
+def _env(**extra):
+    return dict(os.environ, PYTHONPATH=ROOT, **extra)
+
+
+@pytest.fixture
+def zygote():
+    """A zygote of the script above in a private folder: (its socket, its process, its lifeline's end)."""
+    folder = tempfile.mkdtemp(prefix="mqreplay-zygote-test-")
+    path = os.path.join(folder, "socket")
+    theirs, ours = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-c", ZYGOTE, path, str(theirs)], pass_fds=(theirs,), cwd="/",
+                            env=_env(), stdout=subprocess.DEVNULL)
+    os.close(theirs)
+    for _ in range(200):
+        if os.path.exists(path):
+            break
+        time.sleep(0.05)
+    yield path, proc, ours
+    if proc.poll() is None:
+        os.close(ours)
+        proc.wait(30)
+
+
+def _stand_in(path, tmp_path, **env):
+    return subprocess.Popen([sys.executable, "-c", STAND_IN], cwd=tmp_path, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env(MQREPLAY_ZYGOTE=path, **env))
+
+
+def test_the_daemon_forked_by_the_zygote_gets_the_stand_ins_pipes_environment_arguments_and_folder(zygote, tmp_path):
+    path, proc, _ = zygote
+    stand_in = _stand_in(path, tmp_path, ASKED="by the JVM")
+    out, err = stand_in.communicate("hello\n", timeout=60)
+    words = out.splitlines()[0].split(" ", 8)
+    assert words[:2] == ["daemon", "preloaded"]
+    assert int(words[3]) == proc.pid  # the zygote's child, not the stand-in's
+    assert words[4:] == ["by", "the", "JVM", "['pyspark.worker']", str(tmp_path)]
+    assert out.splitlines()[1] == "echo hello"  # read from the stand-in's stdin, written to its stdout
+    assert err.split() == ["stand-in", str(stand_in.pid), "0"]  # it waited for the daemon, then exited
+    assert stand_in.returncode == 0
+
+
+def test_the_jvms_sigterm_to_the_stand_in_stops_the_daemon(zygote, tmp_path):
+    path, _, _ = zygote
+    stand_in = _stand_in(path, tmp_path)
+    stand_in.stdin.write("wait\n")
+    stand_in.stdin.flush()
+    daemon = int(stand_in.stdout.readline().split()[2])
+    stand_in.send_signal(signal.SIGTERM)
+    assert stand_in.wait(30) == 0
+    with pytest.raises(ProcessLookupError):  # gone (and reaped by the zygote within its second's poll)
+        for _ in range(60):
+            os.kill(daemon, 0)
+            time.sleep(0.1)
+
+
+def test_the_zygote_exits_and_removes_its_folder_when_the_driver_lets_go_and_its_daemons_run_on(zygote, tmp_path):
+    path, proc, lifeline = zygote
+    stand_in = _stand_in(path, tmp_path)
+    stand_in.stdin.write("wait\n")
+    stand_in.stdin.flush()
+    daemon = int(stand_in.stdout.readline().split()[2])
+    os.close(lifeline)
+    assert proc.wait(30) == 0
+    assert not os.path.exists(os.path.dirname(path))
+    os.kill(daemon, 0)  # still there, and its stand-in with it
+    assert stand_in.poll() is None
+    stand_in.send_signal(signal.SIGTERM)
+    assert stand_in.wait(30) == 0
+
+
+def test_without_a_zygote_the_stand_in_is_left_to_become_the_daemon(tmp_path):
+    stand_in = _stand_in(str(tmp_path / "no-socket"), tmp_path)
+    _, err = stand_in.communicate("", timeout=60)
+    assert err.split() == ["stand-in", str(stand_in.pid), "None"]
+
+
+def test_a_zygote_whose_preload_failed_forks_nothing_and_leaves_the_stand_in_to_preload(tmp_path):
+    folder = tempfile.mkdtemp(prefix="mqreplay-zygote-test-")
+    path = os.path.join(folder, "socket")
+    theirs, ours = os.pipe()
+    zygote = subprocess.Popen([sys.executable, "-c", ZYGOTE, path, str(theirs)], pass_fds=(theirs,), cwd="/",
+                              env=_env(FAIL_PRELOAD="1"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    os.close(theirs)
+    stand_in = _stand_in(path, tmp_path)  # may ask before the zygote has failed, or after
+    _, err = stand_in.communicate("", timeout=60)
+    assert err.split() == ["stand-in", str(stand_in.pid), "None"]
+    assert zygote.wait(30) != 0 and "no numba here" in zygote.stderr.read()
+    assert not os.path.exists(folder)
+    os.close(ours)
+
+
+def test_pysparks_daemon_forked_from_the_preloaded_zygote_speaks_to_the_process_that_started_it(tmp_path):
+    """The real thing: the zygote the driver starts (the job's preload) and the daemon module as the JVM runs it;
+    PySpark's daemon then writes its port to the stand-in's stdout and exits when its stdin closes."""
+    started = daemon_zygote.start(sys.executable)
+    try:
+        stand_in = subprocess.Popen([sys.executable, "-m", "jobs.run.worker_daemon", "pyspark.worker"], cwd=tmp_path,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    env=_env(MQREPLAY_DAEMON_LOG="1", **started.env))
+        port = struct.unpack("!i", stand_in.stdout.read(4))[0]
+        assert 0 < port < 65536
+        stand_in.stdin.close()  # the JVM's way to stop its daemon
+        err = stand_in.stderr.read().decode()
+        assert stand_in.wait(60) == 0, err
+        assert "kernels loaded, forked from the driver's zygote" in err
+    finally:
+        daemon_zygote.stop()
+    assert started.process.wait(30) == 0
+    assert not os.path.exists(started.folder)
