@@ -280,7 +280,9 @@ class PeakRss(threading.Thread):
                                    if line.startswith("VmRSS"))) * 1024
                 except (OSError, StopIteration):
                     continue
-                kind = ("python_worker" if b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd
+                # the job's daemon and its workers are forked from the driver's zygote, whose command line they keep
+                kind = ("python_worker" if any(name in cmd for name in (b"pyspark.daemon", b"pyspark.worker",
+                                                                        b"jobs.run.daemon_zygote"))
                         else "driver_python" if b"jobs/replay.py" in cmd and b"python" in cmd.split(b" ")[0]
                         else "driver_jvm" if b"SparkSubmit" in cmd else None)
                 if kind:
