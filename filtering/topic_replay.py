@@ -26,9 +26,18 @@ class Pairs:
 
     def __iter__(self):
         if self._listed is None:
-            every = len(self._rows) == self._matrix.shape[1]  # rows ascend, distinct: all of them, in order
-            self._listed = np.nonzero(self._matrix if every else self._matrix[:, self._rows])
+            self._listed = np.nonzero(self._cells())
         return iter(self._listed)
+
+    def by_message(self):
+        """(group index, row index) arrays of the same pairs ordered by row, then group: each message's groups
+        together."""
+        rows, groups = np.nonzero(np.ascontiguousarray(self._cells().T))
+        return groups, rows
+
+    def _cells(self):
+        every = len(self._rows) == self._matrix.shape[1]  # rows ascend, distinct: all of them, in order
+        return self._matrix if every else self._matrix[:, self._rows]
 
 
 @dataclass(frozen=True)

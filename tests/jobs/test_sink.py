@@ -123,10 +123,11 @@ def test_matched_rows_read_back_as_plain_strings_with_their_nulls(tmp_path):
     commit(str(tmp_path / "out"), _write(tmp_path, "a", pieces=_repeated_pieces()))
     matched = pq.read_table(tmp_path / "out" / "matched" / "part-00000.parquet")
     assert [matched.schema.field(c).type for c in ("group", "topic", "msg_id", "tags", "keys")] == [pa.string()] * 5
-    assert matched.column("msg_id").to_pylist()[:5] == ["ID100", "ID200", "ID300", "ID300", "ID400"]
-    assert matched.column("tags").to_pylist()[:5] == ["Tag0", None, "Tag2", None, "Tag1"]
-    assert matched.column("keys").to_pylist()[5:] == ["k0", None, "k2", "k3", "k4"]
-    assert matched.column("group").to_pylist() == ["G1"] * 5 + ["G2"] * 5
+    twice = [value for value in ("ID100", "ID200", "ID300", "ID300", "ID400") for _ in range(2)]  # G1's, G2's
+    assert matched.column("msg_id").to_pylist() == twice
+    assert matched.column("tags").to_pylist()[::2] == ["Tag0", None, "Tag2", None, "Tag1"]
+    assert matched.column("keys").to_pylist()[1::2] == ["k0", None, "k2", "k3", "k4"]
+    assert matched.column("group").to_pylist() == ["G1", "G2"] * 5
 
 
 def test_a_part_is_written_byte_for_byte_the_same_again(tmp_path):
@@ -140,7 +141,7 @@ def test_a_part_is_written_byte_for_byte_the_same_again(tmp_path):
     assert parts[0] == parts[1]
 
 
-def test_wide_rows_are_written_a_bounded_number_at_a_time_in_order(tmp_path, monkeypatch):
+def test_wide_rows_are_written_a_bounded_number_at_a_time_in_message_order(tmp_path, monkeypatch):
     from jobs.run import layouts
 
     monkeypatch.setattr(layouts, "WIDE_ROWS", 3)
@@ -148,7 +149,15 @@ def test_wide_rows_are_written_a_bounded_number_at_a_time_in_order(tmp_path, mon
     part = pq.ParquetFile(tmp_path / "out" / "matched" / "part-00000.parquet")
     assert [part.metadata.row_group(i).num_rows for i in range(part.num_row_groups)] == [3, 3, 3, 1]
     rows = part.read().to_pylist()
-    assert [(r["group"], r["queue_offset"]) for r in rows] == [(g, k) for g in ("G1", "G2") for k in range(5)]
+    assert [(r["group"], r["queue_offset"]) for r in rows] == [(g, k) for k in range(5) for g in ("G1", "G2")]
+
+
+def test_matched_rows_come_a_message_at_a_time_each_with_its_groups_in_log_order(tmp_path):
+    """Each message's groups together, so that the message's columns repeat in runs (written once each: a matched
+    part of the bench store 2.5x smaller than rows grouped by group, and faster to write)."""
+    commit(str(tmp_path / "out"), _write(tmp_path, "a", pieces=_repeated_pieces()))
+    rows = pq.read_table(tmp_path / "out" / "matched" / "part-00000.parquet").to_pylist()
+    assert [(r["queue_offset"], r["group"]) for r in rows] == [(k, g) for k in range(5) for g in ("G1", "G2")]
 
 
 def test_property_names_are_dictionary_encoded_and_read_back_as_a_plain_map(tmp_path):
@@ -186,3 +195,13 @@ def test_pairs_are_counted_and_listed_by_group_then_row_of_the_rows_kept():
     assert rows.tolist() == [0, 1, 1, 2]  # indexes into the table's rows: messages 0, 2; 2, 3
     every = Pairs(np.array([[True, True], [False, True]]), np.array([0, 1]))
     assert every.count == 3 and [a.tolist() for a in every] == [[0, 0, 1], [0, 1, 1]]
+
+
+def test_pairs_are_listed_by_row_then_group_for_the_parts_a_message_at_a_time():
+    # message 1 goes to no group (the table holds messages 0, 2 and 3); 2 goes to both groups
+    matrix = np.array([[True, False, True, True],
+                       [True, False, True, False]])
+    groups, rows = Pairs(matrix, np.array([0, 2, 3])).by_message()
+    assert list(zip(rows.tolist(), groups.tolist())) == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]
+    groups, rows = Pairs(matrix[:, [0, 2, 3]], np.array([0, 1, 2])).by_message()  # every message kept
+    assert list(zip(rows.tolist(), groups.tolist())) == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]
