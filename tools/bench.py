@@ -280,9 +280,10 @@ class PeakRss(threading.Thread):
                                    if line.startswith("VmRSS"))) * 1024
                 except (OSError, StopIteration):
                     continue
-                # the job's daemon and its workers are forked from the driver's zygote, whose command line they keep
+                # the job's daemon and its workers are forked from the driver's zygote (`jobs.run.worker_daemon
+                # --zygote`), whose command line they keep
                 kind = ("python_worker" if any(name in cmd for name in (b"pyspark.daemon", b"pyspark.worker",
-                                                                        b"jobs.run.daemon_zygote"))
+                                                                        b"jobs.run.worker_daemon"))
                         else "driver_python" if b"jobs/replay.py" in cmd and b"python" in cmd.split(b" ")[0]
                         else "driver_jvm" if b"SparkSubmit" in cmd else None)
                 if kind:

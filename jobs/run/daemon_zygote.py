@@ -27,6 +27,7 @@ import tempfile
 import traceback
 
 ZYGOTE = "MQREPLAY_ZYGOTE"  # the zygote's socket, in the daemon's environment (spark.executorEnv.MQREPLAY_ZYGOTE)
+ZYGOTE_ARGUMENT = "--zygote"  # the daemon module run as the zygote: `python -m jobs.run.worker_daemon --zygote FD FD`
 FDS = (0, 1, 2)  # the stand-in's stdin, stdout and stderr: the JVM's pipes, which the daemon gets
 HEADER = struct.Struct("!Q")
 PREPARE_SECONDS = 120  # what the stand-in waits for a zygote still preloading before it preloads for itself
@@ -43,7 +44,7 @@ class Zygote:
         try:
             with listening(self.path) as listener:  # from now on a stand-in that asks waits for the zygote's answer
                 self.process = subprocess.Popen(
-                    [python, "-m", "jobs.run.daemon_zygote", str(listener.fileno()), str(theirs)],
+                    [python, "-m", "jobs.run.worker_daemon", ZYGOTE_ARGUMENT, str(listener.fileno()), str(theirs)],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=(listener.fileno(), theirs))
         except OSError:
             os.close(self.lifeline)
@@ -230,23 +231,3 @@ def _follow(pidfd):
     poller.register(pidfd, select.POLLIN)
     while not poller.poll():  # an interrupted poll (a signal passed on) is retried
         pass
-
-
-def main(argv):
-    from jobs.run import worker_daemon
-
-    listener, lifeline = socket.socket(fileno=int(argv[0])), int(argv[1])
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the driver's to act on: it then exits
-
-    def become_daemon(loaded):
-        worker_daemon.become_daemon(loaded, forked=True)
-
-    try:
-        serve(listener, lifeline, worker_daemon.prepare, become_daemon)
-    except Exception as exc:  # each stand-in then preloads for itself
-        print(f"mqreplay daemon zygote: stopped ({exc!r}); the daemon preloads for itself", file=sys.stderr)
-        sys.exit(1)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -9,12 +9,17 @@ shared, copy-on-write; frozen out of the garbage collector's reach so that no co
 Nothing here may start a thread (a fork copies only the forking one): pandas, which pyarrow would import
 on a conversion (0.7 s), stays out as in a task (schemas/no_pandas.py); OpenBLAS and jemalloc are told
 to start no thread (main); the process is checked to have one thread left. On any failure the process
-becomes PySpark's own daemon (exec), whose workers import for themselves, as before."""
+becomes PySpark's own daemon (exec), whose workers import for themselves, as before.
+
+Under spark-submit on a local master the driver runs this module as a zygote first (`--zygote`: preloaded while
+the driver plans, jobs/run/daemon_zygote.py), and the process the JVM starts has the zygote fork the daemon."""
 import ctypes
 import ctypes.util
 import gc
 import importlib
 import os
+import signal
+import socket
 import sys
 import zipimport
 
@@ -141,9 +146,23 @@ def become_daemon(loaded, forked=False):
     daemon.manager()
 
 
+def zygote(argv):
+    """The driver's zygote (jobs/run/daemon_zygote.py): preloaded as the daemon is, it forks a daemon per process the
+    JVM starts. argv: the listening socket's and the lifeline's file descriptors."""
+    listener, lifeline = socket.socket(fileno=int(argv[0])), int(argv[1])
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the driver's to act on: it then exits
+    try:
+        daemon_zygote.serve(listener, lifeline, prepare, lambda loaded: become_daemon(loaded, forked=True))
+    except Exception as exc:  # each stand-in then preloads for itself
+        print(f"mqreplay daemon zygote: stopped ({exc!r}); the daemon preloads for itself", file=sys.stderr)
+        sys.exit(1)
+
+
 def main():
-    zygote = os.environ.get(daemon_zygote.ZYGOTE)
-    if zygote and daemon_zygote.spawn(zygote) is not None:  # the daemon was forked preloaded, and has exited
+    if sys.argv[1:2] == [daemon_zygote.ZYGOTE_ARGUMENT]:
+        return zygote(sys.argv[2:])
+    zygote_path = os.environ.get(daemon_zygote.ZYGOTE)
+    if zygote_path and daemon_zygote.spawn(zygote_path) is not None:  # the daemon was forked preloaded, and has exited
         return
     try:
         loaded = prepare()
