@@ -68,7 +68,10 @@ _started = []  # the zygotes this driver started, held for its life (their lifel
 
 
 def start(python):
-    """A zygote of `python` (the workers' interpreter), preloading from now on; None if it cannot be started."""
+    """A zygote of `python` (the workers' interpreter), preloading from now on; None if it cannot be started, or
+    serve nothing (no pidfds: not Linux 5.3 or later)."""
+    if not hasattr(os, "pidfd_open"):
+        return None
     try:
         _started.append(Zygote(python))
     except OSError:
@@ -102,7 +105,8 @@ def serve(listener, lifeline, prepare, become_daemon):
     path = listener.getsockname()
     try:
         prepared = prepare()
-        os.close(os.pidfd_open(os.getpid()))  # pidfds (Linux 5.3): how a stand-in follows its daemon
+        os.close(os.pidfd_open(os.getpid()))  # pidfds (Linux 5.3; the kernel's, not Python's): how a stand-in
+        # follows its daemon
         while True:
             _reap()
             ready = select.select([listener, lifeline], [], [], 1.0)[0]
