@@ -58,10 +58,12 @@ class Zygote:
         return {ZYGOTE: self.path}
 
     def stop(self):
-        """Let the zygote exit (it removes its folder; the daemons it forked run on)."""
+        """Let the zygote exit (the daemons it forked run on) and remove its folder, as the zygote does on its way
+        out unless it was killed."""
         if self.lifeline is not None:
             os.close(self.lifeline)
             self.lifeline = None
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 _started = []  # the zygotes this driver started, held for its life (their lifelines close with it)

@@ -155,3 +155,12 @@ def test_pysparks_daemon_forked_from_the_preloaded_zygote_speaks_to_the_process_
         daemon_zygote.stop()
     assert started.process.wait(30) == 0
     assert not os.path.exists(started.folder)
+
+
+def test_the_driver_removes_the_folder_of_a_zygote_that_was_killed():
+    started = daemon_zygote.start(sys.executable)
+    started.process.kill()  # as a kill of the whole process group would: no way out through its own cleanup
+    started.process.wait(30)
+    assert os.path.exists(started.folder)
+    daemon_zygote.stop()
+    assert not os.path.exists(started.folder)
