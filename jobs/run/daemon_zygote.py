@@ -195,8 +195,8 @@ def _receive(conn):
 
 def spawn(path):
     """The stand-in's side: ask the zygote at `path` for a daemon with this process's pipes, environment,
-    arguments, path and folder; wait until it exits, passing it SIGTERM, SIGINT and SIGHUP. Its exit code (0) once
-    it has run; None if no daemon was made (nothing was forked: this process becomes the daemon itself)."""
+    arguments, path and folder; wait until it exits, passing it SIGTERM, SIGINT and SIGHUP. Whether a daemon was
+    forked (and has run); False: nothing was forked, this process is to become the daemon itself."""
     request = json.dumps({"env": dict(os.environ), "argv": sys.argv, "path": sys.path,
                           "cwd": os.getcwd()}).encode("utf-8")
     try:
@@ -204,7 +204,7 @@ def spawn(path):
             conn.connect(path)
             zygote_pid, uid, _ = _peer(conn)
             if uid != os.getuid():
-                return None
+                return False
             message = HEADER.pack(len(request)) + request
             conn.sendall(message[socket.send_fds(conn, [message], list(FDS)):])
             conn.settimeout(PREPARE_SECONDS)
@@ -212,15 +212,15 @@ def spawn(path):
                 reply, fds, _, _ = socket.recv_fds(conn, HEADER.size, 1)
             except socket.timeout:  # a zygote stuck in its preload: it must not fork a second daemon later
                 os.kill(zygote_pid, signal.SIGKILL)
-                return None
+                return False
     except OSError:
-        return None
+        return False
     if len(reply) != HEADER.size or len(fds) != 1:  # the zygote exited (its preload failed) before forking
         for fd in fds:
             os.close(fd)
-        return None
+        return False
     _follow(fds[0])
-    return 0
+    return True
 
 
 def _follow(pidfd):

@@ -72,9 +72,10 @@ def spark_session(settings, master=None, remote=None, zygote=False):
 
 def warm_workers(sc):
     """Start the Python daemon while the session is made: a task that does nothing, run in a daemon thread as soon
-    as the SparkContext exists, makes the JVM start the job's daemon (jobs/run/worker_daemon.py: its imports and
-    numba's kernels, about a second) and fork a worker, while the SparkSession is built (0.7-0.9 s more on this
-    machine); the stage's first tasks found neither before. A failure here is left to the stage to meet and say."""
+    as the SparkContext exists, makes the JVM start the job's daemon (jobs/run/worker_daemon.py, forked preloaded
+    from the driver's zygote where there is one) and fork a worker, while the SparkSession is built (0.7-0.9 s more
+    on this machine); the stage's first tasks found neither before. A failure here is left to the stage to meet
+    and say."""
     threading.Thread(target=_run_nothing, args=(sc,), name="mqreplay-warm-workers", daemon=True).start()
 
 

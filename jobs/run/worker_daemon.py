@@ -162,7 +162,7 @@ def main():
     if sys.argv[1:2] == [daemon_zygote.ZYGOTE_ARGUMENT]:
         return zygote(sys.argv[2:])
     zygote_path = os.environ.get(daemon_zygote.ZYGOTE)
-    if zygote_path and daemon_zygote.spawn(zygote_path) is not None:  # the daemon was forked preloaded, and has exited
+    if zygote_path and daemon_zygote.spawn(zygote_path):  # the daemon was forked preloaded, and has exited
         return
     try:
         loaded = prepare()

@@ -18,7 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 # a zygote whose preload is a word and whose daemon says what it was given, then echoes a line of its stdin
 ZYGOTE = textwrap.dedent("""
-    import os, signal, sys
+    import os, signal, socket, sys
     from jobs.run import daemon_zygote
 
     def prepare():
@@ -34,7 +34,7 @@ ZYGOTE = textwrap.dedent("""
             signal.pause()
         print("echo", line, flush=True)
 
-    daemon_zygote.serve(daemon_zygote.listening(sys.argv[1]), int(sys.argv[2]), prepare, daemon)
+    daemon_zygote.serve(socket.socket(fileno=int(sys.argv[1])), int(sys.argv[2]), prepare, daemon)
 """)
 STAND_IN = textwrap.dedent("""
     import os, sys
@@ -49,19 +49,22 @@ def _env(**extra):
     return dict(os.environ, PYTHONPATH=ROOT, **extra)
 
 
+def _start_zygote(**env):
+    """A zygote of the script above, its socket listening in a private folder before it starts (as the driver's):
+    (the socket's path, its process, its lifeline's end)."""
+    path = os.path.join(tempfile.mkdtemp(prefix="mqreplay-zygote-test-"), "socket")
+    theirs, ours = os.pipe()
+    with daemon_zygote.listening(path) as listener:
+        proc = subprocess.Popen([sys.executable, "-c", ZYGOTE, str(listener.fileno()), str(theirs)],
+                                pass_fds=(listener.fileno(), theirs), cwd="/", env=_env(**env),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    os.close(theirs)
+    return path, proc, ours
+
+
 @pytest.fixture
 def zygote():
-    """A zygote of the script above in a private folder: (its socket, its process, its lifeline's end)."""
-    folder = tempfile.mkdtemp(prefix="mqreplay-zygote-test-")
-    path = os.path.join(folder, "socket")
-    theirs, ours = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-c", ZYGOTE, path, str(theirs)], pass_fds=(theirs,), cwd="/",
-                            env=_env(), stdout=subprocess.DEVNULL)
-    os.close(theirs)
-    for _ in range(200):
-        if os.path.exists(path):
-            break
-        time.sleep(0.05)
+    path, proc, ours = _start_zygote()
     yield path, proc, ours
     if proc.poll() is None:
         os.close(ours)
@@ -74,6 +77,14 @@ def _stand_in(path, tmp_path, **env):
                             env=_env(MQREPLAY_ZYGOTE=path, **env))
 
 
+def _waiting_daemon(path, tmp_path):
+    """A stand-in and the pid of the daemon forked for it, which waits until it is stopped."""
+    stand_in = _stand_in(path, tmp_path)
+    stand_in.stdin.write("wait\n")
+    stand_in.stdin.flush()
+    return stand_in, int(stand_in.stdout.readline().split()[2])
+
+
 def test_the_daemon_forked_by_the_zygote_gets_the_stand_ins_pipes_environment_arguments_and_folder(zygote, tmp_path):
     path, proc, _ = zygote
     stand_in = _stand_in(path, tmp_path, ASKED="by the JVM")
@@ -83,16 +94,12 @@ def test_the_daemon_forked_by_the_zygote_gets_the_stand_ins_pipes_environment_ar
     assert int(words[3]) == proc.pid  # the zygote's child, not the stand-in's
     assert words[4:] == ["by", "the", "JVM", "['pyspark.worker']", str(tmp_path)]
     assert out.splitlines()[1] == "echo hello"  # read from the stand-in's stdin, written to its stdout
-    assert err.split() == ["stand-in", str(stand_in.pid), "0"]  # it waited for the daemon, then exited
+    assert err.split() == ["stand-in", str(stand_in.pid), "True"]  # it waited for the daemon, then exited
     assert stand_in.returncode == 0
 
 
 def test_the_jvms_sigterm_to_the_stand_in_stops_the_daemon(zygote, tmp_path):
-    path, _, _ = zygote
-    stand_in = _stand_in(path, tmp_path)
-    stand_in.stdin.write("wait\n")
-    stand_in.stdin.flush()
-    daemon = int(stand_in.stdout.readline().split()[2])
+    stand_in, daemon = _waiting_daemon(zygote[0], tmp_path)
     stand_in.send_signal(signal.SIGTERM)
     assert stand_in.wait(30) == 0
     with pytest.raises(ProcessLookupError):  # gone (and reaped by the zygote within its second's poll)
@@ -103,10 +110,7 @@ def test_the_jvms_sigterm_to_the_stand_in_stops_the_daemon(zygote, tmp_path):
 
 def test_the_zygote_exits_and_removes_its_folder_when_the_driver_lets_go_and_its_daemons_run_on(zygote, tmp_path):
     path, proc, lifeline = zygote
-    stand_in = _stand_in(path, tmp_path)
-    stand_in.stdin.write("wait\n")
-    stand_in.stdin.flush()
-    daemon = int(stand_in.stdout.readline().split()[2])
+    stand_in, daemon = _waiting_daemon(path, tmp_path)
     os.close(lifeline)
     assert proc.wait(30) == 0
     assert not os.path.exists(os.path.dirname(path))
@@ -119,21 +123,16 @@ def test_the_zygote_exits_and_removes_its_folder_when_the_driver_lets_go_and_its
 def test_without_a_zygote_the_stand_in_is_left_to_become_the_daemon(tmp_path):
     stand_in = _stand_in(str(tmp_path / "no-socket"), tmp_path)
     _, err = stand_in.communicate("", timeout=60)
-    assert err.split() == ["stand-in", str(stand_in.pid), "None"]
+    assert err.split() == ["stand-in", str(stand_in.pid), "False"]
 
 
 def test_a_zygote_whose_preload_failed_forks_nothing_and_leaves_the_stand_in_to_preload(tmp_path):
-    folder = tempfile.mkdtemp(prefix="mqreplay-zygote-test-")
-    path = os.path.join(folder, "socket")
-    theirs, ours = os.pipe()
-    zygote = subprocess.Popen([sys.executable, "-c", ZYGOTE, path, str(theirs)], pass_fds=(theirs,), cwd="/",
-                              env=_env(FAIL_PRELOAD="1"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    os.close(theirs)
-    stand_in = _stand_in(path, tmp_path)  # may ask before the zygote has failed, or after
+    path, zygote, ours = _start_zygote(FAIL_PRELOAD="1")
+    stand_in = _stand_in(path, tmp_path)  # asks at once: it waits in the backlog until the zygote has failed
     _, err = stand_in.communicate("", timeout=60)
-    assert err.split() == ["stand-in", str(stand_in.pid), "None"]
+    assert err.split() == ["stand-in", str(stand_in.pid), "False"]
     assert zygote.wait(30) != 0 and "no numba here" in zygote.stderr.read()
-    assert not os.path.exists(folder)
+    assert not os.path.exists(os.path.dirname(path))
     os.close(ours)
 
 
