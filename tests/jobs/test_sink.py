@@ -11,13 +11,18 @@ from jobs.run.sink import CountingSplitWriter, SinkSpec, SplitWriter, TableSplit
 from jobs.run.summary import Counters
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, STAT_FIELDS
 
+# the header fields every decoded record has (a message's msg_id is its store host's and offset's)
+HEADER = dict(born_timestamp=1795000000000, store_timestamp=1795000000001, born_host="10.0.0.2:50000",
+              store_host="10.0.0.1:10911", reconsume_times=0, sys_flag=0)
+
 
 def _pieces(topic="T"):
     """Two messages of one topic: the first delivered to G1 and G2, the second collided for G3."""
-    base = {f.name: None for f in pa.schema(OUTPUT_MESSAGE_FIELDS)}
+    base = dict({f.name: None for f in pa.schema(OUTPUT_MESSAGE_FIELDS)}, **HEADER)
     table = pa.Table.from_pylist([dict(base, queue_id=1, queue_offset=5, commitlog_offset=500, body=b"x",
-                                       properties=[("a", "1")]),
-                                  dict(base, queue_id=1, queue_offset=6, commitlog_offset=600, body=b"y")],
+                                       properties=[("a", "1")], msg_id="0A00000100002A9F00000000000001F4"),
+                                  dict(base, queue_id=1, queue_offset=6, commitlog_offset=600, body=b"y",
+                                       msg_id="0A00000100002A9F0000000000000258")],
                                  schema=pa.schema(OUTPUT_MESSAGE_FIELDS))
     groups = pa.array(["G1", "G2", "G3"])
     message = MessageRows(topic, table, groups,  # G1 and G2 receive the first message, G3's second collides
@@ -109,7 +114,7 @@ def test_names_become_path_parts_only_escaped_as_hive_escapes_them(tmp_path):
 def _repeated_pieces(n=5):
     """n messages of one topic, tags and keys null in some and repeated in others, the third record pointed
     at twice (a consume queue that holds one record's unit twice); both groups receive every message."""
-    base = {f.name: None for f in pa.schema(OUTPUT_MESSAGE_FIELDS)}
+    base = dict({f.name: None for f in pa.schema(OUTPUT_MESSAGE_FIELDS)}, **HEADER)
     offsets = [100 * (k + 1 - (k > 2)) for k in range(n)]  # 100, 200, 300, 300, 400, ...
     rows = [dict(base, queue_id=0, queue_offset=k, commitlog_offset=o, msg_id=f"ID{o}", body=b"b",
                  tags=None if k % 2 else f"Tag{k % 3}", keys=None if k == 1 else f"k{k % 7}")
@@ -205,3 +210,25 @@ def test_pairs_are_listed_by_row_then_group_for_the_parts_a_message_at_a_time():
     assert list(zip(rows.tolist(), groups.tolist())) == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]
     groups, rows = Pairs(matrix[:, [0, 2, 3]], np.array([0, 1, 2])).by_message()  # every message kept
     assert list(zip(rows.tolist(), groups.tolist())) == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]
+
+
+def test_columns_no_row_leaves_null_are_written_required(tmp_path):
+    """A record's header fields, its msg_id, a row's group and topic: no definition level to encode per value."""
+    commit(str(tmp_path / "out"), _write(tmp_path, "a"))
+    matched = pq.ParquetFile(tmp_path / "out" / "matched" / "part-00000.parquet").schema
+    required = [matched.column(i).name for i in range(len(matched)) if matched.column(i).max_definition_level == 0]
+    assert required == ["group", "topic", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "born_timestamp",
+                        "store_timestamp"]
+    messages = pq.ParquetFile(next((tmp_path / "out" / "messages").rglob("*.parquet"))).schema
+    optional = [messages.column(i).path for i in range(len(messages)) if messages.column(i).max_definition_level]
+    assert optional == ["tags", "keys", "properties.key_value.key", "properties.key_value.value", "body",
+                        "source_topic", "source_queue_id", "source_queue_offset"]
+
+
+def test_a_null_where_a_column_is_required_fails_the_write(tmp_path):
+    (kind, message), _ = _pieces()
+    table = message.table.set_column(message.table.schema.get_field_index("msg_id"), "msg_id",
+                                     pa.array([None, "0A00000100002A9F0000000000000258"], pa.string()))
+    with pytest.raises(pa.ArrowInvalid, match="msg_id"):
+        _write(tmp_path, "a", pieces=[(kind, MessageRows(message.topic, table, message.groups, message.delivered,
+                                                         message.collided))])
