@@ -232,3 +232,13 @@ def test_a_null_where_a_column_is_required_fails_the_write(tmp_path):
     with pytest.raises(pa.ArrowInvalid, match="msg_id"):
         _write(tmp_path, "a", pieces=[(kind, MessageRows(message.topic, table, message.groups, message.delivered,
                                                          message.collided))])
+
+
+def test_a_matched_part_writes_the_integers_its_rows_repeat_plain_and_the_timestamps_delta_encoded(tmp_path):
+    commit(str(tmp_path / "out"), _write(tmp_path, "a", pieces=_repeated_pieces()))
+    row_group = pq.ParquetFile(tmp_path / "out" / "matched" / "part-00000.parquet").metadata.row_group(0)
+    columns = map(row_group.column, range(row_group.num_columns))
+    encodings = {column.path_in_schema: column.encodings for column in columns}
+    data = {c: [e for e in encodings[c] if e != "RLE"] for c in encodings}  # RLE: the levels' encoding
+    assert [data[c] for c in ("queue_id", "queue_offset", "commitlog_offset")] == [["PLAIN"]] * 3
+    assert [data[c] for c in ("born_timestamp", "store_timestamp")] == [["DELTA_BINARY_PACKED"]] * 2
