@@ -296,11 +296,23 @@ def spark_submit(script, *args, env=None):
     variables added to this process's environment (an S3 endpoint)."""
     cmd = [os.path.join(ROOT, ".venv", "bin", "spark-submit"), "--master", f"local[{CORES}]",
            "--driver-memory", "4g", os.path.join(ROOT, script), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    proc = subprocess.run(cmd, capture_output=True, env={**os.environ, **(env or {})})
+    stdout, stderr = (_text(script, name, data) for name, data in (("stdout", proc.stdout), ("stderr", proc.stderr)))
     if proc.returncode != 0:
-        print(proc.stdout[-3000:], proc.stderr[-3000:])
+        print(stdout[-3000:], stderr[-3000:])
         raise SystemExit(f"{script} failed ({proc.returncode})")
-    return proc.stdout
+    return stdout
+
+
+def _text(script, name, data):
+    """A run's output as text; bytes that are not UTF-8 (a run wrote binary where text goes) kept escaped, and said."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        text = data.decode("utf-8", "backslashreplace")
+        print(f"    warning: {script}'s {name} holds bytes that are not UTF-8 at {exc.start}: "
+              f"{data[max(0, exc.start - 160):exc.start + 80]!r}")
+        return text
 
 
 def warm_page_cache(store):
