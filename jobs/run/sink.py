@@ -54,11 +54,11 @@ STATISTICS = ["topic", "queue_id", "queue_offset", "commitlog_offset", "born_tim
 # get the same values (Spark reads every file column as nullable; pyarrow says `not null`).
 NEVER_NULL = frozenset({"group", "topic", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "born_timestamp",
                         "store_timestamp", "born_host", "store_host", "reconsume_times", "sys_flag"})
-ANSWER_OUTPUTS = ("matched", "audit/collisions", "messages")  # the tables whose columns NEVER_NULL names
+PAIR_TABLES = ("matched", "audit/collisions")  # a row per (group, message): delivered, collided
+ANSWER_TABLES = ("matched", "messages", "audit/collisions")  # the answer's tables: those NEVER_NULL speaks of
 # A matched or collided row's message integers repeat over its groups' rows (a message's rows together): plain, which
 # zstd takes in runs, not delta-encoded (a split of the bench store: 14% fewer bytes, 0.167 -> 0.157 CPU-s to
 # write); the timestamps, which also jump between messages, stay smaller delta-encoded
-PAIR_OUTPUTS = ("matched", "audit/collisions")
 RUN_INTEGERS = ("queue_id", "queue_offset", "commitlog_offset")
 PARQUET_OPTIONS = dict(compression="zstd", compression_level=1, use_dictionary=False)
 
@@ -121,7 +121,7 @@ class SplitWriter:
             raise output_error(f"--out (its temporary {self.out.uri})", exc) from None
 
     def _message(self, piece):
-        for pairs, output in ((piece.delivered, "matched"), (piece.collided, "audit/collisions")):
+        for pairs, output in zip((piece.delivered, piece.collided), PAIR_TABLES):
             if pairs.count:
                 self._pairs(output, piece, pairs)
         if self.spec.layout.messages:
@@ -200,11 +200,12 @@ class SplitWriter:
             self.out.create_folder_in_place(relative.rsplit("/", 1)[0])
             path = self.out.path(relative)
             stream = self.fs.open_output_stream(path)
-            schema = required(table.schema) if output in ANSWER_OUTPUTS else table.schema
-            plain = self.run_integers if output in PAIR_OUTPUTS else ()
+            schema = required(table.schema) if output in ANSWER_TABLES else table.schema
+            plain = self.run_integers if output in PAIR_TABLES else ()
             writer = pq.ParquetWriter(stream, schema, **parquet_options(schema, self.statistics, plain))
             entry = self.writers[final] = [writer, stream, output, 0]
-        table = as_schema(table, entry[0].schema)
+        if not table.schema.equals(entry[0].schema):  # the required columns (no copy: the same types), and msg_id
+            table = table.cast(entry[0].schema)  # plain where a piece's ids repeat (inner batches)
         entry[0].write_table(table)
         entry[3] += table.num_rows
 
@@ -300,17 +301,6 @@ class SinkSpec:
 def required(schema):
     """`schema` with its NEVER_NULL fields not nullable."""
     return pa.schema([f.with_nullable(False) if f.name in NEVER_NULL else f for f in schema], schema.metadata)
-
-
-def as_schema(table, schema):
-    """`table` as a part's writer takes it: its columns under `schema` where only nullability differs (no copy; a
-    null in a required column is refused by the writer), else cast (msg_id plain where a piece's ids repeat: inner
-    batches)."""
-    if table.schema.equals(schema):
-        return table
-    if table.schema.names == schema.names and all(a.type == b.type for a, b in zip(table.schema, schema)):
-        return pa.Table.from_arrays(table.columns, schema=schema)
-    return table.cast(schema)
 
 
 def with_broker(table, broker):
@@ -424,9 +414,6 @@ def write_driver_part(out, output, table, name="driver"):
     out.fs.create_dir(out.path(output), recursive=True)
     with out.fs.open_output_stream(out.path(f"{output}/part-{name}.parquet")) as stream:
         pq.write_table(table, stream, **parquet_options(table.schema))
-
-
-ANSWER_TABLES = ("matched", "messages", "audit/collisions")
 
 
 def answer_schema(output, layout, with_body):
