@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import sys
+import threading
 from dataclasses import replace
 
 if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
@@ -41,6 +42,7 @@ from jobs.pipeline.brokers import brokers_of, split_store  # noqa: E402
 from jobs.pipeline.cluster import plan_cluster  # noqa: E402
 from jobs.run import console, lifecycle, outputs  # noqa: E402
 from jobs.run.command import fingerprint  # noqa: E402
+from jobs.run.job_tag import RunJobs  # noqa: E402
 from jobs.run.lineage import Lineage  # noqa: E402
 from jobs.run.progress import open_progress  # noqa: E402
 from jobs.run.session import (  # noqa: E402
@@ -143,13 +145,28 @@ def settings_of(args):
 QUIET = {"py4j": logging.WARNING, "pyiceberg": logging.ERROR}
 
 
+# one run at a time in a process: a run sets the process's console (sys.stderr, the root logger's handlers), its
+# signal handlers and its lifecycle (jobs/run/lifecycle.py) for its duration; a second call while one runs (a
+# kernel's other thread) is refused at once (exit 2), never mixed with it
+_one_run = threading.Lock()
+
+
 def main(argv=None):
-    """The job, as spark-submit (or a notebook's kernel) runs it: its exit code. What it sets up for itself (the
-    console, the log file, signal handlers) is as it was when it returns."""
-    with console.run_console(QUIET) as handler:
-        if handler is not None:  # the console: INFO; the run's log file takes the job's DEBUG
-            handler.addFilter(not_py4j)  # its stacks (a stopped run's broken call) are the log file's
-        return _run_main(argv)
+    """The job, as spark-submit (or a notebook's kernel, from any of its threads) runs it: its exit code. Every call
+    is a run of its own (its run id, log file, temporary OUT and lake files); what it sets up for itself (the
+    console, the log file, os.environ, signal handlers, the thread's job group) is as it was when it returns."""
+    if not _one_run.acquire(blocking=False):
+        print("error: another run of the job is running in this process: one run at a time per process (call main "
+              "again once it has returned, or start the second run in a process of its own, e.g. spark-submit)",
+              file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        with console.run_console(QUIET) as handler:
+            if handler is not None:  # the console: INFO; the run's log file takes the job's DEBUG
+                handler.addFilter(not_py4j)  # its stacks (a stopped run's broken call) are the log file's
+            return _run_main(argv)
+    finally:
+        _one_run.release()
 
 
 def _run_main(argv):
@@ -167,16 +184,21 @@ def _run_main(argv):
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     args.run, log_file = console.run_identity()
-    handler = console.open_log(args.run, log_file)
-    print(f"log: {log_file} (run {args.run})", file=sys.stderr, flush=True)
-    log.debug("replay.py %s", " ".join(sys.argv[1:] if argv is None else map(str, argv)))
-    events = Lineage.of(args.run, inputs, args.out)
-    if events is not None:
-        events.start()
-    try:
-        return _logged(args, events)
-    finally:
-        console.close_log(handler)
+    with console.run_environment(args.run, log_file):  # for a JVM the run starts; os.environ put back after
+        try:
+            opened = console.open_log(args.run, log_file)
+        except UsageError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"log: {log_file} (run {args.run})", file=sys.stderr, flush=True)
+        log.debug("replay.py %s", " ".join(sys.argv[1:] if argv is None else map(str, argv)))
+        events = Lineage.of(args.run, inputs, args.out)
+        if events is not None:
+            events.start()
+        try:
+            return _logged(args, events)
+        finally:
+            console.close_log(opened)
 
 
 def not_py4j(record):
@@ -192,9 +214,10 @@ def lineage_stores(store):
 
 def _logged(args, events=None):
     lifecycle.begin()
-    previous = lifecycle.stop_on_signals()
-    progress = open_progress(args.progress).start()
+    previous, progress = {}, None
     try:
+        previous = lifecycle.stop_on_signals()  # the main thread's only; put back when the run ends
+        progress = open_progress(args.progress).start()
         code = _main(args, progress)
     except Exception as exc:  # noqa: BLE001 - every error ends the run with its exit code (jobs/errors.py)
         code, message = outcome(lifecycle.stop_signalled() or exc)
@@ -205,9 +228,9 @@ def _logged(args, events=None):
             events.fail(code, message)
         return code
     finally:
-        progress.stop()
-        if not console.under_spark_submit():  # a notebook's kernel gets its interrupt back
-            lifecycle.restore_signals(previous)
+        if progress is not None:
+            progress.stop()
+        lifecycle.restore_signals(previous)  # a kernel gets its interrupt back
     log.debug("exit %d", code)
     if events is not None:
         if getattr(args, "summary", None) is not None:
@@ -227,19 +250,21 @@ def _main(args, progress):
         lifecycle.watch_parent(run.abandon, exit_code=EXIT_FAILED)
     # a notebook's session is left running; the one started meanwhile (SessionStart) is the run's
     owned = args.remote is not None or started is not None or not classic_session_exists()
+    forwarded = {}
     try:
         progress.set_phase("starting Spark")
         spark = started.session() if started is not None else spark_session(settings, args.master, args.remote)
-        if owned and not args.remote:  # a stop signal to the JVM stops the run as one to this driver
-            lifecycle.stop_on_signals()  # again: SparkContext took SIGINT
-            lifecycle.forward_jvm_signals(spark)
+        if owned and not args.remote and threading.current_thread() is threading.main_thread():
+            lifecycle.stop_on_signals()  # again: SparkContext took SIGINT (the handlers before the run are put back)
+            forwarded = lifecycle.forward_jvm_signals(spark)  # a stop signal to the JVM stops the run as one here
     except BaseException:
         run.abandon()
         raise
-    if executors_elsewhere(spark):  # before the stage: a path only this machine has fails in seconds
-        check_server_sees(spark, run, planned, options, owned)
     try:
-        summary = outputs.run_and_publish(spark, planned, run, options, sink, progress=progress)
+        with RunJobs(spark, args.run) as jobs:  # the run's jobs, under its own tag: the only ones it waits for or stops
+            if executors_elsewhere(spark):  # before the stage: a path only this machine has fails in seconds
+                check_server_sees(spark, run, planned, options)
+            summary = outputs.run_and_publish(spark, planned, run, options, sink, jobs, progress=progress)
     except ReplayError:  # OUT appeared meanwhile or the claim was lost (usage), publishing failed, a stop
         raise
     except Exception as exc:  # noqa: BLE001 - a failed Spark job: a task's own error, or Spark's cause
@@ -254,6 +279,8 @@ def _main(args, progress):
         return EXIT_FAILED
     finally:
         progress.stop()
+        if forwarded:
+            lifecycle.restore_jvm_signals(spark, forwarded)
         if owned:
             _stop_spark(spark)
     args.summary = summary  # OUT is published: the lineage's COMPLETE event counts its rows
@@ -303,7 +330,7 @@ def executors_elsewhere(spark):
     return is_connect(spark) or not spark.sparkContext.master.startswith("local")
 
 
-def check_server_sees(spark, run, planned, options, owned=True):
+def check_server_sees(spark, run, planned, options):
     """Exit 2, nothing written, when the executors (a Connect server's, a cluster's) cannot see the store or OUT's
     directory at the paths this driver planned with (docs/connect.md)."""
     paths = [("--store", broker.uri) for broker, _ in planned.parts] + \
@@ -311,8 +338,6 @@ def check_server_sees(spark, run, planned, options, owned=True):
         [("--out", os.path.dirname(run.tmp_uri.rstrip("/")))]
     unseen = unseen_paths(spark, paths)
     if unseen:
-        if owned:
-            _stop_spark(spark)
         run.abandon()
         who = "the Spark Connect server does" if is_connect(spark) else \
             f"the executors of master {spark.sparkContext.master} do"

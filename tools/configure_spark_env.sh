@@ -75,7 +75,13 @@ if [ -n "\$replay" ]; then
   # jobs/run/console.py: a run id and a log file per run, chosen before the JVM whose log4j2 appender writes there
   export MQREPLAY_RUN="\$(od -An -N4 -tx1 /dev/urandom | tr -d ' \\n')"
   log_dir="\${MQREPLAY_LOG:-\${TMPDIR:-/tmp}/mqreplay-\$(id -un)}"
-  mkdir -p "\$log_dir"
+  # the log folder is this user's only: made 0700, refused when another user owns it (a shared /tmp)
+  mkdir -p -m 700 "\$log_dir" 2>/dev/null || true
+  if [ ! -d "\$log_dir" ] || [ ! -O "\$log_dir" ]; then
+    echo "error: the log folder \$log_dir is not a folder of yours (another user may own it and read every run's log): remove it, or set MQREPLAY_LOG to a folder of your own" >&2
+    exit 2
+  fi
+  if [ -z "\${MQREPLAY_LOG:-}" ]; then chmod 700 "\$log_dir"; fi
   export MQREPLAY_LOG_FILE="\$log_dir/replay-\$(date -u +%Y%m%dT%H%M%SZ)-\$MQREPLAY_RUN.log"
   # the driver writes its diagnostics to the JVM's stderr (jobs/run/console.py): a regular file of its own
   # (2>err.log) becomes a pipe into it, so that the JVM's lines and the driver's never overwrite each other

@@ -23,6 +23,8 @@ import tempfile
 import time
 import uuid
 
+from jobs.errors import UsageError
+
 RUN_ENV, LOG_DIR_ENV, LOG_FILE_ENV = "MQREPLAY_RUN", "MQREPLAY_LOG", "MQREPLAY_LOG_FILE"
 SUBMIT_CLASS = b"org.apache.spark.deploy.SparkSubmit"  # in the command line of spark-submit's JVM
 RUN_ID = re.compile(r"^[0-9a-f]{8}$")
@@ -100,36 +102,84 @@ def run_console(quiet=(), env=None):
             stream.close()
 
 
-def run_identity(env=None):
-    """(run id, log file) of this run: the wrapper's when it chose them for this driver, else new ones,
-    exported so that the JVM Spark starts from this process logs into the same file."""
+_wrapper_runs = set()  # run ids of the venv's wrapper this process has used: each names one run only
+
+
+def run_identity(env=None, parent=None):
+    """(run id, log file) of this run: the wrapper's when it chose them for this driver (spark-submit's child) and no
+    earlier run of this process took them, else new ones. Nothing is exported: a kernel that calls `main` twice
+    gets two runs, two files (`run_environment` hands them to a JVM this run starts)."""
     env = os.environ if env is None else env
     run, path = env.get(RUN_ENV, ""), env.get(LOG_FILE_ENV, "")
-    if not ("PYSPARK_GATEWAY_PORT" in env and RUN_ID.match(run) and path):
-        run = uuid.uuid4().hex[:8]
-        path = os.path.join(log_dir(env), f"replay-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{run}.log")
-        env[RUN_ENV], env[LOG_FILE_ENV] = run, path
-    return run, path
+    if RUN_ID.match(run) and path and run not in _wrapper_runs and under_spark_submit(env, parent):
+        _wrapper_runs.add(run)
+        return run, path
+    run = uuid.uuid4().hex[:8]
+    return run, os.path.join(log_dir(env), f"replay-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{run}.log")
+
+
+@contextlib.contextmanager
+def run_environment(run, path, env=None):
+    """os.environ as the run needs it while it runs, and as it was once it ends: MQREPLAY_RUN and MQREPLAY_LOG_FILE
+    for a JVM the run starts (its log4j2 appender writes the run's file), and whatever the libraries the run calls
+    set for themselves (PySpark's Connect builder, pyiceberg's defaults) put back, so that a kernel that called
+    `main` goes on with its own environment."""
+    env = os.environ if env is None else env
+    saved = dict(env)
+    env[RUN_ENV], env[LOG_FILE_ENV] = run, path
+    try:
+        yield
+    finally:
+        for key in [k for k in env if k not in saved]:
+            del env[key]
+        for key, value in saved.items():
+            if env.get(key) != value:
+                env[key] = value
 
 
 def log_dir(env):
     return env.get(LOG_DIR_ENV) or os.path.join(tempfile.gettempdir(), f"mqreplay-{getpass.getuser()}")
 
 
-def open_log(run, path, logger="mqreplay"):
+def private_folder(path, default=False):
+    """Make `path` (the log folder) this user's only (0700) when missing; UsageError when another user owns it (on a
+    shared /tmp another user could make the default folder first and read every run's log). The default folder is
+    made private again when an earlier version left it open; one named by MQREPLAY_LOG keeps the mode its owner
+    gave it."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        found = os.stat(path)
+    except OSError as exc:
+        raise UsageError(f"the log folder {path} cannot be made ({exc.strerror}): set {LOG_DIR_ENV} to a folder "
+                         "of your own") from None
+    if not stat.S_ISDIR(found.st_mode):
+        raise UsageError(f"the log folder {path} is not a folder: set {LOG_DIR_ENV} to a folder of your own")
+    if found.st_uid != os.getuid():
+        raise UsageError(f"the log folder {path} belongs to another user (uid {found.st_uid}): it could read this "
+                         f"run's log; remove it, or set {LOG_DIR_ENV} to a folder of your own")
+    if default and found.st_mode & 0o077:
+        os.chmod(path, 0o700)
+
+
+def open_log(run, path, logger="mqreplay", env=None):
     """This run's log file for every Python logger (the root's level, INFO) and the job's own at DEBUG (the
     stacks the console leaves out), each line with the run id; the Spark lines come from the JVM's appender
-    into the same file (both append)."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    into the same file (both append). Returns what `close_log` takes to put the loggers back."""
+    folder = os.path.dirname(path) or "."
+    private_folder(folder, default=not (os.environ if env is None else env).get(LOG_DIR_ENV))
     handler = logging.FileHandler(path, mode="a", encoding="utf-8")
     handler.setFormatter(logging.Formatter(f"%(asctime)s run={run} %(levelname)s %(name)s: %(message)s",
                                            "%y/%m/%d %H:%M:%S"))
     handler.setLevel(logging.DEBUG)
+    job_logger = logging.getLogger(logger)
+    opened = (handler, job_logger, job_logger.level)
     logging.getLogger().addHandler(handler)
-    logging.getLogger(logger).setLevel(logging.DEBUG)
-    return handler
+    job_logger.setLevel(logging.DEBUG)
+    return opened
 
 
-def close_log(handler):
+def close_log(opened):
+    handler, job_logger, level = opened
     logging.getLogger().removeHandler(handler)
+    job_logger.setLevel(level)
     handler.close()

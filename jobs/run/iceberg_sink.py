@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from jobs.errors import UsageError
+from jobs.errors import PublishFailed, UsageError
 from jobs.pipeline.brokers import store_identity
 from jobs.pipeline.cq_audit import CQ_AUDIT_SCHEMA
 from jobs.run import lake, place
@@ -355,13 +355,17 @@ def _table_and_place(target, catalog, identifier, schema, partition_column):
 
 def _move_parts(out, output, location, run, kept=()):
     """Move an output's parts from the temporary OUT (a Place: those at their final names, and `kept`, those
-    left where their attempts wrote them) into the table's location (a Place), under data/run-<run>/,
-    sink.MOVE_THREADS at a time (a copy where OUT and the warehouse are on different filesystems or devices);
-    their new URIs."""
+    left where their attempts wrote them) into the table's location (a Place), under data/run-<run>/, a folder
+    no other run wrote (PublishFailed if it exists: part paths are never reused), sink.MOVE_THREADS at a time (a
+    copy where OUT and the warehouse are on different filesystems or devices); their new URIs."""
     infos = out.fs.get_file_info(pafs.FileSelector(out.path(output), recursive=True, allow_not_found=True))
     found = [(i.path, i.path[len(out.path(output)) + 1:]) for i in infos
              if i.type == pafs.FileType.File and i.path.endswith(".parquet")]
     found += [(out.path(path), final[len(output) + 1:]) for path, final in kept]
+    folder = location.path(f"data/run-{run}")
+    if location.fs.get_file_info(folder).type != pafs.FileType.NotFound:  # never another run's files replaced
+        raise PublishFailed(f"--sink iceberg: {folder} exists already: a run's part paths are its own, and run {run} "
+                            "is not this run's to write into (nothing of this run was committed to this table)")
     moves, files = [], []
     for path, name in sorted(found, key=lambda f: f[1]):
         relative = name.replace("/", "-").replace("=", "_")

@@ -33,7 +33,12 @@ def stop_on_signals():
     """Stop signals raise RunStopped in the main thread (Python runs handlers there), once, except while the run
     is ending (`ending()`): a publish or a cleanup is not cut in half (a run that is publishing finishes), and
     never after it published (`published()`). Called again once Spark has started: PySpark's SparkContext
-    replaces the SIGINT handler with its own (a KeyboardInterrupt)."""
+    replaces the SIGINT handler with its own (a KeyboardInterrupt). Only in the process's main thread (Python
+    sets handlers there alone): a run that a kernel's other thread called is stopped by its caller, and the
+    handlers it found are returned ({} when none were set), for `restore_signals`."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
     def handler(signum, frame):
         if not (_ending.is_set() or _committing.is_set() or _stopped.is_set()):
             _stopped.set()
@@ -88,23 +93,36 @@ class _Forward:
 
 def forward_jvm_signals(spark):
     """The JVM's TERM, INT and HUP forwarded to this driver (a classic session's JVM: spark-submit's, or the one
-    this process started), so that the run stops as on a signal of its own. Returns the signals forwarded (a
-    signal the JVM may not handle is left as is)."""
+    this process started), so that the run stops as on a signal of its own. Returns {signal: the JVM's handler it
+    replaced} (a signal the JVM may not handle is left as is), for `restore_jvm_signals`."""
     from py4j.protocol import Py4JError
     from pyspark.java_gateway import ensure_callback_server_started
 
     context = spark.sparkContext
     ensure_callback_server_started(context._gateway)
     jvm_signal = context._jvm.sun.misc.Signal
-    forwarded = []
+    forwarded = {}
     for signum in STOP_SIGNALS:
         handler = _Forward()
         try:
             handler.previous = jvm_signal.handle(jvm_signal(signal.Signals(signum).name[3:]), handler)
         except Py4JError:  # the JVM does not let this signal be handled (-Xrs, or ignored under nohup)
             continue
-        forwarded.append(signum)
+        forwarded[signum] = handler.previous
     return forwarded
+
+
+def restore_jvm_signals(spark, forwarded):
+    """Give the JVM back the handlers forward_jvm_signals replaced (a JVM that outlives the run: a kernel's)."""
+    from py4j.protocol import Py4JError
+
+    try:
+        jvm_signal = spark.sparkContext._jvm.sun.misc.Signal
+        for signum, previous in forwarded.items():
+            if previous is not None:
+                jvm_signal.handle(jvm_signal(signal.Signals(signum).name[3:]), previous)
+    except (Py4JError, AttributeError):  # the JVM is gone, or the session stopped: nothing is left to restore
+        return
 
 
 @contextlib.contextmanager

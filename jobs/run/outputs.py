@@ -29,7 +29,6 @@ from jobs.run import stage as T
 from jobs.run.place import Place
 from jobs.run.pop_ledger import lost_warnings, pop_summary
 from jobs.run.progress import Progress
-from jobs.run.session import is_connect
 from jobs.run.sink import ATTEMPTS
 from jobs.run.summary import Counters, build_summary, cluster_summary, exit_code
 from jobs.run.timer_ledger import overdue_warnings, timer_reads, timers_summary
@@ -272,18 +271,19 @@ def published_by(fs, path, command):
     return marks if isinstance(marks, dict) and marks.get("command") == command else None
 
 
-def run_and_publish(spark, planned, run, options, sink, progress=None):
+def run_and_publish(spark, planned, run, options, sink, jobs, progress=None):
     """Run the job, write every output under the run's temporary OUT through the run's sink (jobs/run/sinks.py),
     summary.json, report.html, and offsets.json (the exclusive end per topic and queue of what the run covered,
-    for --starting-offsets), then publish it as OUT; returns the summary. On any failure the temporary OUT is
-    removed once no task of the run still runs, and the claim released."""
+    for --starting-offsets), then publish it as OUT; returns the summary. `jobs`: the run's own Spark jobs
+    (jobs/run/job_tag.RunJobs). On any failure the temporary OUT is removed once no task of the run still runs
+    (a stopped run's are cancelled), and the claim released; the session's other jobs are left alone."""
     started = time.time()
     try:
         summary, timelines = _run(spark, planned, run.tmp, options, sink, progress, run.out)
         with lifecycle.committing():  # Spark's part is done: a kill from here on lets the run publish first
             _commit_and_publish(run, summary, timelines, planned, options, sink, started)
     except BaseException:
-        _settle(spark)
+        jobs.settle(stopped=lifecycle.stop_signalled() is not None)
         run.abandon()
         raise
     return summary
@@ -305,37 +305,6 @@ def _commit_and_publish(run, summary, timelines, planned, options, sink, started
         with run.fs.open_output_stream(f"{run.tmp_path}/offsets.json") as f:  # where the next run starts
             f.write(json.dumps(planned.offsets(), indent=2, ensure_ascii=False).encode("utf-8"))
     run.publish(sink.in_attempts())
-
-
-def _settle(spark, timeout=60.0):
-    """Wait until no task of the run is still running. When a task fails the job, Spark does not interrupt
-    the stage's other running tasks: they finish, and one that wrote its parts after the temporary OUT was
-    removed left an OUT.tmp-* behind (seen once in CI, a corrupt store's run on two cores). Returns at once
-    when the JVM is gone (a stopped or killed run: its tasks are gone with it)."""
-    if is_connect(spark):  # no status tracker: stop what the session still runs instead
-        _interrupt(spark)
-        return
-    deadline = time.time() + timeout
-    try:
-        if lifecycle.stop_signalled() is not None:  # a stopped run's tasks are not waited for: cancelled
-            spark.sparkContext.cancelAllJobs()
-        tracker = spark.sparkContext.statusTracker()
-        while time.time() < deadline:
-            stages = [stage for job in tracker.getJobIdsForGroup() if tracker.getJobInfo(job)
-                      for stage in tracker.getJobInfo(job).stageIds]
-            if not any(getattr(tracker.getStageInfo(stage), "numActiveTasks", 0) for stage in stages):
-                return
-            time.sleep(0.1)
-    except Exception:  # noqa: BLE001 - py4j's errors when the JVM has ended: nothing runs any more (and
-        return  # nothing to print: this process's output went into that JVM's pipe)
-
-
-def _interrupt(spark):
-    """Interrupt the Connect session's running operations (a failed stage's other tasks), if it still answers."""
-    try:
-        spark.interruptAll()
-    except Exception:  # noqa: BLE001 - the server is gone: nothing of the run still runs there
-        return
 
 
 @contextlib.contextmanager

@@ -42,12 +42,14 @@ def spark_session(settings, master=None, remote=None, zygote=False):
     daemon on a local master; only for a driver that exits with its run (spark-submit's), which the zygote does."""
     from pyspark.sql import SparkSession
 
-    if remote:
-        spark = SparkSession.builder.remote(remote).appName("mqreplay").getOrCreate()
+    if remote:  # a session of the run's own on the server (create): a kernel's Connect session is never touched
+        spark = SparkSession.builder.remote(remote).appName("mqreplay").create()
         for key, value in settings.get("spark", {}).items():
             if key.startswith("spark.sql."):
                 spark.conf.set(key, value)
         return spark
+    if classic_session_exists():  # a kernel's: used as it is, its runtime conf untouched (the builder's options
+        return SparkSession.builder.getOrCreate()  # would be set on it and stay)
     options = {"spark.app.name": "mqreplay"}
     if not master and "PYSPARK_GATEWAY_PORT" not in os.environ:  # plain `python jobs/replay.py`
         master = "local[*]"
@@ -186,11 +188,12 @@ def _submitted_conf():
 
 
 def classic_session_exists():
-    """Whether a classic SparkSession is already active in this process (a notebook's, Databricks'): the job
-    runs in it and leaves it running."""
-    from pyspark.sql import SparkSession
+    """Whether a classic SparkContext already runs in this process (a notebook's, Databricks'): the job runs in its
+    session and leaves it running. The context, not the thread's active session: a kernel's other thread has
+    none of its own, and the session it would get is the kernel's all the same."""
+    from pyspark import SparkContext
 
-    return SparkSession.getActiveSession() is not None
+    return SparkContext._active_spark_context is not None
 
 
 def is_connect(spark):

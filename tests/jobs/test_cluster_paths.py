@@ -27,7 +27,7 @@ def test_a_path_the_executors_do_not_see_is_refused_naming_it(monkeypatch):
     planned = SimpleNamespace(parts=[(SimpleNamespace(uri="/data/store"), None)])
     monkeypatch.setattr(replay, "unseen_paths", lambda spark, paths: [p for p in paths if p[0] == "--out"])
     with pytest.raises(UsageError, match=r"^the executors of master yarn do not see --out /home/me: store and OUT"):
-        replay.check_server_sees(_session("yarn"), run, planned, SimpleNamespace(commitlog=()), owned=False)
+        replay.check_server_sees(_session("yarn"), run, planned, SimpleNamespace(commitlog=()))
     assert abandoned == [True]
 
 

@@ -204,12 +204,12 @@ def test_a_failed_job_is_cleaned_up_only_after_its_other_tasks_ended(spark, tmp_
     a late task's parts outlive it (a leftover OUT.tmp-* seen in CI).
 
     No race decides the outcome: task 0 fails only once task 1 runs, task 1 writes only after the job has
-    failed (the test releases it then) and half a second later. When `_settle` returns, task 1 must have
-    ended: written its file, or been killed by Spark. A `_settle` that returned at once would find it still
+    failed (the test releases it then) and half a second later. When `settle` returns, task 1 must have
+    ended: written its file, or been killed by Spark. A `settle` that returned at once would find it still
     running with nothing written."""
     import time
 
-    from jobs.run.outputs import _settle
+    from jobs.run.job_tag import RunJobs
 
     started, release, late = (tmp_path / name for name in ("started", "release", "late"))
 
@@ -228,10 +228,11 @@ def test_a_failed_job_is_cleaned_up_only_after_its_other_tasks_ended(spark, tmp_
         late.write_text("written after the job failed")
         yield 1
 
-    with pytest.raises(Exception, match="a corrupt split"):
-        spark.sparkContext.parallelize([0, 1], 2).mapPartitions(task).collect()
-    assert started.exists() and not late.exists()  # task 1 was running when the job failed, and had not written
-    release.write_text("the job has failed")
-    _settle(spark)
+    with RunJobs(spark, "0a1b2c3d") as jobs:
+        with pytest.raises(Exception, match="a corrupt split"):
+            spark.sparkContext.parallelize([0, 1], 2).mapPartitions(task).collect()
+        assert started.exists() and not late.exists()  # task 1 was running when the job failed, and had not written
+        release.write_text("the job has failed")
+        jobs.settle()
     assert late.exists() or not _running(int(started.read_text())), \
-        "_settle returned while a task of the failed job was still running"
+        "settle returned while a task of the failed job was still running"
