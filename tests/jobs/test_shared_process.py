@@ -3,6 +3,7 @@ call of `main` is a run of its own (run id, log file, temporary OUT, lake files)
 and a failed or stopped run touches no other job of the session, it works from any thread, and the process is as
 it was when `main` returns (environment, signal handlers, logging, stderr, the session's conf, the thread's job
 group)."""
+import json
 import logging
 import os
 import signal
@@ -197,16 +198,16 @@ def test_two_nights_called_from_one_kernel_hold_both_nights_in_the_lake(kernel, 
     codes, runs = [], []
     for night, until in (("n1", UNTIL), ("n2", 1795237036000)):
         codes.append(replay.main(common + ["--out", str(tmp_path / night), "--until", str(until)]))
-        runs.append(__import__("json").loads((tmp_path / night / "summary.json").read_text())["run"])
+        runs.append(json.loads((tmp_path / night / "summary.json").read_text())["run"])
     assert codes == [0, 0], capsys.readouterr().err[-3000:]
     assert runs[0] != runs[1]
     final = expected_rows(store_a / "expected.json")
     raw = expected_rows(store_a / "expected_broker_raw.json")
     catalog = target.catalog()
     for name, want in (("matched", set(final)), ("collisions", set(raw) - set(final))):
-        a = catalog.load_table(f"lake.{name}").scan(selected_fields=("group", "topic", "queue_id", "queue_offset"))
-        got = Counter(zip(*(a.to_arrow().column(c).to_pylist() for c in ("group", "topic", "queue_id",
-                                                                          "queue_offset"))))
+        keys = ("group", "topic", "queue_id", "queue_offset")
+        rows = catalog.load_table(f"lake.{name}").scan(selected_fields=keys).to_arrow()
+        got = Counter(zip(*(rows.column(c).to_pylist() for c in keys)))
         assert set(got) == want and max(got.values()) == 1
     folders = {p.name for p in (tmp_path / "wh").rglob("run-*") if p.is_dir()}
     assert {f"run-{r}" for r in runs} <= folders
