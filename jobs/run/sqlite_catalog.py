@@ -9,6 +9,7 @@ issue 47) for the handful of statements below. A commit is one conditional UPDAT
 the commit started from, else CommitFailedException), as in both of those catalogs. A busy file waits
 `BUSY_TIMEOUT_S`, then raises sqlite3's OperationalError ("database is locked"), which catalog_wait retries.
 Catalogs on other databases are pyiceberg's own (`--catalog NAME`, `type: sql`)."""
+import os
 import sqlite3
 from contextlib import closing, contextmanager
 
@@ -64,6 +65,7 @@ class SqliteCatalog(MetastoreCatalog):
     def __init__(self, name, **properties):
         super().__init__(name, **properties)
         self.path = sqlite_path(properties.get("uri"))
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)  # a new lake's folder, as its warehouse's
         with self._session() as con:
             tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if not {"iceberg_tables", "iceberg_namespace_properties"} <= tables:
