@@ -35,6 +35,43 @@ print(json.dumps({"counts": answers, "delivered": sorted(tuple(r) for r in rows)
 """
 
 
+# A kernel's Connect session running the user's job (tasks that wait for a release file, or 45 s) in one thread
+# while the job, called as main in the same process, replays a damaged store over the same server and fails:
+# prints the replay's exit code, whether the user's job still ran when it returned, and the user's result.
+USERS_JOB_BESIDE_A_FAILING_REPLAY = """
+import json, os, sys, threading, time
+from pyspark.sql import SparkSession
+from pyspark.sql.functions import udf
+from jobs import replay
+
+url, store, subscriptions, out, release = sys.argv[1:]
+spark = SparkSession.builder.remote(url).getOrCreate()
+
+@udf("long")
+def held(i):
+    deadline = time.time() + 45
+    while not os.path.exists(release) and time.time() < deadline:
+        time.sleep(0.05)
+    return i
+
+found = {}
+def users_job():
+    try:
+        found["sum"] = spark.range(0, 2, 1, 2).select(held("id").alias("i")).groupBy().sum("i").collect()[0][0]
+    except Exception as exc:
+        found["error"] = type(exc).__name__
+user = threading.Thread(target=users_job)
+user.start()
+time.sleep(5)  # its tasks are running on the server
+code = replay.main(["--remote", url, "--store", store, "--subscriptions", subscriptions, "--out", out,
+                    "--progress", "off"])
+running = user.is_alive()
+open(release, "w").close()
+user.join(120)
+print(json.dumps({"code": code, "running": running, "found": found, "session": spark.range(3).count()}))
+"""
+
+
 @pytest.fixture(scope="module")
 def connect(tmp_path_factory):
     server = LocalConnect(tmp_path_factory.mktemp("connect"))
@@ -76,3 +113,18 @@ def test_paths_the_executors_cannot_see_are_named(spark, tmp_path):
     pairs = [("--store", str(tmp_path)), ("--out", missing), ("--commitlog", f"file://{missing}"),
              ("--store", "s3://bucket/store")]
     assert unseen_paths(spark, pairs) == [("--out", missing), ("--commitlog", f"file://{missing}")]
+
+
+def test_over_connect_a_failing_replay_neither_waits_for_nor_interrupts_the_users_job(connect, store_a, tmp_path):
+    from tests.jobs.conftest import writable_copy
+
+    store = writable_copy(store_a, tmp_path)
+    os.truncate(store / "consumequeue" / "TopicTest" / "0" / "00000000000000000000", 3001)  # damaged: exit 1
+    script = tmp_path / "kernel.py"
+    script.write_text(USERS_JOB_BESIDE_A_FAILING_REPLAY, encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(script), connect.url, str(store), str(store_a / "registrations.json"),
+                           str(tmp_path / "out"), str(tmp_path / "release")], cwd=ROOT, capture_output=True,
+                          text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert got == {"code": 1, "running": True, "found": {"sum": 1}, "session": 3}, proc.stderr[-3000:]
