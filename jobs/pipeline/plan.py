@@ -96,9 +96,11 @@ def _build_plan(options, broker, several, layout):
     if unknown_topics:  # no consume queue, no topics.json: the names the subscriptions give are taken as they are
         topics_present = {r.topic for r in regs} | {f.topic for f in stored} | \
             {RETRY_PREFIX + g for g in {r.group for r in regs} | {f.consumer_group for f in stored}}
-    lmqs = set() if unknown_topics or layout.queues or layout.rocksdb_cq else \
-        {r.topic for r in regs if is_lmq(r.topic)} | {f.topic for f in stored if is_lmq(f.topic)}
-    topics_present |= lmqs  # LMQ queues are named by their consume queue alone: without one, by the records
+    # LMQ queues are named by their consume queue alone: one it lacks (no consume queue at all, or a lost LMQ
+    # folder) is a lost queue, its units rebuilt from the records whose INNER_MULTI_DISPATCH names it
+    lmqs = set() if unknown_topics or layout.rocksdb_cq else \
+        ({r.topic for r in regs if is_lmq(r.topic)} | {f.topic for f in stored if is_lmq(f.topic)}) - topics_present
+    topics_present |= lmqs
     everything = merge_subscriptions(stored, regs, bloom, topics_present, options.retry)
     warnings = [] if several else _names_that_match_nothing(options, regs, everything, topics_present)
     born_notes = []
@@ -112,14 +114,15 @@ def _build_plan(options, broker, several, layout):
     if unknown_topics:
         warnings.append("topic names not checked: the store has neither a consume queue nor config/topics.json, "
                         "so only its commit log knows its topics (a topic it lacks gets no units)")
-    if lmqs:
+    if lmqs and not layout.queues:  # a lost LMQ folder beside others: the units' line names it once, as any lost queue
         warnings.append(f"LMQ queue names not checked: {_first_few(sorted(lmqs))}: the store has no consume queue, "
                         "which alone lists LMQ queues, so their units are rebuilt from the records that name them "
                         "(INNER_MULTI_DISPATCH; a queue no record names gets no units)")
     if CONSUMER_FILTER_FILE in config.damaged:
         warnings.append(f"bitmap audit not done: config/{CONSUMER_FILTER_FILE} is damaged (audited, read as absent), "
                         "so the store's SQL92 registrations, which its stored bitmaps are compared with, are unknown")
-    warnings += config_file_warnings(config, config_files(options), broker) + born_notes
+    warnings += config_file_warnings(config, config_files(options), broker,
+                                     any(s.expression_type == "SQL92" for s in subs)) + born_notes
     compiled = [compile_subscription(s, options.dialect) for s in subs]
     for c in compiled:
         if c.error:
@@ -376,14 +379,18 @@ WITHOUT = {TOPICS_FILE: "the topics' queue counts are unknown (a queue the consu
            CONSUMER_OFFSET_FILE: "no group's committed offset is known (--from committed)"}
 
 
-def config_file_warnings(config, needed, broker):
+def config_file_warnings(config, needed, broker, sql92=True):
     """A warning per config file the run reads that is missing or unreadable (a damaged one read as absent under
     --on-corrupt skip): what the run cannot know without it; for topics.json of a store given without a name,
-    that the store does not name its broker (the name its rows carry, and its identity in a lake)."""
+    that the store does not name its broker (the name its rows carry, and its identity in a lake). A missing
+    consumerFilter.json only where the run replays a SQL92 subscription (`sql92`): it holds SQL92 registrations
+    alone, and a store whose consumers filter by tag (most 5.x stores) never writes one."""
     out = []
     for name in needed:
         if name in config.paths and name not in config.damaged or name == CONSUMER_FILTER_FILE and name in \
                 config.damaged:  # present and read, or damaged registrations, which the bitmap audit's warning names
+            continue
+        if name == CONSUMER_FILTER_FILE and not sql92:
             continue
         state = "damaged (audited, read as absent)" if name in config.damaged else "missing"
         line = f"config/{name} is {state}: {WITHOUT[name]}"

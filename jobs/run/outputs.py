@@ -343,14 +343,16 @@ def _run_with(spark, tasks, planned, out, options, sink, ranges, progress, given
     """The stage and the sink's commit (stage_and_commit), the ledgers' Spark steps; the summary per broker, then
     of the run (summary.cluster_summary)."""
     reports, written = stage_and_commit(tasks, planned, out, options, sink, ranges, progress, given)
+    brokers = []
+    for b, part in planned.parts:
+        counters = Counters.of([r for r in reports if r.get("broker") == b.name], len(part.problems or []))
+        part.ranges = tuple(part.ranges) + counters.rebuilt  # a rebuilt queue's offsets: known once walked, and
+        brokers.append((b, part, counters))  # the ledgers' (the topics whose copies they looked for) from here on
     timers = sink.ledger(spark, out.uri, (out.fs, out.root), written, timer_reads(reports, planned), options)
     pop = sink.pop_ledger(spark, out.uri, (out.fs, out.root), written, planned)
     several = len(planned.parts) > 1
     summaries, timelines = [], {}
-    for b, part in planned.parts:
-        mine = [r for r in reports if r.get("broker") == b.name]
-        counters = Counters.of(mine, len(part.problems or []))
-        part.ranges = tuple(part.ranges) + counters.rebuilt  # a rebuilt queue's offsets: known once walked
+    for b, part, counters in brokers:
         summaries.append((b.name, build_summary(part, counters, replace(options, store=b.uri,
                                                                         window=options.window.for_broker(b.name,
                                                                                                          several)))))

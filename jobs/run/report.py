@@ -57,8 +57,9 @@ def report_data(summary, timelines, status):
 
 def needs_attention(subs):
     """[{broker, group, topic, why}] of the subscriptions a reader must look at first: an expression that failed
-    to parse or parsed with a warning, units skipped as damaged, and one that delivered nothing (a retry topic
-    only when it held units). An expression that throws on some messages is RocketMQ's normal filtering (those
+    to parse or parsed with a warning, units skipped as damaged, and one that delivered nothing of the units in its
+    scope. A subscription with no unit in scope is quiet, not an alarm: an incremental night in which its topic
+    got no new message (or a retry topic no message was retried to). An expression that throws on some messages is RocketMQ's normal filtering (those
     messages are not delivered) and the same every night: a note (`threw`), not an alarm."""
     out = []
     for s in subs:
@@ -69,7 +70,7 @@ def needs_attention(subs):
             why.append(f"parsed with a warning: {s['warning']}")
         if s.get("skipped"):
             why.append(f"{s['skipped']:,} unit(s) skipped as damaged (audit/corrupt/)")
-        if s["status"] == "OK" and not s["client_delivered"] and (s["units"] or not s["topic"].startswith("%RETRY%")):
+        if s["status"] == "OK" and not s["client_delivered"] and s["units"] - s["skipped"] > 0:
             why.append(f"delivered nothing of {s['units'] - s['skipped']:,} unit(s) in scope")
         if why:
             out.append({"broker": s.get("broker"), "group": s["group"], "topic": s["topic"], "why": "; ".join(why)})

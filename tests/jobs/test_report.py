@@ -179,6 +179,16 @@ def test_every_troubled_group_is_named_before_any_chart_and_the_overview_table_c
     assert page.index("Needs attention") < page.index("<h2>Subscriptions") < page.index("<h2>The run")
 
 
+def test_a_night_in_which_a_topic_got_no_new_message_is_quiet_not_attention():
+    rows = [_row("G_FINE", "T"), _row("G_IDLE", "TopicIdle", units=0, client_delivered=0, stage1_passed=0,
+                                      broker_delivered=0)]  # an incremental night: nothing new in TopicIdle
+    summary = {"store": "s", "from": "earliest", "rocketmq_version": "5", "subscriptions": rows, "warnings": [],
+               "store_problems": [], "bitmap_audit": {"topics": []}, "job_seconds": 1.0}
+    page = report.render(summary, {}, 0)
+    assert _data(page)["attention"] == [] and _data(page)["status_text"] == report.STATUS[0]
+    assert "G_IDLE" not in page[:page.index("<h2>Subscriptions")]
+
+
 def test_an_expression_that_throws_on_some_messages_is_a_note_under_the_table_not_an_alarm():
     page = _trouble_page(status=0)
     notes = page[page.index("<h2>Subscriptions"):page.index("<svg")]
