@@ -143,6 +143,29 @@ def test_a_5x_store_without_consume_queues_is_rebuilt_with_its_lmq_queues(store_
     assert got == expected_keys(groups)
 
 
+def test_a_lost_lmq_folder_is_a_lost_queue_rebuilt_from_the_records_that_name_it(store_5x, groups, subscriptions,
+                                                                                 tmp_path):
+    store = tmp_path / "store"
+    shutil.copytree(store_5x / "store", store)
+    shutil.rmtree(store / "consumequeue" / "%LMQ%vip_1")
+    planned = build_plan(JobOptions(store=str(store), subscription_files=(str(subscriptions),), retry=False))
+    assert not [w for w in planned.warnings if "not in the store" in w]
+    _, got = replayed(store, subscriptions)
+    assert got == expected_keys(groups)
+    assert sum(n for k, n in got.items() if k[1] == "%LMQ%vip_1") > 0
+
+
+def test_a_missing_consumer_filter_file_is_warned_only_where_a_sql92_group_needs_it(store_5x, groups, tmp_path):
+    def warned(kinds):
+        path = tmp_path / f"subs-{'-'.join(kinds)}.json"
+        path.write_text(json.dumps({"groups": [{k: g[k] for k in ("group", "topic", "expressionType", "expression")}
+                                               for g in groups if g["expressionType"] in kinds]}), encoding="utf-8")
+        planned = build_plan(JobOptions(store=str(store_5x / "store"), subscription_files=(str(path),), retry=False))
+        return [w for w in planned.warnings if "consumerFilter.json" in w]
+    assert warned(("TAG",)) == []  # store_5x has no consumerFilter.json: a tag consumer's store never writes one
+    assert len(warned(("TAG", "SQL92"))) == 1
+
+
 def test_a_record_dispatched_to_an_lmq_agrees_with_that_queue_units_only():
     props = pa.array([[("INNER_MULTI_DISPATCH", "%LMQ%a,%LMQ%b"), ("INNER_MULTI_QUEUE_OFFSET", "7,3")]] * 4,
                      pa.map_(pa.string(), pa.string()))

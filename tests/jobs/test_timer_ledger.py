@@ -126,6 +126,17 @@ def test_the_summary_counts_each_real_topic_s_fates(whole, store_5x):
 
 
 @pytest.mark.system  # two spark-submit runs, as users run the job: make test-system
+def test_copies_are_looked_for_in_the_real_topics_of_units_rebuilt_from_the_commit_log(store_5x, tmp_path):
+    out = tmp_path / "out"
+    proc = submit_job("--store", store_5x / "store", "--out", out, *SUBSCRIPTIONS, "--units-from", "commitlog")
+    assert proc.returncode == 0, proc.console[-3000:]
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert {t["real_topic"]: t["copies_looked_for"] for t in summary["timers"]["topics"]} == \
+        {"TopicOrder": True, "TopicTimer": True}
+    assert not [w for w in summary["warnings"] if "not looked for" in w]
+    assert sum(t["delivered"] for t in summary["timers"]["topics"]) == 225  # run.json: every short timer delivered
+
+
 def test_a_message_scheduled_in_one_night_and_delivered_in_the_next_is_pending_then_delivered(nights, store_5x):
     n1, n2 = nights
     ledger = _through_wheel(store_5x)
