@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 import uuid
+from functools import lru_cache
 
 import pyarrow.fs as pafs
 
@@ -40,6 +41,7 @@ RENEW_S = 30.0
 EXPIRE_S = 180.0
 SETTLE_S = 1.0  # a lease's pause between writing and reading back: longer than a racing run's write takes
 CONFLICT_TRIES = 5  # S3 answers 409 to a conditional write racing another one on the same key: look again
+_CLIENTS = threading.Lock()  # a botocore session makes clients one at a time (the clients themselves are shared)
 
 
 class ClaimRefused(UsageError):
@@ -343,7 +345,6 @@ def _s3_client(fs):
     headers): its endpoint, scheme, region and keys from pyarrow's own arguments (a URI's query lands there);
     what pyarrow took from the environment (AWS_ENDPOINT_URL, keys, profile, instance role) botocore takes from
     the same environment, through its standard chain."""
-    import botocore.session
     from botocore import UNSIGNED
     from botocore.config import Config
 
@@ -359,4 +360,13 @@ def _s3_client(fs):
     # addressed as pyarrow addresses it: by path on an endpoint of one's own (an IP, a MinIO), else as AWS wants
     style = "virtual" if conf.get("force_virtual_addressing") else "path" if own else "auto"
     config = Config(s3={"addressing_style": style}, signature_version=UNSIGNED if conf.get("anonymous") else None)
-    return botocore.session.get_session().create_client("s3", config=config, **options)
+    with _CLIENTS:
+        return _botocore_session().create_client("s3", config=config, **options)
+
+
+@lru_cache(maxsize=1)
+def _botocore_session():
+    """One botocore session a process: it loads S3's service model once (0.1-0.25 s), not at every claim."""
+    import botocore.session
+
+    return botocore.session.get_session()
