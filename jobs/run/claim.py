@@ -268,14 +268,14 @@ class S3Claim(_Renewed):
         claim = cls(_s3_client(fs), path, holder)
         for _ in range(CONFLICT_TRIES):
             found, etag = claim._get()
-            if found is not None:
-                _take_over(out, found, clean_stale)
-            status = claim._put(IfMatch=etag) if found is not None else claim._put(IfNoneMatch="*")
+            if etag is not None:
+                _take_over(out, found or {}, clean_stale)
+            status = claim._put(IfMatch=etag) if etag is not None else claim._put(IfNoneMatch="*")
             if status == 412:  # another run created it, or took the dead claim over, first
                 raise _refusal(out, claim._get()[0])
             if status is not None:  # 409: a conditional write raced ours; 404: the dead claim went meanwhile
                 continue
-            if found is None and claim._put(IfNoneMatch="*") is None:
+            if etag is None and claim._put(IfNoneMatch="*") is None:
                 print(f"warning: the store of {out} ignores If-None-Match (it overwrote an existing object): its "
                       "claim is a best-effort lease, as on GCS and HDFS", file=sys.stderr, flush=True)
                 return LeaseClaim(fs, path, holder)._confirm(out)
@@ -290,7 +290,7 @@ class S3Claim(_Renewed):
         try:
             answer = self.client.get_object(Bucket=self.bucket, Key=self.key)
         except ClientError as exc:
-            if _status(exc) == 404:
+            if _missing_key(exc):
                 return None, None
             raise OSError(f"s3://{self.path}: {exc}") from exc
         try:
@@ -309,7 +309,7 @@ class S3Claim(_Renewed):
             answer = self.client.put_object(Bucket=self.bucket, Key=self.key, Body=json.dumps(self.holder).encode(),
                                             ContentType="application/json", **condition)
         except ClientError as exc:
-            if _status(exc) in (404, 409, 412):
+            if _status(exc) in (409, 412) or _missing_key(exc):
                 return _status(exc)
             raise OSError(f"s3://{self.path}: {exc}") from exc
         self.etag = answer["ETag"]
@@ -331,13 +331,18 @@ class S3Claim(_Renewed):
         try:
             self.client.delete_object(Bucket=self.bucket, Key=self.key, IfMatch=self.etag)
         except ClientError as exc:
-            if _status(exc) not in (404, 412):
+            if _status(exc) != 412 and not _missing_key(exc):
                 raise OSError(f"s3://{self.path}: {exc}") from exc
 
 
 def _status(exc):
     """The HTTP status of a botocore ClientError."""
     return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+
+
+def _missing_key(exc):
+    """Whether a botocore ClientError says the claim object is not there (a missing bucket is an error)."""
+    return exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404") and _status(exc) == 404
 
 
 def _s3_client(fs):

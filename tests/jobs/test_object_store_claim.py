@@ -147,3 +147,8 @@ def test_two_spark_submits_racing_for_an_s3_out_publish_once_and_the_loser_names
     assert f"is claimed by run {holder} " in loser, loser[-3000:]
     assert ds.dataset(published / "matched").count_rows() > 0
     assert [p for p in _objects(s3.filesystem(), "claims") if p.startswith("claims/raced.")] == []
+
+
+def test_an_s3_out_in_a_missing_bucket_is_said_to_be_unwritable_not_claimed(s3):
+    with pytest.raises(OSError, match="NoSuchBucket"):
+        claim.acquire("s3://no-such-bucket/out", run="nobucket")
