@@ -24,6 +24,7 @@ MESSAGE_SCHEMA = pa.schema([
     ("properties", PROPERTIES_TYPE),
     ("tags", pa.string()),
     ("keys", pa.string()),
+    ("uniq_key", pa.string()),  # the UNIQ_KEY property: the id 5.x clients and consoles show (null without one)
 ])
 
 # decode_records(coded=names)'s column after MESSAGE_SCHEMA's: a struct of the properties SQL92 reads, each a
@@ -55,7 +56,7 @@ def spark_schema(arrow_schema):
 # Columns every delivered (or audited) message row carries in the job's output.
 OUTPUT_MESSAGE_FIELDS = [
     ("queue_id", pa.int32()), ("queue_offset", pa.int64()), ("commitlog_offset", pa.int64()),
-    ("msg_id", pa.string()), ("tags", pa.string()), ("keys", pa.string()),
+    ("msg_id", pa.string()), ("uniq_key", pa.string()), ("tags", pa.string()), ("keys", pa.string()),
     ("born_timestamp", pa.int64()), ("store_timestamp", pa.int64()), ("born_host", pa.string()),
     ("store_host", pa.string()), ("reconsume_times", pa.int32()), ("sys_flag", pa.int32()),
     ("properties", PROPERTIES_TYPE), ("body", pa.binary()),

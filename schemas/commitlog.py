@@ -18,7 +18,7 @@ from schemas.columns import gather_bytes, slices_to_binary, to_utf8
 from schemas.errors import CorruptStoreError, UnsupportedStoreError
 from schemas.hosts import format_hosts
 from schemas.inner_batch import is_inner_batch
-from schemas.properties import parse_properties, parse_properties_at
+from schemas.properties import NAMED, parse_properties, parse_properties_at
 from schemas.tag_codes import tags_code_array
 
 _SIZE_MAGIC = struct.Struct(">ii")
@@ -77,10 +77,10 @@ def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True,
     store_v6 = (sys_flag & L.STOREHOST_V6) != 0
     if raw:
         properties_raw = to_utf8(slices_to_binary(buf, f["properties_at"], f["properties_length"]))
-        properties, named, *dictionaries = parse_properties(properties_raw, ("TAGS", "KEYS"), tuple(coded))
+        properties, named, *dictionaries = parse_properties(properties_raw, NAMED, tuple(coded))
     else:  # split where they lie in buf: no string column of the blobs
         properties, named, *dictionaries = parse_properties_at(buf, f["properties_at"], f["properties_length"],
-                                                               ("TAGS", "KEYS"), tuple(coded))
+                                                               NAMED, tuple(coded))
     stored_body = slices_to_binary(buf, f["body_at"], f["body_length"]) if (with_body or raw) else None
     tags = named["TAGS"]
     columns = {
@@ -105,6 +105,7 @@ def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True,
         "properties": properties,
         "tags": tags,
         "keys": named["KEYS"],
+        "uniq_key": named["UNIQ_KEY"],
     }
     schema = MESSAGE_SCHEMA
     if raw:

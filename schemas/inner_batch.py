@@ -16,7 +16,7 @@ import pyarrow as pa
 from schemas import layout as L
 from schemas.columns import one_array, slices_to_binary
 from schemas.kernels import _JIT, _i16, _i32
-from schemas.properties import parse_properties_at
+from schemas.properties import NAMED, parse_properties_at
 from schemas.tag_codes import tags_code_array
 
 INNER_HEAD = 20  # totalSize, magic, bodyCRC, flag, bodyLength
@@ -100,11 +100,12 @@ def unwrap(messages, with_body=True):
     first = np.r_[0, np.cumsum(per_row)[:-1]]
     index = np.arange(len(parent)) - first[parent]
     out = messages.take(pa.array(parent))
-    properties, named = parse_properties_at(data, props_at, props_len.astype(np.int64), ("TAGS", "KEYS"))
+    properties, named = parse_properties_at(data, props_at, props_len.astype(np.int64), NAMED)
     body = (slices_to_binary(data, body_at, body_len.astype(np.int64)) if with_body
             else pa.nulls(total, pa.binary()))
     replaced = {"flag": pa.array(flag), "body": body, "properties": properties, "tags": named["TAGS"],
-                "keys": named["KEYS"], "tags_code": pa.array(tags_code_array(named["TAGS"]))}
+                "keys": named["KEYS"], "uniq_key": named["UNIQ_KEY"],
+                "tags_code": pa.array(tags_code_array(named["TAGS"]))}
     order = _placing(inner)
     for name, values in replaced.items():
         i = out.schema.get_field_index(name)

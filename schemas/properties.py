@@ -10,6 +10,8 @@ import pyarrow as pa
 from schemas import kernels as K
 from schemas.columns import slices_to_binary, to_utf8
 
+NAMED = ("TAGS", "KEYS", "UNIQ_KEY")  # the properties a decoded message also carries as columns of their own
+
 
 def parse_properties(blobs, extract=(), coded=()):
     """map<string, string> per row from a string array of raw property blobs (order of appearance).

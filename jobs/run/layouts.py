@@ -17,8 +17,8 @@ from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS
 from schemas.columns import batch_bounds, one_array
 
 # the narrow row of matched/ and audit/collisions/ (besides group and topic)
-NARROW_FIELDS = ["queue_id", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys", "born_timestamp",
-                 "store_timestamp"]
+NARROW_FIELDS = ["queue_id", "queue_offset", "commitlog_offset", "msg_id", "uniq_key", "tags", "keys",
+                 "born_timestamp", "store_timestamp"]
 # Wide rows carry bodies and properties, and a batch's messages fan out to every group that receives them
 # (some five each here): written this many rows at a time, so that no batch's fan-out is whole in memory,
 # and no more bodies than this at a time, so that no column of large bodies nears Arrow's 2 GiB.
