@@ -49,9 +49,9 @@ def find_key(request):
     brokers = brokers_of(request.stores, None, request.commitlog)
     rows, damaged = [], False
     for broker in brokers:
-        found_rows, found = find.find(broker_context(request, broker), request.key, request.topic, request.window,
-                                      request.group)
-        for line in find.notes(found):
+        found_rows, found, read = find.find(broker_context(request, broker), request.key, request.topic,
+                                            request.window, request.group)
+        for line in find.notes(found) + read:
             print(f"note: {broker.name + ': ' if len(brokers) > 1 else ''}{line}", file=sys.stderr)
         rows += [{"broker": broker.name, **r} for r in found_rows]
         damaged = damaged or bool(found.damaged)
