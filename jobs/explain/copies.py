@@ -25,8 +25,8 @@ from schemas.multi_dispatch import dispatched_queues, is_lmq
 # the batch's UNIQ_KEY) or one of its inner messages (by its own), a consumer's retry (%RETRY%<group>), a POP
 # consumer's retry (%RETRY%<group>_<topic>, or + in 5.x's v2 names), a dead letter; the timer kinds are named
 # after the timer ledger's events (find.py)
-COPY_KINDS = ("message", "lmq", "multi_dispatch", "batch_record", "batch_inner", "retry", "pop_retry", "dlq", "timer_scheduled",
-              "timer_delivered", "recall_marker")
+COPY_KINDS = ("message", "lmq", "multi_dispatch", "batch_record", "batch_inner", "retry", "pop_retry", "dlq",
+              "timer_scheduled", "timer_delivered", "recall_marker")
 
 
 def pop_retry_topics(compiled):
@@ -80,8 +80,9 @@ def lmq_places(records, asked=None):
         r = source[u["row"]]
         if asked is not None and u["topic"] != asked:
             continue
+        kind = "lmq" if is_lmq(u["topic"]) else "multi_dispatch"
         places.append({"topic": u["topic"], "queue_id": u["queue_id"], "queue_offset": u["queue_offset"],
-                       "commitlog_offset": r["commitlog_offset"], "copy": "lmq" if is_lmq(u["topic"]) else "multi_dispatch",
+                       "commitlog_offset": r["commitlog_offset"], "copy": kind,
                        "copy_of": {k: r[k] for k in ("topic", "queue_id", "queue_offset")}, "batch": None,
                        "offsets": [u["queue_offset"]]})
     return places

@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 
 from filtering import decision as D
-from jobs.explain import copies
 from jobs.errors import ExplainError
+from jobs.explain import copies
 from jobs.explain.pop_history import history_lines, pop_histories
 from jobs.explain.question import decide, read_queue_units
 from jobs.explain.report import VERDICTS
@@ -144,7 +144,8 @@ def _verdicts(ctx, topic, queue_id, places, window, group):
 def _without_unit(ctx, place, group):
     """The rows of a message the consume queue holds no unit of: no group is given it."""
     offset = place["commitlog_offset"]
-    record = read_records(ctx.fs, ctx.commitlog, [offset], [record_size_at(ctx.fs, ctx.commitlog, offset)]).to_pylist()[0]
+    size = record_size_at(ctx.fs, ctx.commitlog, offset)
+    record = read_records(ctx.fs, ctx.commitlog, [offset], [size]).to_pylist()[0]
     place = {"copy": "message", "copy_of": None, "batch": None, **place}
     subs = [c for c in ctx.compiled if c.sub.topic == place["topic"] and (group is None or c.sub.group == group)]
     return ([_row(place, record, c.sub.group, False, None, NO_UNIT) for c in subs]
