@@ -1,8 +1,10 @@
 """Find a message by key and say who got it: `python -m jobs.explain --key K`. The messages that carry K (a KEYS
 token or the UNIQ_KEY) are found through the broker's index, or a scan where it cannot answer
 (schemas/key_lookup.py); each one's unit is read where explain reads units (jobs/explain/question.py) and every
-group subscribed to its topic gets the decision the job makes (question.decide), one row per (message, group);
-a POP group's row carries the message's POP history (`pop`: jobs/explain/pop_history.py).
+group subscribed to its topic gets the decision the job makes (question.decide), one row per (copy, group): the
+message in its topic, its LMQ copies, a BatchCQ batch's record or inner message (jobs/explain/copies.py), the
+timer's records named by the ledger's events; a POP group's row carries the message's POP history (`pop`:
+jobs/explain/pop_history.py).
 """
 import sys
 
