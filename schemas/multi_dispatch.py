@@ -65,3 +65,22 @@ def _dispatching(record_topics):
     for prefix in NOT_DISPATCHED_PREFIXES:
         skip = pc.or_(skip, pc.starts_with(record_topics, prefix))
     return ~pc.fill_null(skip, True).to_numpy(zero_copy_only=False)
+
+
+def dispatched_queues(record_topics, record_queue_ids, properties):
+    """The units each record's multi-dispatch wrote (ConsumeQueue.multiDispatchLmqQueue), as a table: `row` (the
+    record's row), `topic` (the queue's name), `queue_id` (0 for an LMQ, else the record's) and `queue_offset`
+    (its INNER_MULTI_QUEUE_OFFSET piece): what explain --key lists as a message's LMQ copies. A name holding a path
+    separator, or an offset Long.parseLong refuses, writes no unit."""
+    queues, offsets = _pieces(properties, DISPATCH), _pieces(properties, QUEUE_OFFSET)
+    same = pc.fill_null(pc.equal(pc.list_value_length(queues), pc.list_value_length(offsets)), False)
+    same = same.to_numpy(zero_copy_only=False) & _dispatching(record_topics)
+    parent = pc.list_parent_indices(queues).to_numpy()
+    names, at = pc.list_flatten(queues), pc.list_flatten(offsets)
+    lmq = pc.starts_with(names, L.LMQ_PREFIX).to_numpy(zero_copy_only=False)
+    keep = (same[parent] & ~pc.match_substring(names, "/").to_numpy(zero_copy_only=False)
+            & pc.match_substring_regex(at, r"^[+-]?[0-9]{1,18}$").to_numpy(zero_copy_only=False))
+    rows = parent[keep]
+    return pa.table({"row": pa.array(rows, pa.int64()), "topic": names.filter(pa.array(keep)),
+                     "queue_id": pa.array(np.where(lmq[keep], 0, np.asarray(record_queue_ids)[rows]), pa.int32()),
+                     "queue_offset": pc.cast(at.filter(pa.array(keep)), pa.int64())})

@@ -9,7 +9,8 @@
         [--since T] [--until T] [--json]
 
 --key finds every message that carries K (a KEYS token or the UNIQ_KEY) through the broker's index/, or a scan
-of the commit log where the index cannot answer (said on stderr), with every subscribed group's verdict
+of the commit log where the index cannot answer (said on stderr), and every copy of it (5.x: its LMQ queues, a
+BatchCQ inner message by its own key: jobs/explain/copies.py), with every subscribed group's verdict on each
 (jobs/explain/find.py).
 
 No Spark: the unit and its record are read where they are and the job's own filter code decides
@@ -49,9 +50,9 @@ def find_key(request):
     brokers = brokers_of(request.stores, None, request.commitlog)
     rows, damaged = [], False
     for broker in brokers:
-        found_rows, found = find.find(broker_context(request, broker), request.key, request.topic, request.window,
-                                      request.group)
-        for line in find.notes(found):
+        found_rows, found, read = find.find(broker_context(request, broker), request.key, request.topic,
+                                            request.window, request.group)
+        for line in find.notes(found) + read:
             print(f"note: {broker.name + ': ' if len(brokers) > 1 else ''}{line}", file=sys.stderr)
         rows += [{"broker": broker.name, **r} for r in found_rows]
         damaged = damaged or bool(found.damaged)

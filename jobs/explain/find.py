@@ -1,69 +1,99 @@
 """Find a message by key and say who got it: `python -m jobs.explain --key K`. The messages that carry K (a KEYS
 token or the UNIQ_KEY) are found through the broker's index, or a scan where it cannot answer
 (schemas/key_lookup.py); each one's unit is read where explain reads units (jobs/explain/question.py) and every
-group subscribed to its topic gets the decision the job makes (question.decide), one row per (message, group);
-a POP group's row carries the message's POP history (`pop`: jobs/explain/pop_history.py).
+group subscribed to its topic gets the decision the job makes (question.decide), one row per (copy, group): the
+message in its topic, its LMQ copies, a BatchCQ batch's record or inner message (jobs/explain/copies.py), the
+timer's records named by the ledger's events; a POP group's row carries the message's POP history (`pop`:
+jobs/explain/pop_history.py).
 """
 import sys
 
+import numpy as np
+import pyarrow as pa
+
 from filtering import decision as D
 from jobs.errors import ExplainError
+from jobs.explain import copies
 from jobs.explain.pop_history import history_lines, pop_histories
 from jobs.explain.question import decide, read_queue_units
 from jobs.explain.report import VERDICTS
-from jobs.pipeline.timer_events import fate, timer_events
+from jobs.explain.times import ms_text, with_iso
+from jobs.pipeline.timer_events import CANCEL, DELIVERED, SCHEDULED, fate, timer_events
 from schemas import layout as L
 from schemas.key_lookup import locate_keys, store_topics
 from schemas.lookup import read_records, record_size_at
+from schemas.multi_dispatch import is_lmq
 
 NO_UNIT = ("no_unit", "the consume queue holds no unit of it (a transaction's half message, or a unit lost): "
                       "no consumer is given it")
 NO_GROUP = ("no_subscription", "no group subscribes to its topic")
+TIMER_TIMES = ("deliver_ms", "scheduled_store_timestamp", "delivered_store_timestamp", "cancelled_store_timestamp")
+TIMER_COPIES = {SCHEDULED: "timer_scheduled", DELIVERED: "timer_delivered", CANCEL: "recall_marker"}
 NOT_COMPILED = ("does_not_compile", "the group's expression does not compile: the broker refuses the subscription")
 
 
 def topics_of(ctx):
     """Every topic the store may hold a message of (schemas/key_lookup.store_topics), the subscriptions' and
-    their groups' retry and dead-letter topics included."""
-    return store_topics(ctx.fs, ctx.root, set(ctx.topic_configs) | {c.sub.topic for c in ctx.compiled},
-                        {c.sub.group for c in ctx.compiled})
+    their groups' retry, POP retry and dead-letter topics included."""
+    return store_topics(ctx.fs, ctx.root, set(ctx.topic_configs) | {c.sub.topic for c in ctx.compiled}
+                        | copies.pop_retry_topics(ctx.compiled), {c.sub.group for c in ctx.compiled})
 
 
 def find(ctx, key, topic=None, window=None, group=None):
-    """(rows, found): one JSON-ready dict per (message, group subscribed to its topic) for the messages that carry
-    `key` (of `topic` alone when given; the window's store times), in commit-log order; a message no group
-    subscribes to has one row with group None. found: the schemas.key_lookup.Found (scans, damaged files)."""
+    """(rows, found, notes): one JSON-ready dict per (copy of a message that carries `key`, group subscribed to
+    the copy's topic), of `topic` alone when given, stored in the window, in commit-log order (a record's own
+    topic before its LMQ copies); a copy no group subscribes to has one row with group None. A copy is the
+    record in its topic, each LMQ queue multi-dispatch put it in, a BatchCQ batch's record or inner message
+    (jobs/explain/copies.py). found: the schemas.key_lookup.Found (scans, damaged files); notes: what else was
+    read."""
     bounds = (window.since, window.until) if window is not None else None
-    topics = [topic] if topic else sorted(topics_of(ctx))
-    found = locate_keys(ctx.fs, ctx.root, ctx.commitlog, [key], topics, bounds)
-    rows = []
+    topics = sorted(topics_of(ctx)) if topic is None or is_lmq(topic) else [topic]
+    found = locate_keys(ctx.fs, ctx.root, ctx.commitlog, [key], copies.search_topics(topics, topic), bounds)
+    half = (found.messages.column("sys_flag").to_numpy() & L.TRANSACTION_MASK) == L.TRANSACTION_PREPARED
+    rows = [r for m in found.messages.filter(pa.array(half)).to_pylist() if topic in (None, m["topic"])
+            for r in _without_unit(ctx, m, group)]  # a half message: dispatched to no queue
+    places = copies.record_places(found.messages.filter(pa.array(~half)), topic, copies.pop_retry_topics(ctx.compiled))
+    inner, notes = copies.inner_places(ctx, key, topics if topic is None else [topic], window)
     by_queue = {}
-    for m in found.messages.select(["topic", "queue_id", "queue_offset", "commitlog_offset", "sys_flag"]).to_pylist():
-        if m["sys_flag"] & L.TRANSACTION_MASK == L.TRANSACTION_PREPARED:  # a half message: dispatched to no queue
-            rows += _without_unit(ctx, m, group)
-        else:
-            by_queue.setdefault((m["topic"], m["queue_id"]), []).append(m)
-    order = {m["commitlog_offset"]: i for i, m in
-             enumerate(found.messages.select(["commitlog_offset"]).to_pylist())}
-    for (t, q), messages in by_queue.items():
-        rows += _verdicts(ctx, t, q, messages, window, group)
-    rows.sort(key=lambda r: (order[r["commit_log_offset"]], r["group"] or ""))
-    fates = timer_fates(ctx, found.messages)
-    for r in rows:
-        if r["uniq_key"] in fates:
-            r["timer"] = fates[r["uniq_key"]]
+    for p in places + inner:
+        by_queue.setdefault((p["topic"], p["queue_id"]), []).append(p)
+    for (t, q), mine in by_queue.items():
+        rows += _verdicts(ctx, t, q, mine, window, group)
+    rows.sort(key=lambda r: (r["commit_log_offset"], r["copy"] == "lmq", r["topic"], r["queue_offset"],
+                             r["group"] or ""))
+    _label_timers(ctx, rows, found.messages)
     histories = pop_histories(ctx, found.messages)
     for r in rows:
         mine = histories.get((r["topic"], r["queue_id"], r["queue_offset"]), {})
         if r["group"] in mine:
-            r["pop"] = mine[r["group"]]
-    return rows, found
+            r["pop"] = _pop_times(mine[r["group"]])
+    return rows, found, notes
+
+
+def _pop_times(history):
+    """A POP history with its times' ISO-8601 forms beside them."""
+    revived = history["revived"] and with_iso(history["revived"], ("revived_store_timestamp",))
+    return {**history, "handles": [with_iso(h, ("pop_time", "acked_time")) for h in history["handles"]],
+            "revived": revived}
+
+
+def _label_timers(ctx, rows, messages):
+    """Each timer message's row gets `timer`, its ledger row; the wheel's records and the delivered copy are
+    named by their event (a recall marker: the record that cancels the timer message)."""
+    fates, kinds = timer_fates(ctx, messages)
+    for r in rows:
+        if r["uniq_key"] in fates:
+            r["timer"] = with_iso(fates[r["uniq_key"]], TIMER_TIMES)
+        kind = kinds.get(r["commit_log_offset"])
+        if kind is not None and r["copy"] == "message":
+            r["copy"] = TIMER_COPIES[kind]
 
 
 def timer_fates(ctx, messages):
-    """{UNIQ_KEY: its timer ledger row} of the timer messages among the records found (their scheduled record,
-    delivered copy, cancel marker: jobs/pipeline/timer_events.py), by the rules of the job's OUT/timers/. A
-    wheel record the wheel cannot read is damaged data under the corruption policy, as in a run."""
+    """({UNIQ_KEY: its timer ledger row}, {commit-log offset: event kind}) of the timer messages among the records
+    found (their scheduled record, delivered copy, recall marker: jobs/pipeline/timer_events.py), by the rules of
+    the job's OUT/timers/. A wheel record the wheel cannot read is damaged data under the corruption policy, as
+    in a run."""
     events = []
     topics = messages.column("topic").to_pylist()
     for topic in sorted(set(topics)):
@@ -73,7 +103,7 @@ def timer_fates(ctx, messages):
     by_key = {}
     for e in events:
         by_key.setdefault(e["uniq_key"], []).append(e)
-    return {key: fate(group) for key, group in by_key.items()}
+    return {key: fate(group) for key, group in by_key.items()}, {e["commitlog_offset"]: e["kind"] for e in events}
 
 
 class _Audited:
@@ -85,45 +115,59 @@ class _Audited:
             print(f"note: {row['file']} offset {row['offset']}: {row['reason']}", file=sys.stderr)
 
 
-def _verdicts(ctx, topic, queue_id, found, window, group):
-    """The rows of the messages found in one queue: every subscribed group's decision over their units."""
+def _verdicts(ctx, topic, queue_id, places, window, group):
+    """The rows of the places found in one queue: every subscribed group's decision over their units (a batch
+    record's over its inner messages: delivered when one of them is)."""
     subs = [c for c in ctx.compiled if c.sub.topic == topic and (group is None or c.sub.group == group)]
     try:
-        units, messages = read_queue_units(ctx, topic, queue_id, [m["queue_offset"] for m in found])
+        units, messages = read_queue_units(ctx, topic, queue_id, [o for p in places for o in p["offsets"]])
     except ExplainError:
-        if len(found) > 1:  # one message without a unit: decide the others together, that one apart
-            return [r for m in found for r in _verdicts(ctx, topic, queue_id, [m], window, group)]
-        return _without_unit(ctx, found[0], group)
+        if len(places) > 1:  # one place without a unit: decide the others together, that one apart
+            return [r for p in places for r in _verdicts(ctx, topic, queue_id, [p], window, group)]
+        return _without_unit(ctx, places[0], group)
     records = messages.to_pylist()
+    starts = np.cumsum([0] + [len(p["offsets"]) for p in places])
     if not subs:
-        return [_row(r, None, None, None, NO_GROUP) for r in records]
+        return [_row(p, records[s], None, None, None, NO_GROUP) for p, s in zip(places, starts)]
     rows = []
     for c in subs:
         if c.error:
-            rows += [_row(r, c.sub.group, False, None, NOT_COMPILED) for r in records]
+            rows += [_row(p, records[s], c.sub.group, False, None, NOT_COMPILED) for p, s in zip(places, starts)]
             continue
         q = decide(ctx, c, units, messages, window)
-        for i, r in enumerate(records):
-            code = q.reason(i)
-            rows.append(_row(r, c.sub.group, code == D.DELIVERED, q.stage(i), VERDICTS[code]))
+        codes = q.decision.reasons()[0]
+        for p, lo, hi in zip(places, starts[:-1], starts[1:]):
+            delivered = np.flatnonzero(codes[lo:hi] == D.DELIVERED)
+            i = int(lo + (delivered[0] if len(delivered) else 0))
+            rows.append(_row(p, records[lo], c.sub.group, len(delivered) > 0, q.stage(i), VERDICTS[q.reason(i)]))
     return rows
 
 
-def _without_unit(ctx, m, group):
+def _without_unit(ctx, place, group):
     """The rows of a message the consume queue holds no unit of: no group is given it."""
-    record = read_records(ctx.fs, ctx.commitlog, [m["commitlog_offset"]],
-                          [record_size_at(ctx.fs, ctx.commitlog, m["commitlog_offset"])]).to_pylist()[0]
-    subs = [c for c in ctx.compiled if c.sub.topic == m["topic"] and (group is None or c.sub.group == group)]
-    return [_row(record, c.sub.group, False, None, NO_UNIT) for c in subs] or [_row(record, None, None, None, NO_GROUP)]
+    offset = place["commitlog_offset"]
+    size = record_size_at(ctx.fs, ctx.commitlog, offset)
+    record = read_records(ctx.fs, ctx.commitlog, [offset], [size]).to_pylist()[0]
+    place = {"copy": "message", "copy_of": None, "batch": None, **place}
+    subs = [c for c in ctx.compiled if c.sub.topic == place["topic"] and (group is None or c.sub.group == group)]
+    return ([_row(place, record, c.sub.group, False, None, NO_UNIT) for c in subs]
+            or [_row(place, record, None, None, None, NO_GROUP)])
 
 
-def _row(record, group, delivered, stage, reason):
-    properties = dict(record["properties"] or [])
-    return {"topic": record["topic"], "queue_id": record["queue_id"], "queue_offset": record["queue_offset"],
-            "msg_id": record["msg_id"], "commit_log_offset": record["commitlog_offset"], "group": group,
-            "delivered": delivered, "stage": stage, "reason": reason[0], "verdict": reason[1],
-            "keys": record["keys"], "uniq_key": properties.get("UNIQ_KEY"), "tags": record["tags"],
-            "store_timestamp": record["store_timestamp"]}
+def _row(place, record, group, delivered, stage, reason):
+    """One answer row: where the copy is (the place's), what the record (or inner message) says, the group's
+    verdict. A batch record's row shows the record's own KEYS, tags and UNIQ_KEY, not its first inner message's."""
+    properties = dict(record.get("batch_properties") if place["copy"] == "batch_record" else record["properties"]
+                      or [])
+    if place["copy"] == "batch_record":
+        record = {**record, "keys": properties.get("KEYS"), "tags": properties.get("TAGS")}
+    row = {"topic": place["topic"], "queue_id": place["queue_id"], "queue_offset": place["queue_offset"],
+           "msg_id": record["msg_id"], "commit_log_offset": place["commitlog_offset"], "group": group,
+           "delivered": delivered, "stage": stage, "reason": reason[0], "verdict": reason[1],
+           "keys": record["keys"], "uniq_key": properties.get("UNIQ_KEY"), "tags": record["tags"],
+           "store_timestamp": record["store_timestamp"], "copy": place["copy"], "copy_of": place["copy_of"],
+           "batch": place["batch"], "properties": properties}
+    return with_iso(row, ("store_timestamp",))
 
 
 def notes(found):
@@ -138,16 +182,18 @@ def notes(found):
 
 
 def render(rows):
-    """The answer as text: a line per message (its broker first when the rows come from several), then a line
-    per group's verdict."""
+    """The answer as text: a line per copy (its broker first when the rows come from several; what kind of copy
+    it is when not the message in its own topic), then a line per group's verdict."""
     lines, last, timers = [], None, set()
     several = len({r.get("broker") for r in rows}) > 1
     for r in rows:
-        if (r.get("broker"), r["commit_log_offset"]) != last:
-            last = (r.get("broker"), r["commit_log_offset"])
+        place = (r.get("broker"), r["topic"], r["queue_id"], r["queue_offset"], r["commit_log_offset"])
+        if place != last:
+            last = place
             lines.append(f"{r['broker'] + ' ' if several else ''}{r['topic']} queue {r['queue_id']} offset "
-                         f"{r['queue_offset']}: msgId {r['msg_id']}, commit-log offset {r['commit_log_offset']}, "
-                         f"storeTimestamp {r['store_timestamp']}, keys {r['keys']!r}, UNIQ_KEY {r['uniq_key']}")
+                         f"{r['queue_offset']}{copy_words(r)}: msgId {r['msg_id']}, commit-log offset "
+                         f"{r['commit_log_offset']}, storeTimestamp {ms_text(r['store_timestamp'])}, keys "
+                         f"{r['keys']!r}, UNIQ_KEY {r['uniq_key']}")
             if r.get("timer") and r["uniq_key"] not in timers:
                 timers.add(r["uniq_key"])
                 lines.append(f"  {timer_line(r['timer'])}")
@@ -158,15 +204,34 @@ def render(rows):
     return lines or ["no message carries the key"]
 
 
+def copy_words(r):
+    """What kind of copy a row's place holds, in words ('' for the message in its own topic)."""
+    kind, batch, of = r["copy"], r["batch"], r["copy_of"]
+    if kind in ("lmq", "multi_dispatch"):
+        return f" ({'LMQ' if kind == 'lmq' else 'multi-dispatch'} copy of {of['topic']} queue {of['queue_id']} " \
+               f"offset {of['queue_offset']})"
+    if kind == "batch_inner":
+        return (f" (message {batch['index'] + 1} of {batch['size']} in the batch at offset {batch['base_offset']}, "
+                f"whose UNIQ_KEY is {batch['record_uniq_key']})")
+    if kind == "batch_record":
+        return f" (a BatchCQ batch of {batch['size']} messages, offsets {batch['base_offset']} to " \
+               f"{batch['base_offset'] + batch['size'] - 1}: the broker decides them as one record)"
+    return {"retry": " (retry copy)", "pop_retry": " (POP retry copy)", "dlq": " (dead letter)",
+            "timer_scheduled": " (timer message, scheduled in the wheel)",
+            "timer_delivered": " (timer message, delivered by the wheel)",
+            "recall_marker": " (recall marker: cancels the timer message of this UNIQ_KEY)"}.get(kind, "")
+
+
 def timer_line(t):
     """A timer message's fate in words: scheduled at, due at, then delivered at (where, how late), pending, or
     cancelled at."""
-    scheduled = (f"scheduled at {t['scheduled_store_timestamp']}" if t["scheduled_store_timestamp"] is not None
+    scheduled = (f"scheduled at {ms_text(t['scheduled_store_timestamp'])}" if t["scheduled_store_timestamp"] is not None
                  else "its scheduled record not found")
-    head = f"timer message to {t['real_topic']} queue {t['real_queue_id']}: {scheduled}, due at {t['deliver_ms']}"
+    head = (f"timer message to {t['real_topic']} queue {t['real_queue_id']}: {scheduled}, due at "
+            f"{ms_text(t['deliver_ms'])}")
     if t["state"] == "delivered":
-        return (f"{head}, delivered at {t['delivered_store_timestamp']} (queue offset {t['delivered_queue_offset']}, "
-                f"{t['lag_ms']} ms after its due time)")
+        return (f"{head}, delivered at {ms_text(t['delivered_store_timestamp'])} (queue offset "
+                f"{t['delivered_queue_offset']}, {t['lag_ms']} ms after its due time)")
     if t["state"] == "cancelled":
-        return f"{head}, cancelled at {t['cancelled_store_timestamp']}"
+        return f"{head}, cancelled at {ms_text(t['cancelled_store_timestamp'])}"
     return f"{head}, pending (no delivered copy found)"

@@ -5,6 +5,7 @@ is read (a scan of those topics alone), their events taken by the job's own extr
 import sys
 
 from jobs.explain.question import read_queue_units
+from jobs.explain.times import ms_text
 from jobs.pipeline.plan import load_store_config_at
 from jobs.pipeline.pop_events import history, pop_records, pop_topics, revive_progress
 from jobs.pipeline.units.choose import queue_source
@@ -78,14 +79,15 @@ def history_lines(histories):
     for group, h in sorted(histories.items()):
         steps = []
         for x in h["handles"]:
-            step = f"popped at {x['pop_time']}" + (f" (invisible {x['invisible_time']} ms)" if x["checkpoint"]
-                                                   else " (its checkpoint not read)")
+            step = f"popped at {ms_text(x['pop_time'])}" + (
+                f" (invisible {x['invisible_time']} ms)" if x["checkpoint"] else " (its checkpoint not read)")
             if x["acked_by"] is not None:
-                step += f", {x['acked_by']} at {x['acked_time']}"
+                step += f", {x['acked_by']} at {ms_text(x['acked_time'])}"
             steps.append(step)
         end = h["state"]
         if h["revived"]:
             r = h["revived"]
-            end += f" into {r['retry_topic']} offset {r['retry_queue_offset']} at {r['revived_store_timestamp']}"
+            end += (f" into {r['retry_topic']} offset {r['retry_queue_offset']} at "
+                    f"{ms_text(r['revived_store_timestamp'])}")
         lines.append(f"  POP {group}: {end}; " + "; ".join(steps))
     return lines

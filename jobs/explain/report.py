@@ -14,6 +14,7 @@ from filtering.message_filter import retry_filter_applies
 from filtering.sql92 import trace as sql_trace
 from filtering.sql92.diagnose import describe
 from filtering.subscriptions import RETRY_PREFIX
+from jobs.explain.times import with_iso
 from schemas import layout as L
 from schemas.commitlog import CODECS, compression_types, not_inflated_reason
 from schemas.tag_codes import int32, java_hash
@@ -55,8 +56,9 @@ def report(ctx, q, i=0):
         "group": sub.group, "topic": sub.topic, "queue_id": unit["queue_id"], "queue_offset": unit["queue_offset"],
         "delivered": reason == D.DELIVERED, "stage": q.stage(i), "reason": name, "verdict": verdict,
         "unit": _unit(unit),
-        "message": {**{k: message[k] for k in ("msg_id", "tags", "keys", "store_timestamp", "born_timestamp",
-                                               "reconsume_times", "properties")}, "body": _body(ctx, message)},
+        "message": {**with_iso({k: message[k] for k in ("msg_id", "tags", "keys", "store_timestamp", "born_timestamp",
+                                                        "reconsume_times", "properties")},
+                               ("store_timestamp", "born_timestamp")), "body": _body(ctx, message)},
         "subscription": _subscription(ctx, q.csub, message),
         "scope": _scope(ctx, q, i, unit, message),
         "consume_queue": _consume_queue(ctx, q, i, message),

@@ -3,6 +3,7 @@ then each stage in the order a unit meets them."""
 import json
 
 from filtering.sql92.trace import render as render_tree
+from jobs.explain.times import ms_text
 
 
 def render(answer):
@@ -32,7 +33,8 @@ def _unit(u):
 
 def _message(m):
     lines = ["message (commit log)",
-             f"  msgId {m['msg_id']}, storeTimestamp {m['store_timestamp']}, tags {m['tags']!r}, keys {m['keys']!r}",
+             f"  msgId {m['msg_id']}, storeTimestamp {ms_text(m['store_timestamp'])}, tags {m['tags']!r}, "
+             f"keys {m['keys']!r}",
              f"  properties {json.dumps(m['properties'], ensure_ascii=False)}"]
     body = m["body"]
     if body["inflated"] is not None:  # a compressed body
