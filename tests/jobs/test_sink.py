@@ -221,7 +221,7 @@ def test_columns_no_row_leaves_null_are_written_required(tmp_path):
                         "store_timestamp"]
     messages = pq.ParquetFile(next((tmp_path / "out" / "messages").rglob("*.parquet"))).schema
     optional = [messages.column(i).path for i in range(len(messages)) if messages.column(i).max_definition_level]
-    assert optional == ["tags", "keys", "properties.key_value.key", "properties.key_value.value", "body",
+    assert optional == ["uniq_key", "tags", "keys", "properties.key_value.key", "properties.key_value.value", "body",
                         "source_topic", "source_queue_id", "source_queue_offset"]
 
 

@@ -72,6 +72,25 @@ def test_a_5x_store_replays_exactly_as_rocketmq_returned_it(store_5x, groups, su
     assert sum(n for k, n in want.items() if k[1].startswith("%LMQ%")) == 824
 
 
+def test_every_delivered_row_carries_the_uniq_key_rocketmqs_client_shows(store_5x, groups, subscriptions):
+    """The 5.x client's getMsgId is the UNIQ_KEY: an inner batch message's its own, an LMQ copy's its message's."""
+    want = {}
+    for g in groups:
+        for r in g["rows"]:
+            if r.get("clientTagMatch") is False:
+                continue
+            if r.get("inner"):
+                want.update({(g["group"], g["topic"], r["queueId"], m["queueOffset"]): m["msgId"] for m in r["inner"]})
+            elif g["topic"].startswith("%LMQ%"):
+                want[(g["group"], g["topic"], 0, r["cqOffset"])] = r["msgId"]
+            else:
+                want[(g["group"], g["topic"], r["queueId"], r["queueOffset"])] = r["msgId"]
+    result, _ = replayed(store_5x / "store", subscriptions)
+    got = {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]): r["uniq_key"]
+           for r in kind(result, "matched").to_pylist()}
+    assert got == want and len(set(want.values())) > 1000
+
+
 def test_an_lmq_row_names_its_lmq_queue_and_the_message_own_queue(store_5x, subscriptions):
     result, _ = replayed(store_5x / "store", subscriptions, groups=("G_LMQ_VIP1",))
     rows = {r["queue_offset"]: r for r in kind(result, "matched").to_pylist()}
