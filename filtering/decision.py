@@ -47,7 +47,7 @@ def topic_batch(topic, units, messages, bloom):
         stored_bitmaps=stored_bitmaps,
         stored_valid=stored_valid,
         # what SQL92 reads: a record's own properties (an inner batch's, for each of its messages: the broker
-        # filters the batch as one record, schemas/inner_batch.py)
+        # filters the batch as one record, schemas/log/inner_batch.py)
         properties=one_array(messages.column("batch_properties" if "batch_properties" in messages.column_names
                                              else "properties")),
         tags=one_array(messages.column("tags")),
@@ -192,7 +192,7 @@ class TopicDecision:
 
 def decide_topic(plan, topic, units, messages, subscriptions=None, window=None):
     """The TopicDecision of `subscriptions` (default: the plan's of `topic`) over a batch of the topic's units
-    and their decoded messages, row for row. window: a jobs.pipeline.window.Window whose store-time bounds scope the
+    and their decoded messages, row for row. window: a jobs.plan.window.Window whose store-time bounds scope the
     batch (the job's tasks drop messages outside it before deciding; explain asks about one that may be)."""
     n = units.num_rows
     bloom = bloom_mod.BloomFilter(plan.bloom_f, plan.bloom_n)

@@ -50,7 +50,7 @@ def merge_subscriptions(stored_filters, registrations, bloom, existing_topics=No
                         groups=None, topics=None, notes=None):
     """Effective subscriptions: stored SQL92 registrations, replaced per (group, topic) by later ones.
 
-    stored_filters: schemas.config.ConsumerFilterData list; registrations: schemas.config.Registration
+    stored_filters: schemas.store.config.ConsumerFilterData list; registrations: schemas.store.config.Registration
     list in precedence order (files, then command-line). A registration of the expression the store holds keeps
     the store's bornTime: the broker's own (in a cluster, a file written from another broker's registrations
     holds that broker's bornTime); one of another bornTime adds a line to `notes` (a list, when given). Each

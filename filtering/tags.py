@@ -11,9 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from schemas.tag_codes import int32, java_hash, string_array, tags_code, tags_code_array
+from schemas.queues.tag_codes import int32, java_hash, string_array, tags_code, tags_code_array
 
-# The hash codes are the store's (schemas/tag_codes.py); they are part of this module's API too, as the codes
+# The hash codes are the store's (schemas/queues/tag_codes.py); they are part of this module's API too, as the codes
 # both match stages compare: filtering.tags.java_hash and tags_code are what the vectors are checked through.
 __all__ = ["java_hash", "tags_code", "tags_code_array", "TagSubscription", "parse_subscription", "broker_tag_match",
            "client_tag_match", "broker_tag_match_array", "encode_tags", "client_tag_match_encoded",

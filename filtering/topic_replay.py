@@ -72,7 +72,7 @@ def replay_topic(plan, topic, units, messages, out):
 
 # Bucket widths of a timeline, each dividing the next, so that buckets of any width re-bucket exactly into a
 # wider one: a batch counts at the narrowest width that keeps it within TIMELINE_BUCKETS, the driver at the
-# widest of its batches' and the one that keeps the whole run within it (jobs/run/report.py).
+# widest of its batches' and the one that keeps the whole run within it (jobs/report/html.py).
 TIMELINE_WIDTHS_MS = (1000, 10_000, 60_000, 600_000, 3_600_000, 21_600_000, 86_400_000, 604_800_000)
 TIMELINE_BUCKETS = 240
 
@@ -149,7 +149,7 @@ UNIT_FIELDS = ("queue_id", "queue_offset", "commitlog_offset")
 
 
 # the record's own topic, queue and offset where a row's queue is another's (an LMQ queue written by
-# multi-dispatch, schemas/multi_dispatch.py): null where they are the row's
+# multi-dispatch, schemas/log/multi_dispatch.py): null where they are the row's
 SOURCE_FIELDS = {"source_topic": "topic", "source_queue_id": "queue_id", "source_queue_offset": "queue_offset"}
 
 

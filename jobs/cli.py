@@ -8,17 +8,17 @@ import sys
 from dataclasses import dataclass
 
 from jobs.errors import UsageError
-from jobs.pipeline.units.choose import UNITS_FROM, UnitsFrom
-from jobs.pipeline.window import parse_window
-from jobs.run.catalog_wait import DEFAULT_WAIT
-from jobs.run.iceberg_sink import DEFAULT_NAMESPACE, CatalogArgs
-from jobs.run.layouts import LAYOUTS, NORMALIZED
-from jobs.run.progress import MODES
-from jobs.run.sinks import SINKS, ParquetSink, SinkChoice
+from jobs.output.layouts import LAYOUTS, NORMALIZED
+from jobs.plan.units.choose import UNITS_FROM, UnitsFrom
+from jobs.plan.window import parse_window
+from jobs.runtime.progress import MODES
 from jobs.settings import CHOICES, DEFAULTS, JobOptions, job_options, load_settings
+from jobs.sinks.iceberg.catalog_wait import DEFAULT_WAIT
+from jobs.sinks.iceberg.tables import DEFAULT_NAMESPACE, CatalogArgs
+from jobs.sinks.kinds import SINKS, ParquetSink, SinkChoice
 from jobs.version import package_version
-from schemas.dump import DUMPS
 from schemas.errors import EXIT_USAGE
+from schemas.store.dump import DUMPS
 
 # RocketMQ's own limits (TopicValidator.TOPIC_MAX_LENGTH, Validators.CHARACTER_MAX_LENGTH): a longer name is
 # one no broker holds, so it is a typo or a pasted value, refused before anything runs
@@ -65,8 +65,8 @@ def add_subscription_arguments(p):
 
 
 def add_commitlog_argument(p):
-    """--commitlog DIR[,DIR...]: where the commit log is when not under --store (schemas/commitlog_files.py);
-    --units-from: where the units come from (jobs/pipeline/units/choose.py)."""
+    """--commitlog DIR[,DIR...]: where the commit log is when not under --store (schemas/log/files.py);
+    --units-from: where the units come from (jobs/plan/units/choose.py)."""
     p.add_argument("--commitlog", metavar="DIR[,DIR...]",
                    help="the commit log's directories when they are not under --store (storePathCommitLog, "
                         "storePathDLedgerCommitLog, readOnlyCommitLogStorePaths): plain or DLedger files, one log")
@@ -143,7 +143,7 @@ def parse_replay_args(argv):
 
 def sink_choice(args):
     """--sink, --layout, the catalog's arguments and `--starting-offsets iceberg` as the objects the run asks
-    (jobs/run/sinks.py SinkChoice): each name looked up once, here."""
+    (jobs/sinks/kinds.py SinkChoice): each name looked up once, here."""
     return SinkChoice(SINKS[args.sink], LAYOUTS[args.layout], catalog_args(args), args.continue_lake)
 
 
@@ -198,10 +198,10 @@ class ExplainRequest:
     run it explains (the settings with the command line's choices over them; the store filled in per broker) and
     the one question, by position, message id or key."""
 
-    stores: tuple  # --store, each STORE or NAME=STORE (jobs/pipeline/brokers.brokers_of)
+    stores: tuple  # --store, each STORE or NAME=STORE (jobs/plan/brokers.brokers_of)
     commitlog: str  # --commitlog as given
     options: JobOptions
-    window: object  # jobs/pipeline/window.Window of --since/--until
+    window: object  # jobs/plan/window.Window of --since/--until
     group: str = None
     topic: str = None
     key: str = None
@@ -233,7 +233,7 @@ class Upkeep:
 
 
 def parse_dump_args(argv):
-    """`python -m jobs.dump`'s command line (schemas/dump.py's dumps)."""
+    """`python -m jobs.dump`'s command line (schemas/store/dump.py's dumps)."""
     p = argparse.ArgumentParser(prog="python -m jobs.dump", description="Print a store as JSON lines")
     p.add_argument("store", help="a broker's storePathRootDir")
     p.add_argument("what", choices=DUMPS)

@@ -1,10 +1,10 @@
-"""`python -m jobs.dump STORE what`: a store as JSON lines for people inspecting it by hand (schemas/dump.py says
+"""`python -m jobs.dump STORE what`: a store as JSON lines for people inspecting it by hand (schemas/store/dump.py says
 what each prints); its arguments are parsed in jobs/cli.py."""
 import sys
 
 from jobs.cli import parse_dump_args
-from schemas.dump import DUMPS
 from schemas.errors import EXIT_INPUT, ReplayError
+from schemas.store.dump import DUMPS
 
 
 def main(argv=None):

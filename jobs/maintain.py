@@ -18,9 +18,10 @@ import sys
 
 from jobs.cli import parse_maintain_args, print_quietly
 from jobs.errors import UsageError, outcome
-from jobs.run import lake, lake_upkeep
-from jobs.run.catalog_wait import seconds
-from jobs.run.iceberg_sink import catalog_target, stale_runs
+from jobs.sinks.iceberg import lake
+from jobs.sinks.iceberg import upkeep as lake_upkeep
+from jobs.sinks.iceberg.catalog_wait import seconds
+from jobs.sinks.iceberg.tables import catalog_target, stale_runs
 from schemas.errors import EXIT_OK, EXIT_USAGE
 
 

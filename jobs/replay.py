@@ -38,14 +38,16 @@ from jobs.cli import (  # noqa: E402
     window_of,
 )
 from jobs.errors import UsageError, carried, outcome  # noqa: E402
-from jobs.pipeline.brokers import brokers_of, split_store  # noqa: E402
-from jobs.pipeline.cluster import plan_cluster  # noqa: E402
-from jobs.run import console, lifecycle, outputs  # noqa: E402
-from jobs.run.command import fingerprint  # noqa: E402
-from jobs.run.job_tag import RunJobs  # noqa: E402
-from jobs.run.lineage import Lineage  # noqa: E402
-from jobs.run.progress import open_progress  # noqa: E402
-from jobs.run.session import (  # noqa: E402
+from jobs.output import publish as outputs
+from jobs.output.command import fingerprint  # noqa: E402
+from jobs.plan.brokers import brokers_of, split_store  # noqa: E402
+from jobs.plan.cluster import plan_cluster  # noqa: E402
+from jobs.report.lineage import Lineage  # noqa: E402
+from jobs.report.summary import exit_code, summary_notes, summary_table  # noqa: E402
+from jobs.runtime import console, lifecycle  # noqa: E402
+from jobs.runtime.job_tag import RunJobs  # noqa: E402
+from jobs.runtime.progress import open_progress  # noqa: E402
+from jobs.runtime.session import (  # noqa: E402
     SessionStart,
     archive_of_a_whole_run,
     classic_session_exists,
@@ -53,10 +55,9 @@ from jobs.run.session import (  # noqa: E402
     spark_session,
     stop_session,
 )
-from jobs.run.sinks import sink_of  # noqa: E402
-from jobs.run.stage import unseen_paths  # noqa: E402
-from jobs.run.summary import exit_code, summary_notes, summary_table  # noqa: E402
 from jobs.settings import job_options, load_settings  # noqa: E402
+from jobs.sinks.kinds import sink_of  # noqa: E402
+from jobs.task.stage import unseen_paths  # noqa: E402
 from schemas.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ConfigError, ReplayError  # noqa: E402
 
 log = logging.getLogger("mqreplay")
@@ -146,7 +147,7 @@ QUIET = {"py4j": logging.WARNING, "pyiceberg": logging.ERROR}
 
 
 # one run at a time in a process: a run sets the process's console (sys.stderr, the root logger's handlers), its
-# signal handlers and its lifecycle (jobs/run/lifecycle.py) for its duration; a second call while one runs (a
+# signal handlers and its lifecycle (jobs/runtime/lifecycle.py) for its duration; a second call while one runs (a
 # kernel's other thread) is refused at once (exit 2), never mixed with it
 _one_run = threading.Lock()
 
@@ -302,7 +303,7 @@ def _main(args, progress):
 
 
 def _repeated(args, run):
-    """A retry of the command whose complete output OUT is (jobs/run/command.py): its summary, said to be that
+    """A retry of the command whose complete output OUT is (jobs/output/command.py): its summary, said to be that
     run's, and that run's exit code (0 for a clean run; 3 or 4 again when it finished with those); nothing run,
     nothing changed."""
     summary = args.summary = run.published_summary()

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 
 from filtering.bloom import BROKER_BLOOM_F, BROKER_BLOOM_N
-from jobs.pipeline.units.choose import UnitsFrom
-from jobs.pipeline.window import Window
-from jobs.run.layouts import NORMALIZED
+from jobs.output.layouts import NORMALIZED
+from jobs.plan.units.choose import UnitsFrom
+from jobs.plan.window import Window
 from schemas.errors import ConfigError
 
 DEFAULTS = {
@@ -95,14 +95,14 @@ class JobOptions:
     on_corrupt: CorruptPolicy = CorruptPolicy(DEFAULTS["on_corrupt"])
     verify_crc: bool = DEFAULTS["verify_crc"]
     allow_missing: bool = False  # names that match nothing become warnings, not usage errors
-    layout: object = NORMALIZED  # --layout: a jobs/run/layouts.py layout (messages once and narrow rows, or wide)
+    layout: object = NORMALIZED  # --layout: a jobs/output/layouts.py layout (messages once and narrow rows, or wide)
     window: Window = field(default_factory=Window)  # --since/--until, --starting/--ending-offsets
     # a plain read (the data source, a row per message): read every topic's queues, or only those of
     # read_topics when given, whatever the subscriptions need; no subscription is then required
     read_all: bool = False
     read_topics: tuple = None
     commitlog: tuple = ()  # --commitlog: the directories of a log kept elsewhere than under the store root
-    units_from: UnitsFrom = UnitsFrom.AUTO  # --units-from: where units come from (jobs/pipeline/units/choose.py)
+    units_from: UnitsFrom = UnitsFrom.AUTO  # --units-from: where units come from (jobs/plan/units/choose.py)
     audit_consume_queue: bool = False  # --audit-consume-queue: every unit checked against the commit log
     # a pending timer message due this long before the latest record the run read is overdue (a stuck wheel)
     timer_overdue: int = DEFAULTS["timer_overdue_seconds"] * 1000

@@ -16,35 +16,35 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from schemas import layout as L
+from schemas.log import layout as L
 
 # cached machine code needs a real source file; from a --py-files zip each worker process compiles once
-_JIT = dict(cache=os.path.isfile(__file__), nogil=True, boundscheck=False)
+JIT = dict(cache=os.path.isfile(__file__), nogil=True, boundscheck=False)
 
 # record_fields error codes, in the order the checks apply (the first failing check names the error)
 OK, BAD_MAGIC, BAD_SIZE, BAD_BODY, BAD_TOPIC, BAD_PROPERTIES = 0, 1, 2, 3, 4, 5
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _u32(buf, p):
     return (np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
 
 
-@numba.njit(**_JIT)
-def _i32(buf, p):
+@numba.njit(**JIT)
+def read_i32(buf, p):
     v = _u32(buf, p)
     return v - (1 << 32) if v >= (1 << 31) else v
 
 
-@numba.njit(**_JIT)
-def _i64(buf, p):
+@numba.njit(**JIT)
+def read_i64(buf, p):
     hi = _u32(buf, p)
     lo = _u32(buf, p + 4)
     return np.int64(np.uint64(hi) << np.uint64(32) | np.uint64(lo))
 
 
-@numba.njit(**_JIT)
-def _i16(buf, p):
+@numba.njit(**JIT)
+def read_i16(buf, p):
     v = (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
     return v - (1 << 16) if v >= (1 << 15) else v
 
@@ -63,7 +63,7 @@ def _prefetch_intrinsic(typingctx, arr, at):
     return types.void(arr, at), codegen
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(inline="always", **JIT)
 def prefetch(buf, at):
     """Ask for buf[at]'s cache line ahead of its read, when at lies in buf. A task reads one topic's records at a
     time, every third or so of a split's: the hardware's own prefetch does not follow that stride, and each
@@ -82,15 +82,15 @@ AHEAD = 4
 WALK_LIMIT, WALK_BLANK, WALK_ZERO, WALK_BAD_MAGIC, WALK_BAD_SIZE, WALK_TRUNCATED = 0, 1, 2, 3, 4, 5
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _walk(buf, limit, v1, v2, blank, min_size, starts):
     """Hop over the records' size and magic headers from position 0: (records, end position, how it ended);
     their starts into `starts` when it is not empty (a first pass only counts)."""
     pos = 0
     n = 0
     while pos + 8 <= limit:
-        size = _i32(buf, pos + L.TOTAL_SIZE_AT)
-        magic = _i32(buf, pos + L.MAGIC_AT)
+        size = read_i32(buf, pos + L.TOTAL_SIZE_AT)
+        magic = read_i32(buf, pos + L.MAGIC_AT)
         if magic == v1 or magic == v2:
             if size < min_size or pos + size > limit:
                 return n, pos, WALK_BAD_SIZE
@@ -117,26 +117,26 @@ def walk_headers(buf, limit):
     return starts, pos, how
 
 
-@numba.njit(inline="always", **_JIT)  # inlined where called (a call per record costs the decoder 25%)
+@numba.njit(inline="always", **JIT)  # inlined where called (a call per record costs the decoder 25%)
 def record_walk(buf, s, limit):
-    """The one walk of a commit-log record's header (schemas/layout.py names every offset): the record at s,
+    """The one walk of a commit-log record's header (schemas/log/layout.py names every offset): the record at s,
     buf[:limit] holding it, checked as MessageDecoder reads it. Returns (error, total, magic, sys_flag, born_at,
     born_ip, store_at, store_ip, mid_at, body_at, body_len, topic_at, topic_len, props_at, props_len): positions
     in buf, `*_ip` the width of a host's address (4 or 16; its port follows it, the store timestamp the born
     port), `mid_at` where reconsumeTimes starts. `error` is the first check the record fails (BAD_*) or OK; what
     a failed record's walk did not reach is 0. The decoder (record_fields) and the consume-queue rebuild
-    (schemas/cq_rebuild.py) both walk records with it."""
+    (schemas/queues/cq_rebuild.py) both walk records with it."""
     z = np.int64(0)
     if s < 0 or s + 8 > limit:
         return BAD_SIZE, z, z, z, z, z, z, z, z, z, z, z, z, z, z
-    total = _i32(buf, s + L.TOTAL_SIZE_AT)
-    magic = _i32(buf, s + L.MAGIC_AT)
+    total = read_i32(buf, s + L.TOTAL_SIZE_AT)
+    magic = read_i32(buf, s + L.MAGIC_AT)
     if magic != L.MAGIC_V1 and magic != L.MAGIC_V2:
         return BAD_MAGIC, total, magic, z, z, z, z, z, z, z, z, z, z, z, z
     end = s + total
     if total < L.MIN_RECORD_SIZE or end > limit:
         return BAD_SIZE, total, magic, z, z, z, z, z, z, z, z, z, z, z, z
-    flag = _i32(buf, s + L.SYS_FLAG_AT)
+    flag = read_i32(buf, s + L.SYS_FLAG_AT)
     born_at = s + L.BORN_HOST_AT
     born_ip = L.IP_V6_SIZE if (flag & L.BORNHOST_V6) != 0 else L.IP_V4_SIZE
     store_at = born_at + born_ip + 4 + L.STORE_TIMESTAMP_SIZE
@@ -145,7 +145,7 @@ def record_walk(buf, s, limit):
     body_at = mid_at + L.MID_SIZE
     if body_at > end:
         return BAD_BODY, total, magic, flag, z, z, z, z, z, z, z, z, z, z, z
-    body_len = _i32(buf, mid_at + L.BODY_LENGTH_AT)
+    body_len = read_i32(buf, mid_at + L.BODY_LENGTH_AT)
     if body_len < 0 or body_at + body_len + 1 > end:
         return BAD_BODY, total, magic, flag, born_at, born_ip, store_at, store_ip, mid_at, body_at, body_len, z, z, z, z
     tl_at = body_at + body_len
@@ -153,7 +153,7 @@ def record_walk(buf, s, limit):
         if tl_at + 2 > end:
             return (BAD_TOPIC, total, magic, flag, born_at, born_ip, store_at, store_ip, mid_at, body_at, body_len,
                     z, z, z, z)
-        topic_len = _i16(buf, tl_at)  # Java's getShort
+        topic_len = read_i16(buf, tl_at)  # Java's getShort
         topic_at = tl_at + 2
     else:
         topic_len = np.int64(buf[tl_at])  # a signed byte
@@ -164,13 +164,13 @@ def record_walk(buf, s, limit):
         return (BAD_TOPIC, total, magic, flag, born_at, born_ip, store_at, store_ip, mid_at, body_at, body_len,
                 topic_at, topic_len, z, z)
     pl_at = topic_at + topic_len
-    props_len = _i16(buf, pl_at)
+    props_len = read_i16(buf, pl_at)
     err = OK if props_len >= 0 and pl_at + 2 + props_len == end else BAD_PROPERTIES
     return (err, total, magic, flag, born_at, born_ip, store_at, store_ip, mid_at, body_at, body_len, topic_at,
             topic_len, pl_at + 2, props_len)
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _record_fields(buf, starts):
     n = len(starts)
     size = len(buf)
@@ -182,7 +182,7 @@ def _record_fields(buf, starts):
             prefetch(buf, starts[i + 2 * AHEAD])
             prefetch(buf, starts[i + 2 * AHEAD] + 64)
         if i + AHEAD < n and 0 <= starts[i + AHEAD] <= size - 4:
-            ahead = starts[i + AHEAD] + _i32(buf, starts[i + AHEAD])
+            ahead = starts[i + AHEAD] + read_i32(buf, starts[i + AHEAD])
             prefetch(buf, ahead - 64)
             prefetch(buf, ahead - 1)
         s = starts[i]
@@ -194,26 +194,26 @@ def _record_fields(buf, starts):
         i32[1, i] = magic
         if e == BAD_MAGIC or e == BAD_SIZE:  # not a record, or not whole in buf: nothing more read
             continue
-        i32[2, i] = _i32(buf, s + L.BODY_CRC_AT)
-        i32[3, i] = _i32(buf, s + L.QUEUE_ID_AT)
-        i32[4, i] = _i32(buf, s + L.FLAG_AT)
-        i64[0, i] = _i64(buf, s + L.QUEUE_OFFSET_AT)
-        i64[1, i] = _i64(buf, s + L.PHYSICAL_OFFSET_AT)
+        i32[2, i] = read_i32(buf, s + L.BODY_CRC_AT)
+        i32[3, i] = read_i32(buf, s + L.QUEUE_ID_AT)
+        i32[4, i] = read_i32(buf, s + L.FLAG_AT)
+        i64[0, i] = read_i64(buf, s + L.QUEUE_OFFSET_AT)
+        i64[1, i] = read_i64(buf, s + L.PHYSICAL_OFFSET_AT)
         i32[5, i] = flag
-        i64[2, i] = _i64(buf, s + L.BORN_TIMESTAMP_AT)
+        i64[2, i] = read_i64(buf, s + L.BORN_TIMESTAMP_AT)
         if born_at == 0:  # the hosts run past the record's end
             continue
         i64[3, i] = born_at
-        i32[6, i] = _i32(buf, born_at + born_ip)
-        i64[4, i] = _i64(buf, store_at - L.STORE_TIMESTAMP_SIZE)
+        i32[6, i] = read_i32(buf, born_at + born_ip)
+        i64[4, i] = read_i64(buf, store_at - L.STORE_TIMESTAMP_SIZE)
         i64[5, i] = store_at
-        i32[7, i] = _i32(buf, store_at + store_ip)
+        i32[7, i] = read_i32(buf, store_at + store_ip)
         if born_ip == L.IP_V4_SIZE:
-            i64[14, i] = _i64(buf, born_at)  # IPv4 + port as one number: formatted later without buf
+            i64[14, i] = read_i64(buf, born_at)  # IPv4 + port as one number: formatted later without buf
         if store_ip == L.IP_V4_SIZE:
-            i64[15, i] = _i64(buf, store_at)
-        i64[6, i] = _i32(buf, mid_at + L.RECONSUME_TIMES_AT)
-        i64[7, i] = _i64(buf, mid_at + L.PREPARED_TRANSACTION_OFFSET_AT)
+            i64[15, i] = read_i64(buf, store_at)
+        i64[6, i] = read_i32(buf, mid_at + L.RECONSUME_TIMES_AT)
+        i64[7, i] = read_i64(buf, mid_at + L.PREPARED_TRANSACTION_OFFSET_AT)
         i64[8, i] = body_at
         i64[9, i] = body_len
         i64[10, i] = topic_at
@@ -241,8 +241,8 @@ def record_fields(buf, starts):
     return out
 
 
-@numba.njit(**_JIT)
-def _same_bytes(a, a_at, b, b_at, width):
+@numba.njit(**JIT)
+def same_bytes(a, a_at, b, b_at, width):
     """a[a_at:a_at + width] == b[b_at:b_at + width], without slicing (slices cost more than short names)."""
     for k in range(width):
         if a[a_at + k] != b[b_at + k]:
@@ -250,7 +250,7 @@ def _same_bytes(a, a_at, b, b_at, width):
     return True
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def next_piece(data, pos, end):
     """(kv, stop) of the properties piece starting at pos: where its first \x01 is (-1: none before the piece
     ends) and where it ends (its \x02, or end). string2messageProperties keeps it when kv > pos and
@@ -264,7 +264,7 @@ def next_piece(data, pos, end):
     return kv, stop
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _split_properties(data, starts, ends, names, name_lens):
     """RocketMQ 4.9.x string2messageProperties over every blob, copying keys and values into Arrow
     buffers in the one scan that finds them (each byte read once: 0.076 -> 0.059 CPU-s a split of the bench store
@@ -324,13 +324,13 @@ def _split_properties(data, starts, ends, names, name_lens):
             if klen > 0 and stop - kv > 1:
                 first_of[m] = -1
                 for j in range(first, m):  # a handful of pieces per blob; the first match is a first occurrence
-                    if k_off[j + 1] - k_off[j] == klen and _same_bytes(k_data, k_off[j], k_data, ko, klen):
+                    if k_off[j + 1] - k_off[j] == klen and same_bytes(k_data, k_off[j], k_data, ko, klen):
                         first_of[m] = j
                         repeats = True
                         break
                 if first_of[m] < 0:
                     for t in range(len(name_lens)):
-                        if name_lens[t] == klen and _same_bytes(names[t], 0, k_data, ko, klen):
+                        if name_lens[t] == klen and same_bytes(names[t], 0, k_data, ko, klen):
                             named[t, row] = m
                 high |= bits
                 ko += klen
@@ -378,7 +378,7 @@ def _last_value_wins(keys, values, map_offsets, named, first_of):
     return keys.filter(pa.array(kept)), values.take(pa.array(last[kept])), new_offsets, named
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _value_codes(offsets, data, entries, limit):
     n = len(entries)
     size = 2
@@ -409,7 +409,7 @@ def _value_codes(offsets, data, entries, limit):
                 k += 1
                 break
             f = first[c]
-            if offsets[f + 1] - offsets[f] == width and _same_bytes(data, offsets[f], data, a, width):
+            if offsets[f + 1] - offsets[f] == width and same_bytes(data, offsets[f], data, a, width):
                 codes[row] = c
                 break
             slot = (slot + 1) & (size - 1)
@@ -426,7 +426,7 @@ def value_codes(values, entries, limit):
     return _value_codes(offsets, data, np.asarray(entries, np.int64), limit)
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _first_entry_named(key_data, key_offsets, map_offsets, name):
     n = len(map_offsets) - 1
     out = np.full(n, -1, np.int64)
@@ -434,7 +434,7 @@ def _first_entry_named(key_data, key_offsets, map_offsets, name):
     for row in range(n):
         for j in range(map_offsets[row], map_offsets[row + 1]):
             a = key_offsets[j]
-            if key_offsets[j + 1] - a == w and _same_bytes(key_data, a, name, 0, w):
+            if key_offsets[j + 1] - a == w and same_bytes(key_data, a, name, 0, w):
                 out[row] = j
                 break
     return out
@@ -449,7 +449,7 @@ def first_entry_named(key_data, key_offsets, map_offsets, name):
 _HEX_PAIRS = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), np.uint16)
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _msg_ids(store_key, physical_offset, pairs):
     n = len(store_key)
     out = np.empty(n * 16, np.uint16)  # two hex digits per byte: 8 bytes of host, 8 of offset
@@ -464,7 +464,7 @@ def _msg_ids(store_key, physical_offset, pairs):
     return out
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _msg_ids_v6(buf, store_at, offset_at, pairs):
     n = len(store_at)
     out = np.empty(n * 28, np.uint16)
@@ -501,7 +501,7 @@ def merge_rows(base, rows, values):
     return pa.concat_arrays([base, values.cast(base.type)]).take(pa.array(where))
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _put_decimal(out, o, v):
     if v >= 100:
         out[o] = 48 + v // 100
@@ -513,7 +513,7 @@ def _put_decimal(out, o, v):
     return o + 1
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _ipv4_hosts(keys):
     n = len(keys)
     out = np.empty(n * 22, np.uint8)

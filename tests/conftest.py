@@ -23,7 +23,7 @@ def read_jsonl(relpath):
 
 @pytest.fixture(scope="session", autouse=True)
 def run_logs(tmp_path_factory):
-    """The job's per-run log files (jobs/run/console.py) of every test, in the session's temporary folder."""
+    """The job's per-run log files (jobs/runtime/console.py) of every test, in the session's temporary folder."""
     logs = tmp_path_factory.mktemp("logs")
     before = os.environ.get("MQREPLAY_LOG")
     os.environ["MQREPLAY_LOG"] = str(logs)

@@ -7,10 +7,10 @@ import tempfile
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from jobs.run import stage as T
-from jobs.run.layouts import WIDE
-from jobs.run.sink import SinkSpec, commit
-from jobs.run.summary import Counters
+from jobs.output.layouts import WIDE
+from jobs.output.writers import SinkSpec, commit
+from jobs.report.summary import Counters
+from jobs.task import stage as T
 from schemas.arrow_schemas import STAT_FIELDS, TOPIC_STAT_FIELDS
 
 OUTPUTS = {"matched": "matched", "collision": "audit/collisions", "bitmap": "audit/bitmaps",
@@ -29,7 +29,7 @@ def replay_local(planned, layout=WIDE):
 
 
 def _replay_into(planned, layout, out):
-    """The job's stage (jobs/run/stage.py `replay`) with the in-process mapper, then the commit the driver makes."""
+    """The job's stage (jobs/task/stage.py `replay`) with the in-process mapper, then the commit the driver makes."""
     plans = [planned.plan]
     ranges = T.broker_splits(T.in_process, plans)
     reports = T.replay(T.in_process, plans, SinkSpec(out, layout, planned.plan.with_body), ranges)

@@ -175,9 +175,9 @@ def ensure_shape_store(args):
 def planning_costs(store, subs, split_size):
     """Planning on the driver and every split's unit lookup, in this process: times, then lookups counted
     through a filesystem wrapper (a second pass: the wrapper's own cost stays out of the times)."""
-    from jobs.pipeline.plan import build_plan
-    from jobs.pipeline.split_units import commitlog_splits, split_units
+    from jobs.plan.build import build_plan
     from jobs.settings import JobOptions
+    from jobs.task.split_units import commitlog_splits, split_units
     from tools.lookups import CQ, EXT, counting
 
     options = JobOptions(store=store, subscription_files=(subs,), retry=False, split_size=split_size)
@@ -280,10 +280,10 @@ class PeakRss(threading.Thread):
                                    if line.startswith("VmRSS"))) * 1024
                 except (OSError, StopIteration):
                     continue
-                # the job's daemon and its workers are forked from the driver's zygote (`jobs.run.worker_daemon
+                # the job's daemon and its workers are forked from the driver's zygote (`jobs.runtime.worker_daemon
                 # --zygote`), whose command line they keep
                 kind = ("python_worker" if any(name in cmd for name in (b"pyspark.daemon", b"pyspark.worker",
-                                                                        b"jobs.run.worker_daemon"))
+                                                                        b"jobs.runtime.worker_daemon"))
                         else "driver_python" if b"jobs/replay.py" in cmd and b"python" in cmd.split(b" ")[0]
                         else "driver_jvm" if b"SparkSubmit" in cmd else None)
                 if kind:
@@ -424,12 +424,12 @@ def in_process(store, sample_rows=100000):
     from filtering import dispatcher, sql92
     from filtering.bloom import BloomFilter
     from filtering.message_filter import row_outcomes, sql_outcomes
-    from jobs.pipeline.plan import build_plan
-    from jobs.pipeline.split_task import BATCH_ROWS
-    from jobs.pipeline.split_units import commitlog_splits
+    from jobs.plan.build import build_plan
     from jobs.settings import JobOptions
-    from schemas import storefs
-    from schemas.commitlog import decode_records
+    from jobs.task.split_task import BATCH_ROWS
+    from jobs.task.split_units import commitlog_splits
+    from schemas.log.records import decode_records
+    from schemas.store import storefs
 
     planned = build_plan(JobOptions(store=store, retry=False))
     plan = planned.plan
@@ -446,7 +446,7 @@ def in_process(store, sample_rows=100000):
     splits = []
     for lo, hi in commitlog_splits(plan):  # the job's own splits
         rows = np.flatnonzero((offsets >= lo) & (offsets < hi))
-        file = plan.log.file_at(lo)  # schemas/commitlog_files.py: plain or DLedger data file
+        file = plan.log.file_at(lo)  # schemas/log/files.py: plain or DLedger data file
         if len(rows) and file is not None:
             start, path, length = file.start, file.path, file.length
             part = offsets[rows] - start
@@ -493,10 +493,10 @@ def run_s3(args):
     """The store read from a local S3 server (tools/local_s3.py: moto, on 127.0.0.1) against the same store on
     disk, both to the noop sink, alternating; and the requests the S3 run made, by kind and folder, from the
     server's access log: a split's commit-log bytes come in few large range reads."""
-    from jobs.pipeline.plan import build_plan
-    from jobs.pipeline.split_units import commitlog_splits
-    from jobs.run.stage import split_bytes
+    from jobs.plan.build import build_plan
     from jobs.settings import JobOptions
+    from jobs.task.split_units import commitlog_splits
+    from jobs.task.stage import split_bytes
     from tools.local_s3 import LocalS3, log_lines, request_counts
 
     subs = bench_subscriptions()[0]
@@ -598,13 +598,13 @@ def ensure_rocksdb_store(plain):
 
 
 def rebuild_rate(store):
-    """Units rebuilt from the commit log in this process (schemas/cq_rebuild.py), over every file of the store
+    """Units rebuilt from the commit log in this process (schemas/queues/cq_rebuild.py), over every file of the store
     read into memory first: (records, seconds), best of three passes (one core)."""
     import numpy as np
 
-    from schemas import storefs
-    from schemas.cq_rebuild import rebuild_units
-    from schemas.local_api import local_store
+    from schemas.queues.cq_rebuild import rebuild_units
+    from schemas.store import storefs
+    from schemas.store.local_api import local_store
 
     layout = local_store(store)
     bufs = [(f, np.array(storefs.read_range(layout.fs, f.path))) for f in layout.log.files]
@@ -695,7 +695,7 @@ def ensure_index(store):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from schemas.local_api import iter_message_batches
+    from schemas.store.local_api import iter_message_batches
     from tools.index_writer import write_index_bulk
 
     if os.path.exists(os.path.join(store, ".indexed")):
@@ -723,8 +723,8 @@ def run_find(args):
     work: no interpreter start), median of --repeat; then explain --key end to end, start-up included."""
     import pyarrow.fs as pafs
 
-    from schemas.commitlog_files import find_log
-    from schemas.key_lookup import carries, locate_keys, scan_parts
+    from schemas.index.key_lookup import carries, locate_keys, scan_parts
+    from schemas.log.files import find_log
 
     subs = bench_subscriptions()[0]
     store = ensure_store(args.messages, args.seed)

@@ -72,7 +72,7 @@ if [ -n "\${shift_to_py:-}" ]; then  # the job's --help and --version: answered 
   exec "\$PYSPARK_DRIVER_PYTHON" "\$@"
 fi
 if [ -n "\$replay" ]; then
-  # jobs/run/console.py: a run id and a log file per run, chosen before the JVM whose log4j2 appender writes there
+  # jobs/runtime/console.py: a run id and a log file per run, chosen before the JVM whose log4j2 appender writes there
   export MQREPLAY_RUN="\$(od -An -N4 -tx1 /dev/urandom | tr -d ' \\n')"
   log_dir="\${MQREPLAY_LOG:-\${TMPDIR:-/tmp}/mqreplay-\$(id -un)}"
   # the log folder is this user's only: made 0700, refused when another user owns it (a shared /tmp)
@@ -83,7 +83,7 @@ if [ -n "\$replay" ]; then
   fi
   if [ -z "\${MQREPLAY_LOG:-}" ]; then chmod 700 "\$log_dir"; fi
   export MQREPLAY_LOG_FILE="\$log_dir/replay-\$(date -u +%Y%m%dT%H%M%SZ)-\$MQREPLAY_RUN.log"
-  # the driver writes its diagnostics to the JVM's stderr (jobs/run/console.py): a regular file of its own
+  # the driver writes its diagnostics to the JVM's stderr (jobs/runtime/console.py): a regular file of its own
   # (2>err.log) becomes a pipe into it, so that the JVM's lines and the driver's never overwrite each other
   if [ -f /dev/stderr ] && ! [ /dev/stdout -ef /dev/stderr ]; then exec 2> >(exec cat >&2); fi
 fi
@@ -131,7 +131,7 @@ jit=""
 export SPARK_SUBMIT_OPTS="\$jit \${SPARK_SUBMIT_OPTS:-} \$cds -Xlog:cds=off -Xlog:cds+dynamic=off -Dlog4j2.configurationFile=file:\$conf/log4j2.properties"
 props=(--properties-file "\$conf/spark-defaults.conf")
 for a in "\$@"; do case "\$a" in --properties-file|--properties-file=*) props=() ;; esac; done
-# exec: the PID a scheduler holds is the JVM's, so its SIGTERM or SIGKILL stops the run (jobs/run/lifecycle.py)
+# exec: the PID a scheduler holds is the JVM's, so its SIGTERM or SIGKILL stops the run (jobs/runtime/lifecycle.py)
 exec "\$SPARK_HOME/bin/spark-submit" "\${props[@]}" "\$@"
 WRAP
 chmod +x "$bin_dir/spark-submit"

@@ -26,10 +26,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from schemas import dledger  # noqa: E402
-from schemas import storefs  # noqa: E402
-from schemas import layout as L  # noqa: E402
-from schemas.commitlog import walk_records  # noqa: E402
+from schemas.log import dledger  # noqa: E402
+from schemas.log import layout as L  # noqa: E402
+from schemas.log.records import walk_records  # noqa: E402
+from schemas.store import storefs  # noqa: E402
 
 INDEX_FILE_SIZE = 1024 * dledger.INDEX_UNIT_SIZE  # DLedger's default is 160 MiB; small files for small stores
 _INDEX = struct.Struct(">iqiqq")

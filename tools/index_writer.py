@@ -1,6 +1,6 @@
 """Write a broker's index/ files as RocketMQ's IndexService.buildIndex and IndexFile.putKey write them.
 
-A tool, not the read path (schemas/index_file.py reads them): the tests' hand-built indexes and the bench's.
+A tool, not the read path (schemas/index/index_file.py reads them): the tests' hand-built indexes and the bench's.
 It keeps its own Java String.hashCode, so what the reader finds is checked against an independent writer.
 
 putKey, for the key `topic#key`: hash = |hashCode| (0 for Integer.MIN_VALUE), slot = hash % slots; the slot's

@@ -1,6 +1,6 @@
 """Count a store's filesystem lookups (files opened, reads made), as an object store would bill them.
 
-Inside `counting()`, every filesystem the code resolves (`schemas.storefs.resolve`) is a pyarrow
+Inside `counting()`, every filesystem the code resolves (`schemas.store.storefs.resolve`) is a pyarrow
 PyFileSystem wrapping the real one, which counts per path; it reads like a remote filesystem (no
 memory maps), so every read of the driver and of the tasks passes through it."""
 import collections
@@ -10,7 +10,7 @@ import threading
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from schemas import storefs
+from schemas.store import storefs
 
 CQ, EXT, COMMITLOG = "/consumequeue/", "/consumequeue_ext/", "/commitlog/"
 

@@ -59,15 +59,15 @@ def main(argv=None):
                     help="also print who calls the functions matching NAME (a pstats pattern), and their cost")
     args = ap.parse_args(argv)
 
-    from jobs.run.worker_daemon import keep_freed_memory
+    from jobs.runtime.worker_daemon import keep_freed_memory
 
     keep_freed_memory()  # as the job's daemon sets it for its workers, before pyarrow loads
-    from jobs.pipeline.plan import build_plan
-    from jobs.pipeline.split_units import commitlog_splits
-    from jobs.run.layouts import LAYOUTS, NORMALIZED
-    from jobs.run.sink import CountingSplitWriter, SinkSpec, SplitWriter
-    from jobs.run.stage import run_split
+    from jobs.output.layouts import LAYOUTS, NORMALIZED
+    from jobs.output.writers import CountingSplitWriter, SinkSpec, SplitWriter
+    from jobs.plan.build import build_plan
     from jobs.settings import JobOptions
+    from jobs.task.split_units import commitlog_splits
+    from jobs.task.stage import run_split
 
     t = time.process_time()
     planned = build_plan(JobOptions(store=args.store, subscription_files=(args.subscriptions,), retry=False,

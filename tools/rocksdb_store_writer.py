@@ -1,7 +1,7 @@
 """Turn a copy of a store into a 5.2+ `storeType=defaultRocksDB` one: its consume queue a RocksDB, its consumer
 offsets too. Keys and values as RocketMQ's Java code writes them (RocksDBConsumeQueueTable.buildCQKeyByteBuffer /
 buildCQValueByteBuffer, RocksDBConsumeQueueOffsetTable's min/max entries, RocksDBConsumerOffsetManager's
-`topic@group` -> fastjson {"offsetTable": ...}; schemas/rocksdb_store.py reads them), written with rocksdict,
+`topic@group` -> fastjson {"offsetTable": ...}; schemas/queues/rocksdb_store.py reads them), written with rocksdict,
 which links RocksDB's own library. The units are the store's own (file queue and ext tag codes resolved): a
 RocksDB consume queue holds the tag hash, never an ext address.
 
@@ -13,9 +13,9 @@ import struct
 import sys
 from pathlib import Path
 
-from schemas.config import CONSUMER_OFFSET_FILE, load_consumer_offsets
-from schemas.local_api import read_consume_queues, read_messages
-from schemas.rocksdb_store import cq_key
+from schemas.queues.rocksdb_store import cq_key
+from schemas.store.config import CONSUMER_OFFSET_FILE, load_consumer_offsets
+from schemas.store.local_api import read_consume_queues, read_messages
 
 
 def _offset_key(topic, queue_id, which):

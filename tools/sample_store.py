@@ -18,8 +18,8 @@ import pyarrow as pa
 from filtering import dispatcher
 from filtering.bloom import BloomFilter
 from filtering.subscriptions import Subscription, compile_subscription
-from schemas import layout as L
-from schemas.properties import parse_properties, properties_to_blob
+from schemas.log import layout as L
+from schemas.log.properties import parse_properties, properties_to_blob
 from tools.store_writer import Message, StoreWriter
 
 DEFAULT_SUBSCRIPTIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf",

@@ -2,7 +2,7 @@
 
 A tool, not the read path: it writes the sample store of `make run` (tools/sample_store.py), the tests'
 stores and benchmark stores of any size. The record encoder is
-the byte layout of schemas/layout.py written the other way round; files are preallocated to full size
+the byte layout of schemas/log/layout.py written the other way round; files are preallocated to full size
 with zeros, as a broker's mapped files are.
 """
 import functools
@@ -13,9 +13,9 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
-from schemas import layout as L
-from schemas.properties import properties_to_blob
-from schemas.tag_codes import tags_code
+from schemas.log import layout as L
+from schemas.log.properties import properties_to_blob
+from schemas.queues.tag_codes import tags_code
 
 _HEAD = struct.Struct(">iiiiiqqiq")
 _MID = struct.Struct(">iqi")

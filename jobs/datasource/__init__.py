@@ -1,5 +1,5 @@
 """`spark.read.format("rocketmq").load(STORE)`: a broker's store as a table, a row per consume-queue unit
-whose message decodes, through the job's own planning (jobs/pipeline/plan.py) and task code (jobs/datasource/read.py).
+whose message decodes, through the job's own planning (jobs/plan/build.py) and task code (jobs/datasource/read.py).
 
     from jobs.datasource import register
     register(spark)   # in local mode its workers run the driver's interpreter (the session's others: as before)
@@ -31,19 +31,19 @@ from jobs.cli import commitlog_dirs
 from jobs.datasource.filters import option_narrowing
 from jobs.datasource.read import TIMER_EVENTS_SCHEMA, SplitRead, read_split
 from jobs.errors import UsageError
-from jobs.pipeline.brokers import brokers_of, split_store
-from jobs.pipeline.plan import build_plan
-from jobs.pipeline.split_units import commitlog_splits, unwalked
-from jobs.pipeline.units.choose import UNITS_FROM
-from jobs.run.session import is_connect
-from jobs.run.timer_ledger import pair
+from jobs.ledgers.timer_ledger import pair
+from jobs.plan.brokers import brokers_of, split_store
+from jobs.plan.build import build_plan
+from jobs.plan.units.choose import UNITS_FROM
+from jobs.runtime.session import is_connect
 from jobs.settings import CHOICES as SETTING_CHOICES
 from jobs.settings import JobOptions, job_options, load_settings
+from jobs.task.split_units import commitlog_splits, unwalked
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, spark_schema
-from schemas.config import load_registrations
 from schemas.errors import ConfigError, ReplayError
-from schemas.key_lookup import find_key_units
-from schemas.store import check_store_root
+from schemas.index.key_lookup import find_key_units
+from schemas.store.config import load_registrations
+from schemas.store.store import check_store_root
 
 log = logging.getLogger("mqreplay")
 
@@ -156,7 +156,7 @@ class ReadOptions:
     job: JobOptions
     narrowing: object  # jobs.datasource.filters.Narrowing of the topics and window options
     on_subscription_error: str
-    brokers: tuple  # jobs/pipeline/brokers.Broker: one for a path, each of option brokers' NAME=STORE
+    brokers: tuple  # jobs/plan/brokers.Broker: one for a path, each of option brokers' NAME=STORE
     timers: bool = False  # option timers: a row per timer event (timer_ledger pairs them), not per message
 
 
@@ -311,7 +311,7 @@ class RocketMQReader(DataSourceReader):
 
     def _with_key_offsets(self, broker, plan, narrowing):
         """The narrowing with the commit-log offsets of the messages that carry its key, found through the
-        store's index/ files (a scan of the commit log where there is none: schemas/key_lookup.py)."""
+        store's index/ files (a scan of the commit log where there is none: schemas/index/key_lookup.py)."""
         window = (narrowing.since, narrowing.until) if narrowing.timed else None
         found = find_key_units(broker.fs, broker.root, plan.log, [narrowing.key], topics=narrowing.topics,
                                window=window)

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from jobs.errors import UsageError
-from jobs.pipeline.window import parse_window
+from jobs.plan.window import parse_window
 
 TIME_COLUMN = "store_timestamp"
 BEYOND = 1 << 62  # past any offset or time
@@ -62,7 +62,7 @@ class Narrowing:
 def option_narrowing(topics=None, key=None, since=None, until=None, starting=None, ending=None):
     """The narrowing of the options (text as given, None when absent): `topics` comma-separated (as --topics);
     `key` one key, as explain --key takes it;
-    the window read by the job's own parser (jobs.pipeline.window.parse_window: epoch ms or ISO-8601 with an
+    the window read by the job's own parser (jobs.plan.window.parse_window: epoch ms or ISO-8601 with an
     offset; offsets JSON or a file in the shape of Spark's Kafka source, -2 earliest, -1 latest; queues not
     named: all). UsageError (a ValueError) names the option."""
     names = None

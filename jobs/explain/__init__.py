@@ -33,7 +33,7 @@ from jobs.explain import find
 from jobs.explain.question import decide, load_context, locate_msg_id, read_queue_units, subscription_of
 from jobs.explain.report import report
 from jobs.explain.text import render
-from jobs.pipeline.brokers import brokers_of
+from jobs.plan.brokers import brokers_of
 from schemas.errors import EXIT_OK, EXIT_SKIPPED, EXIT_USAGE
 
 EXIT_PIPE = 141

@@ -13,12 +13,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.explain.question import read_queue_units
-from jobs.pipeline.units.choose import queue_source
-from schemas import storefs
+from jobs.plan.units.choose import queue_source
 from schemas.errors import NotInStore
-from schemas.inner_batch import is_inner_batch
-from schemas.key_lookup import DLQ_PREFIX, RETRY_PREFIX, carries
-from schemas.multi_dispatch import dispatched_queues, is_lmq
+from schemas.index.key_lookup import DLQ_PREFIX, RETRY_PREFIX, carries
+from schemas.log.inner_batch import is_inner_batch
+from schemas.log.multi_dispatch import dispatched_queues, is_lmq
+from schemas.store import storefs
 
 # what a place holds: the message in its own topic, its copy in an LMQ queue (or in another queue multi-dispatch
 # named), a BatchCQ batch's record (found by
@@ -70,7 +70,7 @@ def _batch_of(properties, base):
 
 
 def lmq_places(records, asked=None):
-    """The places of the units multi-dispatch wrote for the records (schemas/multi_dispatch.py), of the LMQ `asked`
+    """The places of the units multi-dispatch wrote for the records (schemas/log/multi_dispatch.py), of the LMQ `asked`
     alone when one is named."""
     units = dispatched_queues(records.column("topic"), records.column("queue_id").to_numpy(),
                               records.column("properties"))

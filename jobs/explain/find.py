@@ -1,6 +1,6 @@
 """Find a message by key and say who got it: `python -m jobs.explain --key K`. The messages that carry K (a KEYS
 token or the UNIQ_KEY) are found through the broker's index, or a scan where it cannot answer
-(schemas/key_lookup.py); each one's unit is read where explain reads units (jobs/explain/question.py) and every
+(schemas/index/key_lookup.py); each one's unit is read where explain reads units (jobs/explain/question.py) and every
 group subscribed to its topic gets the decision the job makes (question.decide), one row per (copy, group): the
 message in its topic, its LMQ copies, a BatchCQ batch's record or inner message (jobs/explain/copies.py), the
 timer's records named by the ledger's events; a POP group's row carries the message's POP history (`pop`:
@@ -18,11 +18,11 @@ from jobs.explain.pop_history import history_lines, pop_histories
 from jobs.explain.question import decide, read_queue_units
 from jobs.explain.report import VERDICTS
 from jobs.explain.times import ms_text, with_iso
-from jobs.pipeline.timer_events import CANCEL, DELIVERED, SCHEDULED, fate, timer_events
-from schemas import layout as L
-from schemas.key_lookup import locate_keys, store_topics
-from schemas.lookup import read_records, record_size_at
-from schemas.multi_dispatch import is_lmq
+from jobs.ledgers.timer_events import CANCEL, DELIVERED, SCHEDULED, fate, timer_events
+from schemas.index.key_lookup import locate_keys, store_topics
+from schemas.log import layout as L
+from schemas.log.lookup import read_records, record_size_at
+from schemas.log.multi_dispatch import is_lmq
 
 NO_UNIT = ("no_unit", "the consume queue holds no unit of it (a transaction's half message, or a unit lost): "
                       "no consumer is given it")
@@ -33,7 +33,7 @@ NOT_COMPILED = ("does_not_compile", "the group's expression does not compile: th
 
 
 def topics_of(ctx):
-    """Every topic the store may hold a message of (schemas/key_lookup.store_topics), the subscriptions' and
+    """Every topic the store may hold a message of (schemas/index/key_lookup.store_topics), the subscriptions' and
     their groups' retry, POP retry and dead-letter topics included."""
     return store_topics(ctx.fs, ctx.root, set(ctx.topic_configs) | {c.sub.topic for c in ctx.compiled}
                         | copies.pop_retry_topics(ctx.compiled), {c.sub.group for c in ctx.compiled})
@@ -44,7 +44,7 @@ def find(ctx, key, topic=None, window=None, group=None):
     the copy's topic), of `topic` alone when given, stored in the window, in commit-log order (a record's own
     topic before its LMQ copies); a copy no group subscribes to has one row with group None. A copy is the
     record in its topic, each LMQ queue multi-dispatch put it in, a BatchCQ batch's record or inner message
-    (jobs/explain/copies.py). found: the schemas.key_lookup.Found (scans, damaged files); notes: what else was
+    (jobs/explain/copies.py). found: the schemas.index.key_lookup.Found (scans, damaged files); notes: what else was
     read."""
     bounds = (window.since, window.until) if window is not None else None
     topics = sorted(topics_of(ctx)) if topic is None or is_lmq(topic) else [topic]
@@ -91,7 +91,7 @@ def _label_timers(ctx, rows, messages):
 
 def timer_fates(ctx, messages):
     """({UNIQ_KEY: its timer ledger row}, {commit-log offset: event kind}) of the timer messages among the records
-    found (their scheduled record, delivered copy, recall marker: jobs/pipeline/timer_events.py), by the rules of
+    found (their scheduled record, delivered copy, recall marker: jobs/ledgers/timer_events.py), by the rules of
     the job's OUT/timers/. A wheel record the wheel cannot read is damaged data under the corruption policy, as
     in a run."""
     events = []

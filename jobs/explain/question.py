@@ -1,6 +1,6 @@
 """The question explain answers: one group's decision over a few units of one queue, made by the job's one
 decision (filtering.decision.decide_topic). The units and their records are read where they are
-(schemas.lookup); nothing here decides a match (jobs/explain/report.py says why, from the reason codes)."""
+(schemas.log.lookup); nothing here decides a match (jobs/explain/report.py says why, from the reason codes)."""
 from dataclasses import dataclass
 
 import numpy as np
@@ -8,18 +8,18 @@ import pyarrow as pa
 
 from filtering.decision import STAGE_OF, decide_topic
 from jobs.errors import ExplainError
-from jobs.pipeline.brokers import store_broker
-from jobs.pipeline.plan import config_files, load_store_config_at, plan_from_config
-from jobs.pipeline.replay_plan import ReplayPlan
-from jobs.pipeline.split_decode import INNER_BATCH_DAMAGED, records_agree
-from jobs.pipeline.units.choose import queue_source
-from jobs.pipeline.window import Window
-from schemas import storefs
-from schemas.commitlog_files import find_log
+from jobs.plan.brokers import store_broker
+from jobs.plan.build import config_files, load_store_config_at, plan_from_config
+from jobs.plan.replay_plan import ReplayPlan
+from jobs.plan.units.choose import queue_source
+from jobs.plan.window import Window
+from jobs.task.split_decode import INNER_BATCH_DAMAGED, records_agree
 from schemas.errors import CorruptStoreError, NotInStore
-from schemas.inner_batch import unwrap
-from schemas.lookup import parse_offset_msg_id, read_records, record_size_at
-from schemas.store import check_store_root
+from schemas.log.files import find_log
+from schemas.log.inner_batch import unwrap
+from schemas.log.lookup import parse_offset_msg_id, read_records, record_size_at
+from schemas.store import storefs
+from schemas.store.store import check_store_root
 
 
 @dataclass
@@ -27,17 +27,17 @@ class Context:
     """What every question about one store shares: a replay plan with the subscriptions compiled as the
     job compiles them (failed ones kept apart), and where the store's files are."""
 
-    options: object  # jobs.pipeline.plan.JobOptions
+    options: object  # jobs.plan.build.JobOptions
     plan: ReplayPlan
     compiled: list  # every CompiledSubscription, failed ones included
     fs: object
     root: str
-    commitlog: object  # the store's CommitLog (schemas/commitlog_files.py)
+    commitlog: object  # the store's CommitLog (schemas/log/files.py)
     topic_configs: dict  # config/topics.json: which queues a topic has, where the consume queue lacks one
 
 
 def load_context(options, broker=None):
-    """Config, subscriptions and the commit-log listing of a broker's store (a jobs/pipeline/brokers.Broker;
+    """Config, subscriptions and the commit-log listing of a broker's store (a jobs/plan/brokers.Broker;
     None: options.store); no message data is read."""
     broker = broker or store_broker(options.store, options.commitlog)
     fs, root = broker.fs, broker.root
@@ -96,7 +96,7 @@ def read_queue_units(ctx, topic, queue_id, queue_offsets):
 
 
 def _queue_units(ctx, topic, queue_id, queue_offsets):
-    """The units, from the source a run of this queue would read them from (jobs/pipeline/units/choose.py)."""
+    """The units, from the source a run of this queue would read them from (jobs/plan/units/choose.py)."""
     source = queue_source(ctx.options.units_from, ctx.fs, ctx.root, topic, queue_id, ctx.topic_configs)
     return source.queue_units(ctx.fs, ctx.commitlog, topic, queue_id, queue_offsets)
 

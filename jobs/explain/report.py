@@ -15,9 +15,9 @@ from filtering.sql92 import trace as sql_trace
 from filtering.sql92.diagnose import describe
 from filtering.subscriptions import RETRY_PREFIX
 from jobs.explain.times import with_iso
-from schemas import layout as L
-from schemas.commitlog import CODECS, compression_types, not_inflated_reason
-from schemas.tag_codes import int32, java_hash
+from schemas.log import layout as L
+from schemas.log.records import CODECS, compression_types, not_inflated_reason
+from schemas.queues.tag_codes import int32, java_hash
 
 VERDICTS = {  # reason code -> (its name in the JSON answer, the verdict in words)
     D.DELIVERED: ("delivered", "delivered: the broker returns it (GetMessageStatus.FOUND) and the consumer keeps it"),

@@ -251,7 +251,7 @@ def test_columns_the_decode_encoded_give_each_expressions_outcomes(times):
     """outcomes_many over the dictionary columns the properties' split encodes (decode_records' coded; string
     columns where most values are distinct: times 1) gives the hand-worked outcomes."""
     from filtering.sql92.vectorized import outcomes_many
-    from schemas.properties import parse_properties, properties_to_blob
+    from schemas.log.properties import parse_properties, properties_to_blob
 
     blobs = pa.array([properties_to_blob(dict(r)) for r in MANY_ROWS] * times)
     props, coded = parse_properties(blobs, coded=("a", "r"))[::2]

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from jobs.run import lake
-from jobs.run.iceberg_sink import IcebergTarget, publish_tables
-from jobs.run.layouts import NORMALIZED
-from jobs.run.sink import answer_schema
+from jobs.output.layouts import NORMALIZED
+from jobs.output.writers import answer_schema
+from jobs.sinks.iceberg import lake
+from jobs.sinks.iceberg.tables import IcebergTarget, publish_tables
 
 BROKER = "broker"
 REF = lake.StoreRef(BROKER, "broker@127.0.0.1:10911", "0:1795237034764")

@@ -8,7 +8,7 @@ from jobs import replay
 from jobs.cli import parse_replay_args
 from jobs.datasource import read_options
 from jobs.errors import UsageError
-from jobs.pipeline.units.choose import UnitsFrom
+from jobs.plan.units.choose import UnitsFrom
 from jobs.settings import CorruptPolicy, job_options, load_settings
 from schemas.errors import ConfigError
 

@@ -1,9 +1,9 @@
 """explain and jobs.maintain are handed what their command lines ask, made once in jobs/cli.py, never the
 argparse namespace."""
 from jobs.cli import ExplainRequest, Upkeep, explain_request, parse_explain_args, parse_maintain_args
-from jobs.pipeline.units.choose import UnitsFrom
-from jobs.run.iceberg_sink import CatalogArgs
+from jobs.plan.units.choose import UnitsFrom
 from jobs.settings import CorruptPolicy
+from jobs.sinks.iceberg.tables import CatalogArgs
 
 
 def test_explain_is_handed_its_question_and_the_options_of_the_run_it_explains():

@@ -1,4 +1,4 @@
-"""A run of several brokers (jobs/pipeline/brokers.py, cluster.py): the brokers named and checked, each planned
+"""A run of several brokers (jobs/plan/brokers.py, cluster.py): the brokers named and checked, each planned
 with its own config, all splits pooled, every row naming its broker; against each broker's own read path
 (store_cluster's expected_cluster.json and expected_committed.json, written by RocketMQ 4.9.8)."""
 import json
@@ -11,14 +11,14 @@ import pytest
 
 from jobs import replay
 from jobs.errors import UsageError
-from jobs.pipeline.brokers import brokers_of, split_store
-from jobs.pipeline.cluster import plan_cluster
-from jobs.pipeline.window import parse_window
-from jobs.run import stage as T
-from jobs.run.layouts import NORMALIZED
-from jobs.run.sink import SinkSpec, commit
-from jobs.run.summary import Counters, build_summary, cluster_summary
+from jobs.output.layouts import NORMALIZED
+from jobs.output.writers import SinkSpec, commit
+from jobs.plan.brokers import brokers_of, split_store
+from jobs.plan.cluster import plan_cluster
+from jobs.plan.window import parse_window
+from jobs.report.summary import Counters, build_summary, cluster_summary
 from jobs.settings import JobOptions
+from jobs.task import stage as T
 
 
 def _stores(cluster):
@@ -223,8 +223,8 @@ def _write(path, text):
 
 
 def test_the_console_table_and_the_report_show_each_brokers_rows(store_cluster, tmp_path):
-    from jobs.run import report
-    from jobs.run.summary import summary_table
+    from jobs.report import html as report
+    from jobs.report.summary import summary_table
 
     _, planned, reports = _replay(store_cluster, tmp_path)
     summaries = [(b.name, build_summary(part, Counters.of([r for r in reports if r["broker"] == b.name]),
@@ -239,7 +239,7 @@ def test_the_console_table_and_the_report_show_each_brokers_rows(store_cluster, 
 
 
 def test_the_consoles_bitmap_audit_of_a_cluster_names_each_topics_broker():
-    from jobs.run.summary import summary_table
+    from jobs.report.summary import summary_table
 
     audit = [{"broker": b, "topic": "T", "bitmaps_compared": n, "bitmap_mismatches": m,
               "bitmap_mismatches_explained": m} for b, n, m in (("broker-a", 5, 0), ("broker-b", 4, 1))]
@@ -303,9 +303,9 @@ def test_a_topic_named_brokers_is_read_as_a_topic_and_a_bare_run_takes_its_own_e
 def test_iceberg_ranges_continue_each_broker_by_its_store_a_bare_store_as_its_named_self(tmp_path):
     """publish_tables without Spark (empty parts): the ranges each night commits, read back per broker; broker-a,
     a bare --store named from its store one night and broker-a=URI the next, is one store (its identity)."""
-    from jobs.run import lake
-    from jobs.run.iceberg_sink import publish_tables
-    from jobs.run.sink import write_empty_tables
+    from jobs.output.writers import write_empty_tables
+    from jobs.sinks.iceberg import lake
+    from jobs.sinks.iceberg.tables import publish_tables
     from tests.jobs.lake_parts import parts, target
 
     a = lake.StoreRef("broker-a", "broker-a@10.10.0.1:10911", "0:1795585953574")

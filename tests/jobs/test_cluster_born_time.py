@@ -7,12 +7,12 @@ import json
 import pyarrow.dataset as ds
 
 from jobs.explain.text import _subscription
-from jobs.pipeline.brokers import brokers_of
-from jobs.pipeline.cluster import plan_cluster
-from jobs.run import stage as T
-from jobs.run.layouts import NORMALIZED
-from jobs.run.sink import SinkSpec, commit
+from jobs.output.layouts import NORMALIZED
+from jobs.output.writers import SinkSpec, commit
+from jobs.plan.brokers import brokers_of
+from jobs.plan.cluster import plan_cluster
 from jobs.settings import JobOptions
+from jobs.task import stage as T
 from tests.jobs.test_cluster import _assert_matches, _stores
 
 # broker-a's registrations.json of the fixture, by hand: the bornTime broker-a's broker gave each SQL92 group

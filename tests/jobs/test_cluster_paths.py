@@ -35,7 +35,7 @@ def test_a_path_the_executors_do_not_see_is_refused_naming_it(monkeypatch):
 def test_the_executors_check_each_path_in_a_task_of_their_own(spark, tmp_path):
     """The check itself is a Spark task that looks at each path on the executor's side (here the same machine:
     a folder that is there, one that is not, a URI left to each side)."""
-    from jobs.run.stage import unseen_paths
+    from jobs.task.stage import unseen_paths
 
     (tmp_path / "store").mkdir()
     paths = [("--store", str(tmp_path / "store")), ("--out", str(tmp_path / "gone")),

@@ -3,7 +3,7 @@ committed) consumerOffset.json does not stop a replay of store_a; one it uses do
 queues the consume queue must have, is one)."""
 import pytest
 
-from jobs.pipeline.plan import build_plan
+from jobs.plan.build import build_plan
 from jobs.settings import CorruptPolicy, JobOptions
 from schemas.errors import ConfigError
 from tests.jobs.conftest import writable_copy

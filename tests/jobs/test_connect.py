@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
-from jobs.run.stage import unseen_paths
+from jobs.task.stage import unseen_paths
 from tests.jobs.conftest import assert_rows_equal
 from tools.local_connect import LocalConnect
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 import schemas
-from jobs.pipeline.plan import build_plan
-from jobs.pipeline.split_units import commitlog_splits, split_units
+from jobs.plan.build import build_plan
 from jobs.settings import JobOptions
-from schemas import cq_ranges
-from schemas.local_api import local_store
+from jobs.task.split_units import commitlog_splits, split_units
+from schemas.queues import cq_ranges
+from schemas.store.local_api import local_store
 from tools.lookups import CQ, EXT, counting
 from tools.store_writer import Message, StoreWriter
 
@@ -106,8 +106,8 @@ def test_only_the_queues_of_the_runs_topics_are_read(many_queues):
 
 
 def test_stored_sql92_registrations_make_their_topic_needed():
-    from jobs.pipeline.plan import needed_topics
-    from schemas.config import ConsumerFilterData
+    from jobs.plan.build import needed_topics
+    from schemas.store.config import ConsumerFilterData
 
     fd = ConsumerFilterData(topic="T5", consumer_group="G_SQL", expression="a > 1", expression_type="SQL92",
                             born_time=0, dead_time=0, dead=False, client_version=1, bloom_bit_pos=(1, 2),

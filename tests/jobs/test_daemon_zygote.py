@@ -1,6 +1,6 @@
-"""The job's daemon forked from the driver's preloaded zygote (jobs/run/daemon_zygote.py): the process the JVM starts
-hands over its pipes, environment, arguments and folder, stands in for the daemon until it exits and passes it the
-JVM's SIGTERM; without a usable zygote it is left to become the daemon itself."""
+"""The job's daemon forked from the driver's preloaded zygote (jobs/runtime/daemon_zygote.py): the process the JVM
+starts hands over its pipes, environment, arguments and folder, stands in for the daemon until it exits and passes it
+the JVM's SIGTERM; without a usable zygote it is left to become the daemon itself."""
 import os
 import signal
 import struct
@@ -12,14 +12,14 @@ import time
 
 import pytest
 
-from jobs.run import daemon_zygote
+from jobs.runtime import daemon_zygote
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # a zygote whose preload is a word and whose daemon says what it was given, then echoes a line of its stdin
 ZYGOTE = textwrap.dedent("""
     import os, signal, socket, sys
-    from jobs.run import daemon_zygote
+    from jobs.runtime import daemon_zygote
 
     def prepare():
         if os.environ.get("FAIL_PRELOAD"):
@@ -38,7 +38,7 @@ ZYGOTE = textwrap.dedent("""
 """)
 STAND_IN = textwrap.dedent("""
     import os, sys
-    from jobs.run import daemon_zygote
+    from jobs.runtime import daemon_zygote
 
     sys.argv[1:] = ["pyspark.worker"]
     print("stand-in", os.getpid(), daemon_zygote.spawn(os.environ["MQREPLAY_ZYGOTE"]), file=sys.stderr, flush=True)
@@ -141,8 +141,8 @@ def test_pysparks_daemon_forked_from_the_preloaded_zygote_speaks_to_the_process_
     PySpark's daemon then writes its port to the stand-in's stdout and exits when its stdin closes."""
     started = daemon_zygote.start(sys.executable)
     try:
-        stand_in = subprocess.Popen([sys.executable, "-m", "jobs.run.worker_daemon", "pyspark.worker"], cwd=tmp_path,
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stand_in = subprocess.Popen([sys.executable, "-m", "jobs.runtime.worker_daemon", "pyspark.worker"],
+                                    cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     env=_env(MQREPLAY_DAEMON_LOG="1", **started.env))
         port = struct.unpack("!i", stand_in.stdout.read(4))[0]
         assert 0 < port < 65536

@@ -8,10 +8,10 @@ import shutil
 
 import pytest
 
-from jobs.pipeline.plan import build_plan
+from jobs.plan.build import build_plan
 from jobs.settings import CorruptPolicy, JobOptions
-from schemas.config import ConfigError
 from schemas.errors import CorruptStoreError
+from schemas.store.config import ConfigError
 from tests.jobs.conftest import writable_copy
 from tests.local_replay import kind, replay_local
 

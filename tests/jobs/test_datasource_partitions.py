@@ -5,7 +5,7 @@ in this process."""
 import dataclasses
 
 from jobs import datasource
-from jobs.pipeline import split_units
+from jobs.task import split_units
 
 
 def _partitions(store, monkeypatch, **options):

@@ -15,11 +15,11 @@ import pytest
 import schemas
 from jobs import explain, replay
 from jobs.datasource import read_options
-from jobs.pipeline.plan import build_plan
-from jobs.pipeline.window import offsets_json, parse_window
+from jobs.plan.build import build_plan
+from jobs.plan.window import offsets_json, parse_window
 from jobs.settings import CorruptPolicy, JobOptions
-from schemas.commitlog_files import StoreLayoutError
 from schemas.errors import CorruptStoreError
+from schemas.log.files import StoreLayoutError
 from tests.conftest import read_store_jsonl
 from tests.jobs.conftest import assert_rows_equal, expected_rows, writable_copy
 from tests.local_replay import kind, replay_local

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from jobs import explain, replay
-from jobs.pipeline.window import parse_store_time
+from jobs.plan.window import parse_store_time
 
 SECONDS = "1795237035"  # 2026-11-21T12:57:15+08:00, in epoch seconds
 HINT = "1795237035 reads as 1970-01-21 in epoch milliseconds: did you mean seconds? write 1795237035000"

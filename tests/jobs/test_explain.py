@@ -16,9 +16,9 @@ from filtering.subscriptions import Subscription
 from jobs import explain
 from jobs.explain.question import decide, load_context, read_queue_units, subscription_of
 from jobs.explain.report import BLOOM_SKIPS, report
-from jobs.pipeline.window import parse_store_time
+from jobs.plan.window import parse_store_time
 from jobs.settings import JobOptions
-from schemas.config import load_fastjson
+from schemas.store.config import load_fastjson
 from tests.jobs.conftest import writable_copy
 from tools.store_writer import Message, StoreWriter
 

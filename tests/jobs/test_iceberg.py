@@ -13,9 +13,9 @@ from collections import Counter
 import pytest
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
-from jobs.run.iceberg_sink import IcebergTarget, publish_tables, remove_stale, stale_runs
-from jobs.run.layouts import NORMALIZED
-from jobs.run.sink import write_empty_tables
+from jobs.output.layouts import NORMALIZED
+from jobs.output.writers import write_empty_tables
+from jobs.sinks.iceberg.tables import IcebergTarget, publish_tables, remove_stale, stale_runs
 from tests.jobs.conftest import expected_rows
 from tests.jobs.lake_parts import REF, parts
 from tests.jobs.test_exit_codes import ROOT, _submit

@@ -7,7 +7,7 @@ import os
 import pyarrow.fs as pafs
 import pytest
 
-from jobs.run.outputs import remove_empty_folders
+from jobs.output.publish import remove_empty_folders
 from tests.jobs.conftest import submit_job
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from jobs.errors import RunStopped
-from jobs.run import lifecycle
+from jobs.runtime import lifecycle
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,7 +50,7 @@ def test_a_stop_signal_before_the_commit_stops_the_run_once(handlers):
 CHILD = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {root!r})
-    from jobs.run import lifecycle
+    from jobs.runtime import lifecycle
     marks = {marks!r}
     lifecycle.watch_parent(lambda: open(marks + "/abandoned", "w").close(), exit_code=5, interval=0.1)
     with lifecycle.committing():

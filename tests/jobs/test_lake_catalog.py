@@ -12,7 +12,8 @@ import pytest
 
 from jobs import maintain
 from jobs.errors import UsageError
-from jobs.run import catalog_wait, iceberg_sink, lake
+from jobs.sinks.iceberg import catalog_wait, lake
+from jobs.sinks.iceberg import tables as iceberg_sink
 from tests.jobs.lake_parts import keys, night, target
 
 T = "TopicTest"

@@ -7,8 +7,8 @@ import pyarrow.fs as pafs
 import pytest
 
 from jobs.errors import PublishFailed
-from jobs.run.layouts import NORMALIZED
-from jobs.run.outputs import SUCCESS, OutputRun
+from jobs.output.layouts import NORMALIZED
+from jobs.output.publish import SUCCESS, OutputRun
 from tools.local_s3 import KEYS, LocalS3
 
 FILES = ("summary.json", "matched/part-00000.parquet", "matched/part-00001.parquet", "messages/part-00000.parquet",
@@ -84,8 +84,8 @@ def test_an_iceberg_run_with_out_on_an_object_store_copies_each_part_once(s3, mo
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from jobs.run.sink import answer_schema
-    from jobs.run.sinks import IcebergSink
+    from jobs.output.writers import answer_schema
+    from jobs.sinks.kinds import IcebergSink
     from tests.jobs.lake_parts import BROKER, keys, parts, target
 
     for key, value in KEYS.items():
@@ -139,7 +139,7 @@ def test_a_parquet_out_on_an_object_store_copies_each_part_once(s3, monkeypatch)
     there to its name under OUT, and lists it in `_SUCCESS`; what a failed attempt wrote is not published."""
     from types import SimpleNamespace
 
-    from jobs.run.sinks import ParquetSink
+    from jobs.sinks.kinds import ParquetSink
 
     for key, value in KEYS.items():
         monkeypatch.setenv(key, value)
@@ -159,7 +159,7 @@ def test_a_parquet_out_on_an_object_store_copies_each_part_once(s3, monkeypatch)
     sink = ParquetSink()
     planned = SimpleNamespace(problems=[])
     options = SimpleNamespace(layout=NORMALIZED, with_body=True, audit_consume_queue=False)
-    monkeypatch.setattr("jobs.run.sinks.write_empty_tables", lambda *args: {})
+    monkeypatch.setattr("jobs.sinks.kinds.write_empty_tables", lambda *args: {})
     assert sink.commit(run.tmp, reports, planned, options) == {"matched": (2, 2, 10)}
     assert not [p for p in _objects(s3, run.tmp_path) if p.startswith("matched/")]  # nothing moved (copied)
     run.publish(sink.in_attempts())

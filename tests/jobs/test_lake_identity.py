@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 from jobs.errors import UsageError
-from jobs.pipeline.brokers import brokers_of, store_identity
-from jobs.run import lake
+from jobs.plan.brokers import brokers_of, store_identity
+from jobs.sinks.iceberg import lake
 from tests.jobs.lake_parts import BROKER, night, target
 
 STORE_A = ("broker@127.0.0.1:10911", "0:1795237034764")  # by hand, from store_a's first message

@@ -5,7 +5,8 @@ Expectations are the rows written by hand in each test."""
 import pytest
 
 from jobs.errors import UsageError
-from jobs.run import iceberg_sink, lake
+from jobs.sinks.iceberg import lake
+from jobs.sinks.iceberg import tables as iceberg_sink
 from tests.jobs.lake_parts import BROKER, REF, keys, night, offset, parts, target
 
 T = "TopicTest"

@@ -8,8 +8,9 @@ import pytest
 
 from jobs import maintain
 from jobs.errors import UsageError
-from jobs.run import lake, lake_upkeep
-from jobs.run.iceberg_sink import stale_runs
+from jobs.sinks.iceberg import lake
+from jobs.sinks.iceberg import upkeep as lake_upkeep
+from jobs.sinks.iceberg.tables import stale_runs
 from tests.jobs.lake_parts import BROKER, REF, keys, night, target
 
 T = "TopicTest"
@@ -88,7 +89,7 @@ def test_orphans_are_kept_until_old_enough(tmp_path):
 
 
 def test_a_night_half_committed_is_not_compacted_into_rows_its_repair_could_not_remove(tmp_path, monkeypatch):
-    from jobs.run import iceberg_sink
+    from jobs.sinks.iceberg import tables as iceberg_sink
     tgt = target(tmp_path)
     _nights(tgt, tmp_path, 3)
 

@@ -18,8 +18,8 @@ import pyarrow.dataset as ds
 import pytest
 import zstandard
 
-from jobs.pipeline.plan import build_plan
-from jobs.run.layouts import NORMALIZED
+from jobs.output.layouts import NORMALIZED
+from jobs.plan.build import build_plan
 from jobs.settings import CorruptPolicy, JobOptions
 from schemas.errors import CorruptStoreError
 from tests.local_replay import kind, replay_local
@@ -131,9 +131,9 @@ def test_a_body_that_does_not_inflate_is_still_damage_where_a_large_one_is_not(t
 
 
 def _decoded_batches(store, budget, monkeypatch):
-    import jobs.pipeline.split_task as task
-    from jobs.pipeline.split_task import Pieces, decoded_topics
-    from jobs.pipeline.split_units import commitlog_splits, split_units
+    import jobs.task.split_task as task
+    from jobs.task.split_task import Pieces, decoded_topics
+    from jobs.task.split_units import commitlog_splits, split_units
 
     monkeypatch.setattr(task, "BATCH_BYTES", budget, raising=False)
     planned = build_plan(JobOptions(store=str(store), read_all=True))
@@ -168,10 +168,10 @@ def test_wide_rows_of_large_bodies_are_written_a_budget_of_bytes_at_a_time(tmp_p
     """Every body fans out to each group that receives it: 12 wide rows of 400 KiB, 2 to a row group of 1 MiB."""
     import pyarrow.parquet as pq
 
-    import jobs.run.layouts as layouts
-    import jobs.run.sink as sink
-    from jobs.pipeline.split_units import commitlog_splits
-    from jobs.run.stage import run_split
+    import jobs.output.layouts as layouts
+    import jobs.output.writers as sink
+    from jobs.task.split_units import commitlog_splits
+    from jobs.task.stage import run_split
 
     with StoreWriter(str(tmp_path / "store"), commitlog_file_size=4 * MIB, cq_file_size=6000,
                      ext_file_size=4096) as w:
@@ -191,7 +191,7 @@ def test_the_data_source_read_gives_a_null_body_and_says_why_in_the_log(zlib_sto
     from jobs.datasource import arrow_schema
     from jobs.datasource.filters import option_narrowing
     from jobs.datasource.read import SplitRead, read_split
-    from jobs.pipeline.split_units import commitlog_splits
+    from jobs.task.split_units import commitlog_splits
 
     store, _, _ = zlib_store
     planned = build_plan(JobOptions(store=str(store), read_all=True, max_body=MIB))

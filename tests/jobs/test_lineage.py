@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from jobs import replay
-from jobs.run.lineage import Lineage, configured, dataset_of
+from jobs.report.lineage import Lineage, configured, dataset_of
 
 SUMMARY = {"totals": {"units": 17547},
            "outputs": {"matched": {"files": 5, "rows": 5109, "bytes": 109186},

@@ -8,10 +8,10 @@ import shutil
 import pytest
 
 from jobs.errors import UsageError
-from jobs.pipeline.brokers import brokers_of
-from jobs.pipeline.cluster import plan_cluster
-from jobs.run import iceberg_sink
+from jobs.plan.brokers import brokers_of
+from jobs.plan.cluster import plan_cluster
 from jobs.settings import JobOptions
+from jobs.sinks.iceberg import tables as iceberg_sink
 from tests.jobs.lake_parts import parts, target, write_run
 
 BROKER_A = ("broker-a@10.10.0.1:10911", "0:1795585953574")  # broker-a/messages.jsonl.gz: its first record

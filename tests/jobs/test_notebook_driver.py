@@ -9,7 +9,7 @@ import time
 import pytest
 
 from jobs import replay
-from jobs.run import console
+from jobs.runtime import console
 
 
 def test_only_spark_submits_child_counts_as_under_spark_submit():

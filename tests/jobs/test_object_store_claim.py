@@ -11,7 +11,7 @@ import time
 import pyarrow.dataset as ds
 import pytest
 
-from jobs.run import claim
+from jobs.output import claim
 from tests.jobs.test_exit_codes import ROOT
 from tests.jobs.test_object_store import _download, _env, _objects
 from tests.jobs.test_scheduler_runs import SUBMIT, _slow_filters

@@ -8,8 +8,8 @@ import pytest
 
 from jobs import maintain, replay
 from jobs.errors import OutputError, outcome
-from jobs.run import claim
-from jobs.run.outputs import writing
+from jobs.output import claim
+from jobs.output.publish import writing
 
 
 @pytest.fixture

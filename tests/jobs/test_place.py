@@ -2,7 +2,7 @@
 stopped run still writing once the driver removed it (seen in CI: a SIGINT'd run left OUT.tmp-* behind) fails."""
 import pytest
 
-from jobs.run.place import Place
+from jobs.output.place import Place
 
 
 def test_a_folder_in_place_is_made_level_by_level_under_an_existing_root(tmp_path):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.run.session import workers_run_this_python
+from jobs.runtime.session import workers_run_this_python
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,11 +4,11 @@ import dataclasses
 
 import pytest
 
-from jobs.pipeline.plan import build_plan
-from jobs.pipeline.replay_plan import replay_plan
-from jobs.pipeline.split_units import commitlog_splits
+from jobs.plan.build import build_plan
+from jobs.plan.replay_plan import replay_plan
 from jobs.settings import JobOptions
-from schemas.commitlog_files import CommitLog, LogFile
+from jobs.task.split_units import commitlog_splits
+from schemas.log.files import CommitLog, LogFile
 from tests.jobs.conftest import assert_rows_equal
 from tests.local_replay import kind, replay_local
 

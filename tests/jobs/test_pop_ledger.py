@@ -15,14 +15,14 @@ import pyarrow.fs as pafs
 import pytest
 
 from jobs import explain
-from jobs.pipeline.plan import build_plan
-from jobs.run import report
-from jobs.run import stage as T
-from jobs.run.iceberg_sink import IcebergTarget, publish_tables
-from jobs.run.layouts import NORMALIZED
-from jobs.run.pop_ledger import lost_warnings, pop_summary, write_pop_ledger
-from jobs.run.sink import SinkSpec, commit, write_empty_tables
+from jobs.ledgers.pop_ledger import lost_warnings, pop_summary, write_pop_ledger
+from jobs.output.layouts import NORMALIZED
+from jobs.output.writers import SinkSpec, commit, write_empty_tables
+from jobs.plan.build import build_plan
+from jobs.report import html as report
 from jobs.settings import CorruptPolicy, JobOptions
+from jobs.sinks.iceberg.tables import IcebergTarget, publish_tables
+from jobs.task import stage as T
 from schemas.errors import CorruptStoreError
 from tests.jobs.lake_parts import REF, parts
 

@@ -4,9 +4,9 @@ import io
 
 import pytest
 
-from jobs.pipeline.units.choose import UnitsFrom
-from jobs.run import progress as module
-from jobs.run.progress import Progress, open_progress
+from jobs.plan.units.choose import UnitsFrom
+from jobs.runtime import progress as module
+from jobs.runtime.progress import Progress, open_progress
 
 pytestmark = pytest.mark.spark
 
@@ -76,10 +76,10 @@ def test_auto_is_tty_on_a_terminal_or_when_the_wrapper_names_one_and_log_otherwi
 
 @pytest.mark.parametrize("units_from", [UnitsFrom.CONSUME_QUEUE, UnitsFrom.COMMIT_LOG])
 def test_the_planned_bytes_are_the_commit_logs_own_for_every_units_source(store_a, units_from):
-    from jobs.pipeline.plan import build_plan
-    from jobs.pipeline.split_units import commitlog_splits
-    from jobs.run.stage import split_bytes
+    from jobs.plan.build import build_plan
     from jobs.settings import JobOptions
+    from jobs.task.split_units import commitlog_splits
+    from jobs.task.stage import split_bytes
 
     planned = build_plan(JobOptions(store=str(store_a / "store"), units_from=units_from,
                                     subscription_files=(str(store_a / "registrations.json"),)))

@@ -209,7 +209,7 @@ def test_a_failed_job_is_cleaned_up_only_after_its_other_tasks_ended(spark, tmp_
     running with nothing written."""
     import time
 
-    from jobs.run.job_tag import RunJobs
+    from jobs.runtime.job_tag import RunJobs
 
     started, release, late = (tmp_path / name for name in ("started", "release", "late"))
 

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from filtering.topic_replay import _slot_counter
-from jobs.pipeline.plan import build_plan
-from jobs.run import report
-from jobs.run import stage as T
-from jobs.run.layouts import NORMALIZED
-from jobs.run.sink import CountingSplitWriter, SinkSpec, Timeline
-from jobs.run.summary import Counters, build_summary
+from jobs.output.layouts import NORMALIZED
+from jobs.output.writers import CountingSplitWriter, SinkSpec, Timeline
+from jobs.plan.build import build_plan
+from jobs.report import html as report
+from jobs.report.summary import Counters, build_summary
 from jobs.settings import JobOptions
+from jobs.task import stage as T
 
 EVIL = '</script><img src=x onerror="document.title=1337">'
 
@@ -239,7 +239,7 @@ def test_a_cluster_page_names_the_broker_of_every_row_attention_item_and_audited
 
 
 def test_the_window_is_said_in_words_not_as_json():
-    from jobs.run.report import window_text
+    from jobs.report.html import window_text
     one = {"since": 1795237035000, "until": 1795237035400, "starting_offsets": None, "ending_offsets": None,
            "offsets": {"TopicTest": {"0": [3, 9], "1": [0, 4]}}, "units": 10}
     assert window_text(one) == "since 1795237035000, until 1795237035400: 10 unit(s) of 2 queue(s)"

@@ -7,8 +7,8 @@ from argparse import Namespace
 
 import pytest
 
-from jobs.pipeline.brokers import brokers_of
-from jobs.run.command import fingerprint
+from jobs.output.command import fingerprint
+from jobs.plan.brokers import brokers_of
 from tests.jobs.conftest import submit_job
 
 

@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from jobs.errors import UsageError
-from jobs.pipeline.plan import build_plan
-from jobs.run.summary import Counters, build_summary, exit_code, summary_notes, summary_table
+from jobs.plan.build import build_plan
+from jobs.report.summary import Counters, build_summary, exit_code, summary_notes, summary_table
 from jobs.settings import CorruptPolicy, JobOptions
 from schemas.errors import CorruptStoreError, StoreNotFound
 from tests.jobs.conftest import writable_copy
@@ -140,7 +140,7 @@ def _damage(copy, store_a, what):
         _flip(path, m["commitLogOffset"] % 2**20 + 4)  # the magic code
         return m["topic"]
     if what == "flipped body":
-        # v1 record, IPv4 hosts: the body starts 88 bytes into the record (see schemas/layout.py)
+        # v1 record, IPv4 hosts: the body starts 88 bytes into the record (see schemas/log/layout.py)
         assert m["sysFlag"] & 0x30 == 0 and base64.b64decode(m["body_base64"])
         _flip(path, m["commitLogOffset"] % 2**20 + 88, b"\xff")
         return m["topic"]
@@ -316,7 +316,7 @@ def test_console_table_aligns_cjk_topics_by_display_width(store_a):
 
 
 def test_stale_temporary_outputs_are_found_and_removed(tmp_path):
-    from jobs.run.outputs import remove_temporaries, stale_temporaries
+    from jobs.output.publish import remove_temporaries, stale_temporaries
 
     (tmp_path / "out.tmp-dead0001").mkdir()
     (tmp_path / "out.tmp-dead0001" / "_MQREPLAY_RUN").write_text('{"run": "dead0001"}')  # a run's own marker
@@ -328,7 +328,7 @@ def test_stale_temporary_outputs_are_found_and_removed(tmp_path):
 
 
 def test_clean_stale_never_lists_what_no_run_of_the_job_left(tmp_path):
-    from jobs.run.outputs import stale_temporaries
+    from jobs.output.publish import stale_temporaries
 
     (tmp_path / "out.tmp-dead0002").mkdir()  # named alike, but no run's marker in it
     (tmp_path / "out.tmp-dead0002" / "data.csv").write_text("someone's")
@@ -351,7 +351,7 @@ def test_damage_in_a_queue_the_run_does_not_read_does_not_stop_it(copy, store_a)
 
 
 def test_a_dead_runs_temporary_is_marked_and_clean_stale_removes_only_it(tmp_path):
-    from jobs.run.outputs import RUN_MARK, OutputRun
+    from jobs.output.publish import RUN_MARK, OutputRun
 
     dead = OutputRun(str(tmp_path / "out"))
     (tmp_path / f"out.tmp-{dead.claim.run}" / "matched").mkdir()  # parts it wrote before it died

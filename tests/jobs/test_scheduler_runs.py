@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.errors import UsageError
-from jobs.run import claim
-from jobs.run.outputs import OutputRun
+from jobs.output import claim
+from jobs.output.publish import OutputRun
 from tests.jobs.test_exit_codes import ROOT, _submit
 
 pytestmark = [pytest.mark.spark, pytest.mark.system]

@@ -1,7 +1,7 @@
 """The class-data archive a run's JVM writes is marked as a whole run's only by a run that got through its stage
 (the venv's spark-submit keeps only a marked one: an archive of a run stopped by a usage error holds few classes,
 and every later run loaded the rest slowly)."""
-from jobs.run.session import ARCHIVE_MADE, archive_of_a_whole_run
+from jobs.runtime.session import ARCHIVE_MADE, archive_of_a_whole_run
 
 
 def test_a_run_that_writes_the_archive_marks_it_beside_it(tmp_path):

@@ -1,4 +1,4 @@
-"""The run's session (jobs/run/session.py): made with the job's settings and its Python daemon started meanwhile
+"""The run's session (jobs/runtime/session.py): made with the job's settings and its Python daemon started meanwhile
 (warm_workers), started while the driver plans (SessionStart), and stopped (stop_session): the accumulator server
 shut down off the main thread, and still shut down, with every update counted."""
 import os
@@ -8,16 +8,16 @@ import textwrap
 
 import pytest
 
-from jobs.run import session
+from jobs.runtime import session
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SCRIPT = textwrap.dedent("""
     import threading
     from pyspark.core.context import SparkContext
-    from jobs.run.session import stop_session
+    from jobs.runtime.session import stop_session
 
-    from jobs.run.session import spark_session
+    from jobs.runtime.session import spark_session
 
     spark = spark_session({"spark": {"spark.ui.enabled": "false"}}, "local[2]")
     sc = spark.sparkContext
@@ -47,7 +47,7 @@ def test_a_local_session_has_the_settings_and_warms_the_jobs_daemon_and_stops_it
                          timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
-    assert "conf mqreplay false jobs.run.worker_daemon" in lines
+    assert "conf mqreplay false jobs.runtime.worker_daemon" in lines
     assert "warmed ['SUCCEEDED']" in lines  # one job of one task that does nothing, done before the stage
     assert "stopped True True" in lines
     assert "server True -1" in lines  # shut down and its socket closed, not left serving

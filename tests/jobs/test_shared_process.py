@@ -20,10 +20,10 @@ import pytest
 
 from jobs import replay
 from jobs.errors import PublishFailed, UsageError
-from jobs.run import console, lifecycle
-from jobs.run.iceberg_sink import IcebergTarget, _move_parts
-from jobs.run.job_tag import GROUP_PROPERTIES
-from jobs.run.place import Place
+from jobs.output.place import Place
+from jobs.runtime import console, lifecycle
+from jobs.runtime.job_tag import GROUP_PROPERTIES
+from jobs.sinks.iceberg.tables import IcebergTarget, move_parts
 from tests.jobs.conftest import assert_rows_equal, expected_rows, writable_copy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,7 +107,7 @@ def test_a_lake_folder_of_another_runs_parts_is_never_written_into(tmp_path):
     (tmp_path / "table" / "data" / "run-1234abcd").mkdir(parents=True)
     (tmp_path / "table" / "data" / "run-1234abcd" / "group_G-part-00000.parquet").write_bytes(b"night 1")
     with pytest.raises(PublishFailed, match="run-1234abcd exists already"):
-        _move_parts(out, "matched", table, "1234abcd")
+        move_parts(out, "matched", table, "1234abcd")
     assert (tmp_path / "table" / "data" / "run-1234abcd" / "group_G-part-00000.parquet").read_bytes() == b"night 1"
 
 

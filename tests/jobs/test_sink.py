@@ -1,4 +1,4 @@
-"""jobs/run/sink.py: a split's parts, the commit of successful attempts only, names safe as paths."""
+"""jobs/output/writers.py: a split's parts, the commit of successful attempts only, names safe as paths."""
 import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -6,9 +6,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from filtering.topic_replay import MessageRows, Pairs
-from jobs.run.layouts import NORMALIZED, WIDE
-from jobs.run.sink import CountingSplitWriter, SinkSpec, SplitWriter, TableSplitWriter, commit, hive_escape
-from jobs.run.summary import Counters
+from jobs.output.layouts import NORMALIZED, WIDE
+from jobs.output.writers import CountingSplitWriter, SinkSpec, SplitWriter, TableSplitWriter, commit, hive_escape
+from jobs.report.summary import Counters
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, STAT_FIELDS
 
 # the header fields every decoded record has (a message's msg_id is its store host's and offset's)
@@ -147,7 +147,7 @@ def test_a_part_is_written_byte_for_byte_the_same_again(tmp_path):
 
 
 def test_wide_rows_are_written_a_bounded_number_at_a_time_in_message_order(tmp_path, monkeypatch):
-    from jobs.run import layouts
+    from jobs.output import layouts
 
     monkeypatch.setattr(layouts, "WIDE_ROWS", 3)
     commit(str(tmp_path / "out"), _write(tmp_path, "a", layout=WIDE, pieces=_repeated_pieces()))

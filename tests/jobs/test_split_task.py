@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from jobs.pipeline.plan import build_plan
+from jobs.plan.build import build_plan
 from jobs.settings import JobOptions
 from tests.jobs.conftest import assert_rows_equal
 from tests.local_replay import kind, replay_local
@@ -212,7 +212,7 @@ def test_units_are_ordered_by_topic_then_commit_log_offset():
     import numpy as np
     import pyarrow as pa
 
-    from jobs.pipeline.split_task import _by_topic_then_offset
+    from jobs.task.split_task import _by_topic_then_offset
 
     rng = np.random.default_rng(3)
     n = 2000
@@ -229,7 +229,7 @@ def test_units_are_ordered_by_topic_then_commit_log_offset():
 def test_a_split_decoded_a_few_units_at_a_time_gives_rocketmq_s_answer(store_a, store_a_expected, monkeypatch):
     """Batches of 7 units (not 65,536): each one topic's, none larger, and the matched and collided rows
     are still exactly RocketMQ's."""
-    import jobs.pipeline.split_task as task
+    import jobs.task.split_task as task
 
     monkeypatch.setattr(task, "BATCH_ROWS", 7)
     sizes = []
@@ -248,9 +248,9 @@ def test_a_split_decoded_a_few_units_at_a_time_gives_rocketmq_s_answer(store_a, 
 
 def test_a_batch_is_decoded_only_when_the_one_before_was_handed_on(store_a, monkeypatch):
     """A task holds one batch's records: the generator decodes the next batch only when asked for it."""
-    import jobs.pipeline.split_task as task
-    from jobs.pipeline.split_task import Pieces, decoded_topics
-    from jobs.pipeline.split_units import commitlog_splits, split_units
+    import jobs.task.split_task as task
+    from jobs.task.split_task import Pieces, decoded_topics
+    from jobs.task.split_units import commitlog_splits, split_units
 
     monkeypatch.setattr(task, "BATCH_ROWS", 100)
     calls = []
@@ -269,10 +269,10 @@ def test_a_batch_is_decoded_only_when_the_one_before_was_handed_on(store_a, monk
 def test_a_split_s_bytes_are_mapped_once_for_all_its_batches_and_let_go_after(store_a, monkeypatch):
     """Every batch of a split reads a view of one mapping of the split's range (a fresh mapping per batch
     faulted the split's pages in again for each); the mapping is dropped when the split is done."""
-    import jobs.pipeline.split_decode as decode
-    import jobs.pipeline.split_task as task
-    from jobs.pipeline.split_task import Pieces, decoded_topics
-    from jobs.pipeline.split_units import commitlog_splits, split_units
+    import jobs.task.split_decode as decode
+    import jobs.task.split_task as task
+    from jobs.task.split_task import Pieces, decoded_topics
+    from jobs.task.split_units import commitlog_splits, split_units
 
     monkeypatch.setattr(task, "BATCH_ROWS", 100)
     reads = []

@@ -1,4 +1,4 @@
-"""The embedded catalog (jobs/run/sqlite_catalog.py) against pyiceberg's own SqlCatalog on the same
+"""The embedded catalog (jobs/sinks/iceberg/sqlite_catalog.py) against pyiceberg's own SqlCatalog on the same
 SQLite file: each reads and commits what the other wrote; a commit racing another writer is refused, then
 retried; a locked file is a busy catalog; a catalog from before views is used as it is; only sqlite:///PATH
 is taken; and an Iceberg run's driver never imports SQLAlchemy (the reason it exists). Expectations: the rows
@@ -19,9 +19,9 @@ from pyiceberg.exceptions import (
 )
 
 from jobs.errors import UsageError
-from jobs.run import catalog_wait, sqlite_catalog
-from jobs.run.iceberg_sink import IcebergTarget
-from jobs.run.sqlite_catalog import SqliteCatalog, sqlite_path
+from jobs.sinks.iceberg import catalog_wait, sqlite_catalog
+from jobs.sinks.iceberg.sqlite_catalog import SqliteCatalog, sqlite_path
+from jobs.sinks.iceberg.tables import IcebergTarget
 from tests.jobs.test_exit_codes import ROOT
 
 SCHEMA = pa.schema([pa.field("n", pa.int64())])
@@ -156,7 +156,7 @@ def test_a_sqlite_uri_names_its_file_as_sqlalchemy_reads_it():
 def test_an_iceberg_commit_never_imports_sqlalchemy(tmp_path):
     script = ("import sys\n"
               "import pyarrow as pa\n"
-              "from jobs.run.iceberg_sink import IcebergTarget\n"
+              "from jobs.sinks.iceberg.tables import IcebergTarget\n"
               f"c = IcebergTarget('night', uri='sqlite:///{tmp_path}/c.db', warehouse='{tmp_path}/wh').catalog()\n"
               "c.create_namespace_if_not_exists('night')\n"
               "t = c.create_table_if_not_exists('night.t', schema=pa.schema([('n', pa.int64())]))\n"

@@ -1,10 +1,10 @@
-"""The mapper of a run (jobs/run/stage.py map_tasks) on a classic session: one Spark task per item, each item's
+"""The mapper of a run (jobs/task/stage.py map_tasks) on a classic session: one Spark task per item, each item's
 rows back in item order, and no SQL query planned for it (a DataFrame's first plan on a cold JVM cost every run
 about a second). Over Spark Connect the same tasks run as DataFrame operations: tests/jobs/test_connect.py."""
 import pytest
 from pyspark import TaskContext
 
-from jobs.run.stage import map_tasks
+from jobs.task.stage import map_tasks
 
 pytestmark = pytest.mark.spark
 

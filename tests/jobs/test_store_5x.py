@@ -16,12 +16,12 @@ from pyspark.sql import functions as F
 
 from jobs.datasource import register
 from jobs.errors import UsageError
-from jobs.pipeline.plan import build_plan
-from jobs.pipeline.units.choose import UnitsFrom
+from jobs.plan.build import build_plan
+from jobs.plan.units.choose import UnitsFrom
 from jobs.settings import JobOptions
-from schemas.cq_rebuild import rebuild_units
-from schemas.inner_batch import unwrap
-from schemas.multi_dispatch import dispatched_at
+from schemas.log.inner_batch import unwrap
+from schemas.log.multi_dispatch import dispatched_at
+from schemas.queues.cq_rebuild import rebuild_units
 from tests.local_replay import kind, replay_local
 
 
@@ -201,21 +201,23 @@ def test_an_inner_batch_whose_messages_run_past_its_body_is_damaged():
         p = props.encode()
         return (len(body) + len(p) + 22).to_bytes(4, "big") + bytes(8) + (0).to_bytes(4, "big") + \
             len(body).to_bytes(4, "big") + body + len(p).to_bytes(2, "big") + p
-    whole = encoded(b"a", "TAGS\x01x\x02KEYS\x01k") + encoded(b"bc", "TAGS\x01y")
+    whole = encoded(b"a", "TAGS\x01x\x02KEYS\x01k\x02UNIQ_KEY\x01U1") + encoded(b"bc", "TAGS\x01y")
     schema_fields = [("topic", pa.string()), ("queue_offset", pa.int64()), ("sys_flag", pa.int32()),
                      ("flag", pa.int32()), ("body", pa.binary()), ("tags_code", pa.int64()),
-                     ("properties", pa.map_(pa.string(), pa.string())), ("tags", pa.string()), ("keys", pa.string())]
+                     ("properties", pa.map_(pa.string(), pa.string())), ("tags", pa.string()), ("keys", pa.string()),
+                     ("uniq_key", pa.string())]
     messages = pa.table([pa.array(["T", "T"]), pa.array([10, 20]), pa.array([192, 192], pa.int32()),
                          pa.array([0, 0], pa.int32()), pa.array([whole, whole[:-3]]), pa.array([0, 0]),
                          pa.array([[("INNER_NUM", "2")]] * 2, pa.map_(pa.string(), pa.string())),
-                         pa.array([None, None], pa.string()), pa.array([None, None], pa.string())],
-                        schema=pa.schema(schema_fields))
+                         pa.array([None, None], pa.string()), pa.array([None, None], pa.string()),
+                         pa.array(["BATCH", "BATCH"])], schema=pa.schema(schema_fields))
     out, parent, index, damaged = unwrap(messages)
     assert damaged.tolist() == [1]
     assert parent.tolist() == [0, 0] and index.tolist() == [0, 1]
     assert out.column("queue_offset").to_pylist() == [10, 11]
     assert out.column("tags").to_pylist() == ["x", "y"]
     assert out.column("keys").to_pylist() == ["k", None]
+    assert out.column("uniq_key").to_pylist() == ["U1", None]  # each inner message's own
     assert out.column("body").to_pylist() == [b"a", b"bc"]
     assert [dict(p) for p in out.column("batch_properties").to_pylist()] == [{"INNER_NUM": "2"}] * 2
 
@@ -251,7 +253,7 @@ def test_a_time_window_on_a_batchcq_queue_starts_and_ends_at_the_units_stored_at
     the records they point at in messages.jsonl.gz)."""
     import gzip
 
-    from jobs.pipeline.window import parse_window
+    from jobs.plan.window import parse_window
 
     expected = store_5x / "expected"
     stored = {}

@@ -1,13 +1,13 @@
-"""A broker's store is resolved once (jobs/pipeline/brokers.py) and handed down as a (filesystem, path) pair: a
-run's planning turns each store URI into a filesystem once, no module of schemas/ or jobs/pipeline/ but brokers.py
-does it, and no module but jobs/pipeline/units/choose.py compares the --units-from strings."""
+"""A broker's store is resolved once (jobs/plan/brokers.py) and handed down as a (filesystem, path) pair: a
+run's planning turns each store URI into a filesystem once, no module of schemas/, jobs/plan/ or jobs/task/ but
+brokers.py does it, and no module but jobs/plan/units/choose.py compares the --units-from strings."""
 import re
 from pathlib import Path
 
-from jobs.pipeline.brokers import brokers_of
-from jobs.pipeline.cluster import plan_cluster
+from jobs.plan.brokers import brokers_of
+from jobs.plan.cluster import plan_cluster
 from jobs.settings import JobOptions
-from schemas import storefs
+from schemas.store import storefs
 
 ROOT = Path(__file__).resolve().parents[2]
 RESOLVING = re.compile(r"storefs\.resolve\(|from_uri\(")
@@ -31,13 +31,16 @@ def test_a_run_resolves_each_store_once(store_cluster, monkeypatch):
     assert [p.plan.fs for _, p in planned.parts] == [b.fs for b in brokers]
 
 
+PACKAGES = ("schemas", "jobs/plan", "jobs/task", "jobs/explain", "jobs/datasource")
+
+
 def test_only_brokers_py_turns_a_uri_into_a_filesystem():
-    found = [str(p.relative_to(ROOT)) for p in _modules("schemas", "jobs/pipeline", "jobs/explain", "jobs/datasource")
+    found = [str(p.relative_to(ROOT)) for p in _modules(*PACKAGES)
              if RESOLVING.search(p.read_text(encoding="utf-8"))]
-    assert sorted(found) == ["jobs/pipeline/brokers.py", "schemas/storefs.py"]
+    assert sorted(found) == ["jobs/plan/brokers.py", "schemas/store/storefs.py"]
 
 
 def test_only_the_choice_compares_the_units_from_strings():
-    found = [str(p.relative_to(ROOT)) for p in _modules("schemas", "jobs/pipeline", "jobs/explain", "jobs/datasource")
+    found = [str(p.relative_to(ROOT)) for p in _modules(*PACKAGES)
              if COMPARED.search(p.read_text(encoding="utf-8"))]
     assert found == []

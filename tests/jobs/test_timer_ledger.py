@@ -13,11 +13,11 @@ import pyarrow.dataset as ds
 import pytest
 
 from jobs.datasource import register, timer_ledger
-from jobs.pipeline.timer_events import timer_events
-from jobs.run import report
-from jobs.run.iceberg_sink import IcebergTarget
-from jobs.run.timer_ledger import LEDGER_SCHEMA, Reads, count_rows, overdue_warnings
+from jobs.ledgers.timer_events import timer_events
+from jobs.ledgers.timer_ledger import LEDGER_SCHEMA, Reads, count_rows, overdue_warnings
+from jobs.report import html as report
 from jobs.settings import CorruptPolicy
+from jobs.sinks.iceberg.tables import IcebergTarget
 from schemas.errors import CorruptStoreError
 from tests.conftest import DATA
 from tests.jobs.conftest import submit_job

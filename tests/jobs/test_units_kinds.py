@@ -1,4 +1,4 @@
-"""Each units source class (jobs/pipeline/units/) alone against RocketMQ's own reading of store_a's consume queue
+"""Each units source class (jobs/plan/units/) alone against RocketMQ's own reading of store_a's consume queue
 (cq.jsonl.gz, dumped by the broker's ConsumeQueue / ConsumeQueueExt): every unit, with its resolved tag code, from
 the files, from a RocketMQ-layout RocksDB, and rebuilt from the commit log; the choice made once per broker from
 the --units-from strings; and the objects small enough to ship to every task."""
@@ -9,19 +9,19 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
-from jobs.pipeline.brokers import store_broker
-from jobs.pipeline.plan import build_plan
-from jobs.pipeline.units.base import Split
-from jobs.pipeline.units.choose import UnitsFrom, choose, queue_source
-from jobs.pipeline.units.files import ConsumeQueueFiles
-from jobs.pipeline.units.rebuilt import RebuiltUnits
-from jobs.pipeline.units.rocksdb import RocksDBQueues
+from jobs.plan.brokers import store_broker
+from jobs.plan.build import build_plan
+from jobs.plan.units.base import Split
+from jobs.plan.units.choose import UnitsFrom, choose, queue_source
+from jobs.plan.units.files import ConsumeQueueFiles
+from jobs.plan.units.rebuilt import RebuiltUnits
+from jobs.plan.units.rocksdb import RocksDBQueues
 from jobs.settings import JobOptions
-from schemas.commitlog_files import file_units
-from schemas.config import load_topics
 from schemas.errors import NotInStore
-from schemas.local_api import local_store
-from schemas.storefs import read_range
+from schemas.log.files import file_units
+from schemas.store.config import load_topics
+from schemas.store.local_api import local_store
+from schemas.store.storefs import read_range
 from tests.jobs.conftest import writable_copy
 from tools.rocksdb_store_writer import write_rocksdb_consume_queue
 

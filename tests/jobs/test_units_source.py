@@ -13,12 +13,12 @@ import pyarrow as pa
 import pytest
 
 from jobs import explain
-from jobs.pipeline.plan import build_plan
-from jobs.pipeline.units.choose import UnitsFrom
-from jobs.pipeline.window import offsets_json, parse_window
+from jobs.plan.build import build_plan
+from jobs.plan.units.choose import UnitsFrom
+from jobs.plan.window import offsets_json, parse_window
 from jobs.settings import CorruptPolicy, JobOptions
-from schemas import rocksdb_store
 from schemas.errors import CorruptStoreError
+from schemas.queues import rocksdb_store
 from tests.jobs.conftest import assert_rows_equal, expected_rows, writable_copy
 from tests.local_replay import kind, replay_local
 from tools.rocksdb_store_writer import write_rocksdb_consume_queue, write_rocksdb_consumer_offsets
@@ -220,9 +220,9 @@ def test_the_audit_of_one_queue_among_a_splits_records_of_two_finds_nothing_when
     """Keys of the audited records and of the units on one numbering of the queues: the split's records hold a
     queue the run does not audit (A), and the audited queue's (B) units are complete. (Keys made on two
     numberings found every record of B "lacking", depending on Arrow's group_by order.)"""
-    from jobs.pipeline.cq_audit import audit_units
+    from jobs.task.cq_audit import audit_units
     from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA
-    from schemas.cq_rebuild import UNITS_SCHEMA
+    from schemas.queues.cq_rebuild import UNITS_SCHEMA
 
     records = pa.Table.from_pylist([
         dict(topic="A", queue_id=0, queue_offset=0, commitlog_offset=0, size=100, tags_code=7),

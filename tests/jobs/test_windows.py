@@ -9,8 +9,8 @@ import pytest
 
 from jobs import replay
 from jobs.errors import UsageError
-from jobs.pipeline.plan import build_plan
-from jobs.pipeline.window import OffsetOutOfRange, offsets_json, parse_window
+from jobs.plan.build import build_plan
+from jobs.plan.window import OffsetOutOfRange, offsets_json, parse_window
 from jobs.settings import JobOptions
 from tests.local_replay import replay_local
 from tools.store_writer import Message, StoreWriter

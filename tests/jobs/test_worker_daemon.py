@@ -1,5 +1,5 @@
-"""PySpark's daemon with the job's imports done before it forks (jobs/run/worker_daemon.py), and where the session
-asks for it (jobs/run/session.py)."""
+"""PySpark's daemon with the job's imports done before it forks (jobs/runtime/worker_daemon.py), and where the session
+asks for it (jobs/runtime/session.py)."""
 import gc
 import os
 import subprocess
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from jobs.run.session import _workers_import_daemon
+from jobs.runtime.session import _workers_import_daemon
 
 
 def _python(code):
@@ -33,7 +33,7 @@ def test_the_preloaded_daemon_holds_the_jobs_modules_one_thread_and_no_pandas():
         "import os, sys\n"
         "os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')\n"
         "os.environ.setdefault('JE_ARROW_MALLOC_CONF', 'background_thread:false')\n"
-        "from jobs.run import worker_daemon as w\n"
+        "from jobs.runtime import worker_daemon as w\n"
         "w.preload()\n"
         "print(w.threads(), 'pandas' in sys.modules, all(m in sys.modules for m in w.MODULES + ('pyspark.worker',)))\n")
     assert proc.returncode == 0, proc.stderr
@@ -45,10 +45,10 @@ def test_a_preloaded_worker_imports_nothing_while_it_runs_a_split(store_a, tmp_p
     task its import (numpy.ma took 0.08 s), on the stage's critical path."""
     from pyspark import cloudpickle
 
-    from jobs.pipeline.plan import build_plan
-    from jobs.pipeline.split_units import commitlog_splits
-    from jobs.run.sink import SinkSpec
+    from jobs.output.writers import SinkSpec
+    from jobs.plan.build import build_plan
     from jobs.settings import JobOptions
+    from jobs.task.split_units import commitlog_splits
 
     plan = build_plan(JobOptions(store=str(store_a / "store"), read_all=True)).plan
     assert plan.sql92_properties  # the store's SQL92 registrations are evaluated, tags hashed, Parquet written
@@ -58,13 +58,13 @@ def test_a_preloaded_worker_imports_nothing_while_it_runs_a_split(store_a, tmp_p
     proc = _python(
         "import pickle, sys\n"
         "sys.argv = ['worker_daemon', 'pyspark.worker']\n"
-        "from jobs.run import worker_daemon as w\n"
+        "from jobs.runtime import worker_daemon as w\n"
         "w.prepare()\n"
         "before = set(sys.modules)\n"
         f"plan, splits, spec = pickle.loads(open({str(shipped)!r}, 'rb').read())\n"
-        "from jobs.run.stage import run_split\n"
+        "from jobs.task.stage import run_split\n"
         "from schemas import no_pandas\n"
-        "with no_pandas.left_out():\n"  # as a task runs (jobs/run/stage.py)
+        "with no_pandas.left_out():\n"  # as a task runs (jobs/task/stage.py)
         "    for k, split in enumerate(splits):\n"
         "        run_split(plan, spec, k, split, 'local')\n"
         "print(sorted(set(sys.modules) - before))\n")
@@ -76,7 +76,7 @@ def test_a_failed_preload_turns_the_process_into_pysparks_own_daemon():
     proc = _python(
         "import os, sys\n"
         "sys.argv = ['worker_daemon', 'pyspark.worker']\n"
-        "from jobs.run import worker_daemon as w\n"
+        "from jobs.runtime import worker_daemon as w\n"
         "def fail(): raise ImportError('no numba here')\n"
         "w.preload = fail\n"
         "os.execv = lambda path, argv: print(argv[1:]) or sys.exit(0)\n"
@@ -90,7 +90,7 @@ def test_a_failed_preload_turns_the_process_into_pysparks_own_daemon():
 def test_a_task_outside_the_jobs_daemon_leaves_the_workers_garbage_collector_alone(spark):
     """The tests' session runs PySpark's own daemon, as a user's session does (a notebook reading the data source):
     the job's tasks there freeze nothing of the worker, whose other code (a user's UDFs) is not the job's."""
-    from jobs.run.stage import map_tasks
+    from jobs.task.stage import map_tasks
 
     map_tasks(spark, [0, 1], lambda item: [item])  # the job's tasks, in both workers of local[2]
     frozen = map_tasks(spark, [0, 1], lambda item: [gc.get_freeze_count()])  # the same workers, reused
@@ -100,8 +100,8 @@ def test_a_task_outside_the_jobs_daemon_leaves_the_workers_garbage_collector_alo
 def test_a_task_in_the_jobs_daemon_freezes_what_its_worker_holds():
     proc = _python(
         "import gc\n"
-        "from jobs.run.stage import settle_garbage\n"
-        "from jobs.run.worker_daemon import JOB_DAEMON\n"
+        "from jobs.task.stage import settle_garbage\n"
+        "from jobs.runtime.worker_daemon import JOB_DAEMON\n"
         "settle_garbage({})\n"
         "before = gc.get_freeze_count()\n"
         "settle_garbage({JOB_DAEMON: '1'})\n"
@@ -120,7 +120,7 @@ def test_the_preloaded_daemon_keeps_no_zip_importer_and_still_imports_from_the_z
         "import importlib, os, sys, zipimport\n"
         "os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')\n"
         "os.environ.setdefault('JE_ARROW_MALLOC_CONF', 'background_thread:false')\n"
-        "from jobs.run import worker_daemon as w\n"
+        "from jobs.runtime import worker_daemon as w\n"
         "w.preload()\n"
         "print(sys.modules['pyspark.worker'].__spec__.origin.startswith(sys.argv[1]))\n"
         "print(sum(isinstance(f, zipimport.zipimporter) for f in sys.path_importer_cache.values()))\n"
@@ -139,7 +139,7 @@ def test_the_daemon_keeps_freed_memory_for_its_workers():
     column mapped anew, mimalloc not purging), set before pyarrow loads: page faults were a tenth of a task."""
     proc = _python(
         "import os, resource\n"
-        "from jobs.run import worker_daemon as w\n"
+        "from jobs.runtime import worker_daemon as w\n"
         "os.environ.pop('MIMALLOC_PURGE_DELAY', None)\n"
         "w.keep_freed_memory()\n"
         "import numpy as np\n"

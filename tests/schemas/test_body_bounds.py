@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import zstandard
 
-from schemas.commitlog import decode_records, decompress
 from schemas.errors import CorruptStoreError
+from schemas.log.records import decode_records, decompress
 from tools.store_writer import Message, encode_record
 
 MIB = 1 << 20

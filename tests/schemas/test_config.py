@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from schemas.config import (
+from schemas.store.config import (
     ConfigError,
     Registration,
     SubscriptionGroupConfig,

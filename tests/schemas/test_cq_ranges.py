@@ -7,10 +7,10 @@ import numpy as np
 import pyarrow.fs as pafs
 import pytest
 
-from schemas import cq_ranges
-from schemas import layout as L
-from schemas.consume_queue import decode_cq_segment
-from schemas.storefs import Segment
+from schemas.log import layout as L
+from schemas.queues import cq_ranges
+from schemas.queues.consume_queue import decode_cq_segment
+from schemas.store.storefs import Segment
 
 PROBE = 4  # units per probe read in these tests: heads and tails longer and shorter than a read
 WHOLE = 6  # a split reads a segment's units whole up to this many, else searches where its range begins or ends

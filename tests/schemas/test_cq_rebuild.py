@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import schemas
-from schemas import layout as L
-from schemas.cq_rebuild import END_DAMAGED, END_DATA, rebuild_units
-from schemas.local_api import rebuilt_units
+from schemas.log import layout as L
+from schemas.queues.cq_rebuild import END_DAMAGED, END_DATA, rebuild_units
+from schemas.store.local_api import rebuilt_units
 from tools.store_writer import Message, encode_record
 
 

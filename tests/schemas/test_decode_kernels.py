@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas import layout as L
-from schemas.commitlog import decode_records
+from schemas.log import layout as L
+from schemas.log.records import decode_records
 from tools.store_writer import Message, encode_record
 
 _v4 = st.builds(lambda b: str(ipaddress.IPv4Address(b)), st.binary(min_size=4, max_size=4))

@@ -4,11 +4,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemas import layout as L
-from schemas.commitlog import decode_records, walk_records
-from schemas.config import ConfigError, load_fastjson
-from schemas.consume_queue import ExtReader, decode_cq_segment
 from schemas.errors import CorruptStoreError, UnsupportedStoreError
+from schemas.log import layout as L
+from schemas.log.records import decode_records, walk_records
+from schemas.queues.consume_queue import ExtReader, decode_cq_segment
+from schemas.store.config import ConfigError, load_fastjson
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -1,5 +1,5 @@
-"""The broker's index/ files read (schemas/index_file.py) and keys found through them or by a scan
-(schemas/key_lookup.py): store_a's real index files, and indexes built by hand as IndexFile.putKey writes them
+"""The broker's index/ files read (schemas/index/index_file.py) and keys found through them or by a scan
+(schemas/index/key_lookup.py): store_a's real index files, and indexes built by hand as IndexFile.putKey writes them
 (tools/index_writer.py, whose own String.hashCode is checked against store_a's files byte for byte)."""
 import gzip
 import json
@@ -9,9 +9,9 @@ import numpy as np
 import pyarrow.fs as pafs
 import pytest
 
-from schemas.commitlog_files import find_log
-from schemas.index_file import index_key, key_hash, list_index_files, open_index_file
-from schemas.key_lookup import find_key_units, locate_keys
+from schemas.index.index_file import index_key, key_hash, list_index_files, open_index_file
+from schemas.index.key_lookup import find_key_units, locate_keys
+from schemas.log.files import find_log
 from tools.index_writer import IndexFileWriter, IndexWriter, string_hash, string_hashes, write_index_bulk
 from tools.store_writer import Message, StoreWriter
 
@@ -123,7 +123,7 @@ def test_find_key_units_gives_the_units_of_the_records(store_a, messages, carrie
 
 
 def test_the_time_span_of_the_headers_narrows_the_files_read(store_a, messages, carriers, monkeypatch):
-    from schemas import index_file
+    from schemas.index import index_file
 
     looked = []
     original = index_file.IndexFile.lookup

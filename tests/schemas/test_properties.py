@@ -4,7 +4,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas.properties import parse_properties, parse_properties_at
+from schemas.log.properties import parse_properties, parse_properties_at
 
 pieces = st.lists(st.sampled_from(["a", "TAGS", "KEYS", "é", "杭州", "\x01", "\x02", "", "x\x01y", "b\x01"]),
                   max_size=12).map("".join)

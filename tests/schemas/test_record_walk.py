@@ -1,4 +1,4 @@
-"""One walk of a record's header (schemas/kernels.record_walk over the offsets schemas/layout.py names), used by
+"""One walk of a record's header (schemas/kernels.record_walk over the offsets schemas/log/layout.py names), used by
 the decoder and the consume-queue rebuild alike: the offsets are RocketMQ's, the positions of a record built by
 hand are where its fields were put, and a damaged record stops both readers at the same check."""
 import struct
@@ -6,8 +6,8 @@ import struct
 import numpy as np
 
 from schemas import kernels as K
-from schemas import layout as L
-from schemas.cq_rebuild import END_DAMAGED, rebuild_units
+from schemas.log import layout as L
+from schemas.queues.cq_rebuild import END_DAMAGED, rebuild_units
 
 
 def test_the_fixed_offsets_are_those_messagedecoder_reads():

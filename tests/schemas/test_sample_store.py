@@ -5,7 +5,7 @@ import struct
 import pytest
 
 import schemas
-from jobs.pipeline.plan import build_plan
+from jobs.plan.build import build_plan
 from jobs.settings import JobOptions
 from tests.local_replay import kind, replay_local
 from tools.sample_store import DEFAULT_SUBSCRIPTIONS, generate_store

@@ -91,7 +91,7 @@ def test_lz4_and_zstd_frames_of_4_9_4_decode(tmp_path, ctype):
 
 
 def test_store_without_ext_units_decodes_and_replays_without_bitmap_audit(tmp_path):
-    from jobs.pipeline.plan import build_plan
+    from jobs.plan.build import build_plan
     from jobs.settings import JobOptions
     from tests.local_replay import kind, replay_local
 

@@ -54,7 +54,7 @@ def test_a_replay_on_3_5_equals_rocketmqs_answer(name, request, tmp_path):
 
 
 def test_two_nights_into_iceberg_on_3_5_hold_rocketmqs_rows_once_and_a_rerun_exits_2(store_a, tmp_path):
-    from jobs.run.iceberg_sink import IcebergTarget
+    from jobs.sinks.iceberg.tables import IcebergTarget
 
     target = IcebergTarget("nightly", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh"))
     common = ["--store", store_a / "store", "--subscriptions", store_a / "registrations.json", "--sink", "iceberg",

@@ -1,0 +1,151 @@
+"""The POP ledger (OUT/pop/, docs/output.md): every message a 5.x POP consumer group popped, one row per (broker,
+group, topic, queue, offset), with how it ended. The tasks wrote the events of their splits
+(jobs/ledgers/pop_events.py: checkpoints, acks, batch acks, the messages' keys); here one Spark step pairs them
+(the checkpoint, its acks, the message and its revived copy lie in different splits) and writes the ledger with
+Spark's writer: no ledger row goes through the driver, only the counts per group the summary shows.
+
+The rules (RocketMQ 5.3.3's): a handle is a checkpoint covering the message (its wheel record and its revive-log
+copy are one); an ack pairs with the handle of its (group, topic, queue, `so`, `pt`). A message's last handle
+(latest pop time) decides: acked when it was acked; else revived when its copy (same UNIQ_KEY) is in its POP retry
+topic (`%RETRY%<group>_<topic>`, V2 `+`; a retry topic's own message revives into that topic, further on); else
+lost when the revive service has passed its checkpoint (the checkpoint's revive-log offset is at most
+`CID_RMQ_SYS_REVIVE_GROUP`'s committed offset of that revive queue: PopReviveService commits the offset of the
+last checkpoint it merged, and re-puts every un-acked message of an expired checkpoint first); else in flight.
+An ack of an earlier handle is a changed invisible time (the broker acks the old handle when it writes the new
+one)."""
+import pyarrow as pa
+
+from jobs.ledgers.pop_events import ACK, BATCH_ACK, CK, MESSAGE, POP_EVENT_SCHEMA
+from jobs.output.spark_outputs import read_events, remove, sizes, write_table
+from jobs.output.writers import POP_EVENTS, write_driver_part
+
+POP = "pop"
+ACKED, REVIVED, INFLIGHT, LOST = "acked", "revived", "inflight", "lost"
+CHANGE_INVISIBLE = "changeInvisible"
+NO_CHECKPOINT, NO_MESSAGE = "checkpoint not read", "message not read"
+LEDGER_SCHEMA = pa.schema([
+    ("broker", pa.string()), ("group", pa.string()), ("topic", pa.string()), ("queue_id", pa.int32()),
+    ("queue_offset", pa.int64()), ("uniq_key", pa.string()), ("pops", pa.int64()), ("first_pop_time", pa.int64()),
+    ("last_pop_time", pa.int64()), ("invisible_time", pa.int64()), ("state", pa.string()),
+    ("acked_time", pa.int64()), ("acked_by", pa.string()), ("retry_topic", pa.string()),
+    ("retry_queue_offset", pa.int64()), ("revived_store_timestamp", pa.int64()), ("revive_queue_id", pa.int32()),
+    ("revive_offset", pa.int64()), ("cut_off", pa.string()),
+])
+COUNT_FIELDS = ("popped", "acked", "revived", "inflight", "lost", "redeliveries", "ack_ms_median", "ack_ms_max")
+
+
+def write_pop_ledger(spark, out_uri, where, written, plans, event_files=()):
+    """OUT/pop/ from the run's committed POP events (`written`: the sink's {output: (files, rows, bytes)}), then
+    the events removed. Returns ({"pop": (files, rows, bytes)}, the counts per (broker, group): count_rows'
+    rows). `where`: OUT's (filesystem, path); `plans`: the brokers' ReplayPlans (their revive progress). No row: a
+    table of no row."""
+    events = written.pop(POP_EVENTS, (0, 0, 0))
+    fs, root = where
+    base = out_uri.rstrip("/")
+    counts = []
+    if events[1]:
+        schema = POP_EVENT_SCHEMA.append(pa.field("broker", pa.string()))
+        write_table(pair(read_events(spark, schema, base, POP_EVENTS, event_files), revive_offsets(plans)), base,
+                    where, POP)
+        counts = count_rows(read_events(spark, LEDGER_SCHEMA, base, POP))
+    if not events[1] or not sizes(fs, f"{root}/{POP}")[0]:
+        write_driver_part(out_uri, POP, LEDGER_SCHEMA.empty_table(), "empty")
+    remove(fs, f"{root}/{POP_EVENTS}")
+    return {POP: sizes(fs, f"{root}/{POP}")}, counts
+
+
+def revive_offsets(plans):
+    """{"<broker>@<revive queue>": committed offset} of the brokers' revive services ("" for a broker of no name)."""
+    return {f"{p.broker or ''}@{q}": o for p in plans for _, q, o in (p.pop_revive or ())}
+
+
+def pair(events, committed):
+    """The ledger (LEDGER_SCHEMA's columns) of a DataFrame of POP events; `committed`: revive_offsets'."""
+    from pyspark.sql import functions as F
+
+    ev = events.withColumn("broker", F.coalesce(F.col("broker"), F.lit("")))
+    place = ["broker", "group", "topic", "queue_id", "queue_offset"]
+    handle = place + ["ck_start_offset", "pop_time"]
+    cks = ev.where(F.col("kind") == CK).groupBy(*handle).agg(
+        F.max("invisible_time").alias("invisible_time"), F.max("revive_queue_id").alias("revive_queue_id"),
+        F.max("revive_offset").alias("revive_offset"), F.lit(True).alias("has_ck"))
+    acks = ev.where(F.col("kind").isin(ACK, BATCH_ACK)).groupBy(*handle).agg(
+        F.min_by(F.struct(F.col("event_time").alias("time"), F.col("kind").alias("kind")), F.col("event_time"))
+        .alias("ack"))
+    handles = cks.join(acks, handle, "full")
+    last = F.struct(*(F.col(c) for c in ("pop_time", "invisible_time", "revive_queue_id", "revive_offset", "ack")))
+    rows = handles.groupBy(*place).agg(
+        F.sum(F.coalesce(F.col("has_ck"), F.lit(False)).cast("long")).alias("pops"),
+        F.min("pop_time").alias("first_pop_time"), F.max("pop_time").alias("last_pop_time"),
+        F.max_by(last, F.struct("pop_time", "ck_start_offset")).alias("last"))
+    keys = ev.where(F.col("kind") == MESSAGE).groupBy("broker", "topic", "queue_id", "queue_offset").agg(
+        F.min("uniq_key").alias("uniq_key"))
+    rows = rows.join(keys, ["broker", "topic", "queue_id", "queue_offset"], "left")
+    copies = ev.where((F.col("kind") == MESSAGE) & F.col("first_pop_time").isNotNull()
+                      & F.col("topic").startswith("%RETRY%")).select(
+        "broker", "uniq_key", F.col("topic").alias("retry_topic"), F.col("queue_offset").alias("retry_queue_offset"),
+        F.col("store_timestamp").alias("revived_store_timestamp"))
+    r = rows.alias("r")
+    c = copies.alias("c")
+    own = F.col("r.topic").startswith("%RETRY%")
+    goes_to = F.when(own, F.col("c.retry_topic") == F.col("r.topic")).otherwise(
+        (F.col("c.retry_topic") == F.concat(F.lit("%RETRY%"), F.col("r.group"), F.lit("_"), F.col("r.topic")))
+        | (F.col("c.retry_topic") == F.concat(F.lit("%RETRY%"), F.col("r.group"), F.lit("+"), F.col("r.topic"))))
+    further = ~own | (F.col("c.retry_queue_offset") > F.col("r.queue_offset"))
+    revived = r.join(c, (F.col("r.broker") == F.col("c.broker")) & (F.col("r.uniq_key") == F.col("c.uniq_key"))
+                     & goes_to & further & (F.col("c.revived_store_timestamp") >= F.col("r.first_pop_time")), "left")
+    copy = F.struct("c.retry_topic", "c.retry_queue_offset", "c.revived_store_timestamp")
+    kept = place + ["pops", "first_pop_time", "last_pop_time", "last", "uniq_key"]
+    rows = revived.groupBy(*(F.col(f"r.{n}") for n in kept)).agg(
+        F.min_by(copy, F.col("c.retry_queue_offset")).alias("copy"))
+    pairs = [F.lit(x) for key, offset in sorted(committed.items()) for x in (key, offset)]
+    queue = F.concat(F.col("broker"), F.lit("@"), F.col("last.revive_queue_id").cast("string"))
+    passed = F.element_at(F.create_map(*pairs), queue) if pairs else F.lit(None).cast("long")
+    acked = F.col("last.ack").isNotNull()
+    is_revived = F.col("copy.retry_topic").isNotNull()
+    lost = F.col("last.revive_offset") <= passed
+    state = F.when(acked, ACKED).when(is_revived, REVIVED).when(F.coalesce(lost, F.lit(False)), LOST) \
+        .otherwise(INFLIGHT)
+    cut = F.concat_ws("; ", F.when(F.col("pops") == 0, F.lit(NO_CHECKPOINT)),
+                      F.when(F.col("uniq_key").isNull(), F.lit(NO_MESSAGE)))
+    return rows.select(
+        F.when(F.col("broker") != "", F.col("broker")).alias("broker"), "group", "topic",
+        F.col("queue_id").cast("int"), "queue_offset", "uniq_key", "pops", "first_pop_time", "last_pop_time",
+        F.col("last.invisible_time").alias("invisible_time"), state.alias("state"),
+        F.col("last.ack.time").alias("acked_time"), F.col("last.ack.kind").alias("acked_by"),
+        F.col("copy.retry_topic").alias("retry_topic"), F.col("copy.retry_queue_offset").alias("retry_queue_offset"),
+        F.col("copy.revived_store_timestamp").alias("revived_store_timestamp"),
+        F.col("last.revive_queue_id").alias("revive_queue_id"), F.col("last.revive_offset").alias("revive_offset"),
+        F.when(cut != "", cut).alias("cut_off"))
+
+
+def count_rows(ledger):
+    """Per (broker, group): popped, acked, revived, in flight, lost, redeliveries (rows of messages popped from a
+    POP retry topic: a revived message delivered again), time to ack (acked_time - first_pop_time, ms: exact
+    median and max). Small: a row per group, collected."""
+    from pyspark.sql import functions as F
+
+    state = F.col("state")
+    rows = ledger.groupBy("broker", "group").agg(
+        F.count(F.lit(1)).alias("popped"),
+        *(F.sum((state == s).cast("long")).alias(s) for s in (ACKED, REVIVED, INFLIGHT, LOST)),
+        F.sum(F.col("topic").startswith("%RETRY%").cast("long")).alias("redeliveries"),
+        F.percentile(F.col("acked_time") - F.col("first_pop_time"), F.lit(0.5)).alias("ack_ms_median"),
+        F.max(F.col("acked_time") - F.col("first_pop_time")).alias("ack_ms_max")).collect()
+    return sorted(({"broker": r["broker"], "group": r["group"],
+                    **{k: (None if r[k] is None else float(r[k]) if k == "ack_ms_median" else int(r[k]))
+                       for k in COUNT_FIELDS}} for r in rows),
+                  key=lambda r: (r["broker"] or "", r["group"] or ""))
+
+
+def pop_summary(counts):
+    """summary.json's `pop`: the counts per (broker, group) and their totals."""
+    return {"groups": counts, "totals": {k: sum(r[k] for r in counts)
+                                         for k in ("popped", "acked", "revived", "inflight", "lost", "redeliveries")}}
+
+
+def lost_warnings(counts):
+    """The operator's alarm: messages the revive service passed without acking or reviving them."""
+    return [f"POP: {r['lost']} message(s) of group {r['group']}" + (f" (broker {r['broker']})" if r["broker"] else "")
+            + " lost: never acked, their checkpoint passed by the revive service, not in the POP retry topic "
+            "(OUT/pop/, state lost)" for r in counts if r["lost"]]

@@ -1,0 +1,47 @@
+"""What the driver's Spark steps share (the timer ledger, jobs/ledgers/timer_ledger.py; the POP ledger,
+jobs/ledgers/pop_ledger.py): the tasks' event parts read by Spark where the commit left them, a table written by Spark's
+writer into the temporary OUT without its marker files, and the (files, rows, bytes) OUT's summary gives it."""
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from schemas.arrow_schemas import spark_schema
+
+
+def spark_path(uri):
+    """A path or URI as Spark's Hadoop filesystems name it (S3 is s3a:// there, s3:// for pyarrow)."""
+    return "s3a://" + uri[len("s3://"):] if uri.startswith("s3://") else uri
+
+
+def read_events(spark, schema, base, output, event_files=()):
+    """A DataFrame (Arrow `schema`) of the tasks' parts of `output` under the temporary OUT `base` (a URI), or of
+    `event_files` (relative to it: an object store's attempts, each read where it is, never copied)."""
+    paths = [f"{base}/{f}" for f in event_files] or [f"{base}/{output}"]
+    return spark.read.schema(spark_schema(schema)).parquet(*(spark_path(p) for p in paths))
+
+
+def write_table(frame, base, where, output):
+    """`frame` written by Spark as `output` under the temporary OUT (`base` its URI, `where` its (filesystem,
+    path)), zstd like the tasks' parts, without Spark's _SUCCESS and checksums (OUT's own _SUCCESS says the run is
+    whole)."""
+    fs, root = where
+    frame.write.option("compression", "zstd").parquet(spark_path(f"{base}/{output}"))
+    for info in fs.get_file_info(pafs.FileSelector(f"{root}/{output}")):
+        if info.base_name.startswith(("_", ".")):
+            fs.delete_file(info.path)
+
+
+def remove(fs, path):
+    """A folder removed when it is there (the events once paired)."""
+    if fs.get_file_info(path).type != pafs.FileType.NotFound:
+        fs.delete_dir(path)
+
+
+def sizes(fs, path):
+    """(files, rows, bytes) of a Parquet table's folder (rows read from the footers)."""
+    files = [i for i in fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+             if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")]
+    rows = 0
+    for info in files:
+        with fs.open_input_file(info.path) as f:
+            rows += pq.ParquetFile(f).metadata.num_rows
+    return len(files), rows, sum(i.size for i in files)

@@ -1,0 +1,275 @@
+"""What a run's answer becomes (--sink): one class per kind behind one protocol, chosen once from the command
+line (jobs/cli.py sink_choice, then `sink_of`: the class makes itself, `Sink.of`); the run (jobs/replay.py,
+jobs/output/publish.py) asks the object, never the option's string.
+
+As Spark's DataSourceV2 splits a write: `spec` is what every task writes (jobs/output/writers.py's SplitWriter, under
+the run's temporary OUT), `commit` is the driver's once the stage succeeded (the successful attempts' files moved
+to their names), `check` what the sink refuses before Spark starts, `publish` what it adds to the summary before
+OUT is published (Iceberg: the tables' snapshots). Abort is OUT's own (outputs.OutputRun.abandon): every sink
+writes under the temporary OUT first, so removing it takes back whatever a failed run wrote.
+
+Each sink names its task-side writer (`writer`: jobs/output/writers.py's SplitWriter, or a subclass that cuts or counts
+parts otherwise); the layout (jobs/output/layouts.py) is the options' object, which the writer asks. A new sink is one
+`Sink` subclass here (or in a module of its own), its writer when its parts differ, its entry in SINKS, and its
+tests (docs/design.md, "Adding a sink")."""
+import abc
+import json
+import sys
+import time
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+
+from jobs.errors import UsageError
+from jobs.ledgers.pop_ledger import write_pop_ledger
+from jobs.ledgers.timer_lake import commit_timers, merge_ledger
+from jobs.ledgers.timer_ledger import write_ledger
+from jobs.output.layouts import NORMALIZED
+from jobs.output.place import Place
+from jobs.output.writers import (
+    POP_EVENTS,
+    TIMER_EVENTS,
+    CountingSplitWriter,
+    SinkSpec,
+    SplitWriter,
+    TableSplitWriter,
+    attempt_parts,
+    commit,
+    write_driver_part,
+    write_empty_tables,
+)
+from jobs.plan.brokers import bare
+from jobs.sinks.iceberg import tables as lake_sink
+from jobs.task.cq_audit import CQ_AUDIT_SCHEMA
+from schemas.arrow_schemas import CORRUPT_SCHEMA
+
+
+class Sink(abc.ABC):
+    """The protocol every sink follows; each hook's default is what a sink that has nothing to add does."""
+
+    name = None  # --sink's value (SINKS)
+    writer = SplitWriter  # the task-side writer of a split's parts (jobs/output/writers.py)
+
+    @classmethod
+    def of(cls, choice, brokers):
+        """(the sink of the command line's choice (SinkChoice), the --starting-offsets it reads: None, the
+        command line's); UsageError for what goes with another sink."""
+        if choice.catalog.given:
+            raise UsageError("--catalog, --catalog-uri and --warehouse go with --sink iceberg")
+        if choice.continuing:
+            raise UsageError("--starting-offsets iceberg reads the Iceberg tables' offsets: give --sink iceberg")
+        return cls(), None
+
+    def spec(self, out, options):
+        """What every task writes, shipped with the plan: under the temporary OUT, in the run's layout."""
+        return SinkSpec(out, options.layout, options.with_body, self.writer)
+
+    def starting_offsets(self, brokers, planned):
+        """--starting-offsets that the sink knows better once the run is planned (None: the command line's)."""
+        return None
+
+    def check(self, planned, clean_stale):
+        """Refuse, before Spark starts, what the sink cannot take (UsageError)."""
+
+    def narrow(self, planned):
+        """Leave out of each group's scope, in the plan the tasks get, what the sink holds already."""
+
+    @abc.abstractmethod
+    def commit(self, out, reports, planned, options):
+        """{output: (files, rows, bytes)} of what the successful attempts (and the driver) wrote."""
+
+    def ledger(self, spark, out, where, written, reads, options):
+        """The timer ledger's counts per (broker, real topic), its outputs put into `written` (None: none made)."""
+        return None
+
+    def pop_ledger(self, spark, out, where, written, planned):
+        """The POP ledger's counts per (broker, group), its outputs put into `written` (None: none made)."""
+        return None
+
+    def publish(self, out, summary, planned, options, run):
+        """What the sink adds to the summary once the outputs are committed, before OUT is published."""
+
+    def in_attempts(self):
+        """{final name: attempt's file} (relative to the temporary OUT) of the parts OUT's publish copies from
+        where their attempts wrote them (outputs.OutputRun.publish)."""
+        return {}
+
+
+class FileSink(Sink):
+    """A sink whose tasks write Parquet parts under the temporary OUT, committed by the driver from the
+    successful attempts (Parquet, Iceberg); on an object store (a move is a copy and a delete) the parts stay
+    where their attempts wrote them, `kept`, each copied once to its place in OUT or in its table."""
+
+    kept = {}  # {output: [(attempt's file, final name)]}
+
+    def commit(self, out, reports, planned, options):
+        """{output: (files, rows, bytes)}: the successful attempts' files at their names where a rename is one
+        step (on an object store left where their attempts wrote them: `kept`), the driver's parts (damage found
+        while planning), and an empty table for every answer with no row."""
+        out = Place.of(out)
+        if not out.renames:
+            self.kept = attempt_parts(reports)
+        written = commit(out, reports, move=out.renames)
+        if planned.problems:
+            schema = CORRUPT_SCHEMA.append(pa.field("broker", pa.string()))
+            write_driver_part(out, "audit/corrupt", pa.Table.from_pylist(
+                [{f.name: p.get(f.name) for f in schema} for p in planned.problems], schema=schema))
+        written.update(write_empty_tables(out, options.layout, options.with_body, written))
+        if options.audit_consume_queue and "audit/consume_queue" not in written:  # asked, nothing found: a table
+            write_driver_part(out, "audit/consume_queue", CQ_AUDIT_SCHEMA.empty_table())  # of no row
+        return written
+
+    def ledger(self, spark, out, where, written, reads, options):
+        """The timer ledger (timers/, jobs/ledgers/timer_ledger.py) from the committed timer events: its
+        {output: (files, rows, bytes)} put into `written`, and its counts per (broker, real topic) returned.
+        `where`: OUT's (filesystem, path)."""
+        made, counts = write_ledger(spark, out, where, written, reads, options.timer_overdue,
+                                    event_files=self._events(TIMER_EVENTS))
+        written.update(made)
+        return counts
+
+    def _events(self, output):
+        """A ledger's events' parts (TIMER_EVENTS, POP_EVENTS) the commit left where their attempts wrote them (an
+        object store), taken out of `kept`: the ledger reads them there, and neither OUT nor a table gets them."""
+        return [path for path, _ in self.kept.pop(output, ())] if self.kept else []
+
+    def pop_ledger(self, spark, out, where, written, planned):
+        """The POP ledger (pop/, jobs/ledgers/pop_ledger.py) from the committed POP events: its {output: (files, rows,
+        bytes)} put into `written`, its counts per (broker, group) returned. `where`: OUT's (filesystem, path)."""
+        made, counts = write_pop_ledger(spark, out, where, written, [p.plan for _, p in planned.parts],
+                                        event_files=self._events(POP_EVENTS))
+        written.update(made)
+        return counts
+
+    def in_attempts(self):
+        """{final name: attempt's file} (relative to the temporary OUT) of the parts OUT's publish copies from
+        where their attempts wrote them (outputs.OutputRun.publish)."""
+        return {final: path for parts in self.kept.values() for path, final in parts}
+
+
+class ParquetSink(FileSink):
+    """The outputs as Parquet under OUT (docs/output.md), published with OUT."""
+
+    name = "parquet"
+
+
+class NoopSink(Sink):
+    """Every decision made, nothing written (the ledgers' events counted, not kept): what a benchmark measures.
+    Its counts are the normalized layout's, whatever --layout says."""
+
+    name = "noop"
+    writer = CountingSplitWriter
+
+    def spec(self, out, options):
+        return SinkSpec(out, NORMALIZED, options.with_body, self.writer)
+
+    def commit(self, out, reports, planned, options):
+        return {}
+
+    def publish(self, out, summary, planned, options, run):
+        summary["sink"] = "noop: every decision made, nothing written"
+
+
+class IcebergSink(FileSink):
+    """The answer committed to Iceberg tables (jobs/sinks/iceberg/tables.py, docs/iceberg.md): the tasks write the
+    normalized layout's parts as for Parquet, a file per partition; the driver adds them to the tables, one
+    snapshot each, before OUT (the summary, offsets.json, the report) is published."""
+
+    name = "iceberg"
+    writer = TableSplitWriter
+
+    def __init__(self, target):
+        self.target = target
+        self.held_timers = None  # what NS.timers held when the run merged its ledger (ledger, then publish)
+        self.out_where = None  # the temporary OUT (a Place), where the merged ledger waits for publish
+
+    @classmethod
+    def of(cls, choice, brokers):
+        """Its catalog, the run's stores by what they are, and with `--starting-offsets iceberg` where the lake's
+        ranges of each store end (none yet: the earliest), refined per group once the plan names the run's groups
+        (starting_offsets)."""
+        target = lake_sink.catalog_target(choice.catalog)
+        if not choice.layout.tables:
+            raise UsageError("--sink iceberg writes the normalized layout's tables (messages once, narrow matched "
+                             "rows)")
+        target = lake_sink.with_stores(target, brokers, choice.continuing)
+        starts = starts_json(brokers, lake_sink.starting_offsets(target)) if choice.continuing else None
+        return cls(target), starts
+
+    def starting_offsets(self, brokers, planned):
+        """With `--starting-offsets iceberg`: each queue from where the run's own groups end in the lake."""
+        if not self.target.continuing:
+            return None
+        return starts_json(brokers, lake_sink.starting_offsets(self.target, planned.parts))
+
+    def check(self, planned, clean_stale):
+        """Refuse offsets a group of the run holds and lost catalogs (exit 2); list, or with --clean-stale
+        remove, parts of dead runs."""
+        for line in lake_sink.check_lake(self.target, planned.parts):
+            print(f"warning: {line}", file=sys.stderr)
+        stale = lake_sink.stale_runs(self.target)
+        listed = ", ".join(p for _, p, _ in stale)
+        if stale and clean_stale:
+            lake_sink.remove_stale(stale)
+            print(f"removed {len(stale)} folder(s) of parts no snapshot references: {listed}", file=sys.stderr)
+        elif stale:
+            print(f"warning: {len(stale)} folder(s) of parts in the tables' locations that no snapshot references "
+                  f"(runs that died before their commit, or parts compacted away whose snapshots expired): "
+                  f"{listed}; --clean-stale (or jobs.maintain, once they are old) removes them", file=sys.stderr)
+
+    def ledger(self, spark, out, where, written, reads, options):
+        """NS.timers' rows merged with the night's (jobs/ledgers/timer_lake.py), committed by `publish`."""
+        (made, counts), self.held_timers = merge_ledger(spark, self.target, out, where, written, reads,
+                                                        options.timer_overdue, event_files=self._events(TIMER_EVENTS))
+        self.out_where = Place(where[0], where[1], out)  # the temporary OUT, where the merged ledger waits
+        written.update(made)
+        return counts
+
+    def narrow(self, planned):
+        """A continuing run: the offsets each group holds in the lake leave its scope (ReplayPlan.held), so that
+        no task writes a row the lake holds."""
+        if not self.target.continuing:
+            return
+        scope = lake_sink.held_scope(self.target, planned.parts)
+        for broker, part in planned.parts:
+            part.plan = replace(part.plan, held=scope.get(broker.name, ()))
+
+    def publish(self, out, summary, planned, options, run):
+        started = time.time()
+        written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
+        timers = () if self.out_where is None else (  # the night's merged ledger (ledger), when it was made
+            lambda: commit_timers(self.target, self.out_where, run, self.held_timers),)
+        added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts, self.kept,
+                                         timers)
+        self.kept = {}  # each moved into its table: none left for OUT's publish
+        summary["sink"] = f"iceberg: namespace {self.target.namespace} of {self.target.describe()}"
+        summary["iceberg"] = {"catalog": self.target.describe(), "namespace": self.target.namespace,
+                              "tables": added, "commit_seconds": round(time.time() - started, 3)}
+
+
+SINKS = {sink.name: sink for sink in (ParquetSink, IcebergSink, NoopSink)}
+
+
+@dataclass(frozen=True)
+class SinkChoice:
+    """--sink and what goes with it, as objects (jobs/cli.py sink_choice): the sink's class, the layout
+    (jobs/output/layouts.py), the catalog's arguments (iceberg_sink.CatalogArgs), whether the run continues from the
+    lake (`--starting-offsets iceberg`)."""
+
+    kind: type = ParquetSink
+    layout: object = NORMALIZED
+    catalog: lake_sink.CatalogArgs = lake_sink.CatalogArgs()
+    continuing: bool = False
+
+
+def sink_of(choice, brokers):
+    """(the run's sink, made once from the command line's SinkChoice by its class, the --starting-offsets it
+    reads before the plan: None, the command line's)."""
+    return choice.kind.of(choice, brokers)
+
+
+def starts_json(brokers, starts):
+    """--starting-offsets of lake.starts' {broker: {topic: {queue: offset}}}: per topic for a bare --store."""
+    if bare(brokers):
+        return json.dumps(starts.get(brokers[0].name, {}), sort_keys=True)
+    return json.dumps({"brokers": {b.name: starts.get(b.name, {}) for b in brokers}}, sort_keys=True)

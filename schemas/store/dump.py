@@ -1,0 +1,72 @@
+"""A store as JSON lines for people inspecting it by hand (the analog of kafka-dump-log); the command that prints
+them is `python -m jobs.dump` (jobs/dump.py, its arguments parsed in jobs/cli.py):
+
+    python -m jobs.dump STORE_DIR messages [--no-body]   one line per commit-log message
+    python -m jobs.dump STORE_DIR cq                     one line per consume-queue unit
+    python -m jobs.dump STORE_DIR units                  one line per unit the broker builds from the
+                                                         commit log (schemas/queues/cq_rebuild.py): compare with cq
+    python -m jobs.dump STORE_DIR config                 one line per config file, parsed
+    python -m jobs.dump STORE_DIR layout                 one line per commit-log directory read: its
+                                                         layout and the RocketMQ setting that makes it
+
+Commit-log layouts read (schemas/log/files.py): plain (<root>/commitlog, the default); plain over
+several directories (storePathCommitLog=DIR1,DIR2, RIP-7, 4.9.2+); DLedger (enableDLegerCommitLog=true:
+<root>/dledger-<selfId>/data, or storePathDLedgerCommitLog); plain then DLedger (a broker switched to
+DLedger: its old commitlog/ up to dividedCommitlogOffset). --commitlog DIR[,DIR...] for a log kept elsewhere.
+"""
+import base64
+import json
+from pathlib import Path
+
+from schemas.store.config import load_fastjson
+from schemas.store.local_api import iter_message_batches, local_store, queue_batch, rebuilt_units
+
+
+def _jsonable(row):
+    out = {}
+    for key, value in row.items():
+        if isinstance(value, bytes):
+            value = value.hex() if key == "filter_bitmap" else base64.b64encode(value).decode()
+        elif key == "properties" and value is not None:
+            value = dict(value)
+        out[key] = value
+    return out
+
+
+def dump_messages(store, out, with_body=True, commitlog=()):
+    for batch in iter_message_batches(store, with_body=with_body, commitlog=commitlog):
+        for row in batch.to_pylist():
+            if not with_body:
+                row.pop("body")
+            out.write(json.dumps(_jsonable(row), ensure_ascii=False) + "\n")
+
+
+def dump_cq(store, out):
+    layout = local_store(store)
+    fs = layout.fs
+    for queue in layout.queues:
+        for row in queue_batch(fs, queue).to_pylist():
+            out.write(json.dumps(_jsonable(row), ensure_ascii=False) + "\n")
+
+
+def dump_layout(store, out, commitlog=()):
+    for row in local_store(store, commitlog).log.describe():
+        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def dump_config(store, out):
+    for path in sorted(Path(store, "config").glob("*.json")):
+        out.write(json.dumps({"file": path.name, "content": load_fastjson(path)}, ensure_ascii=False) + "\n")
+
+
+def dump_units(store, out, commitlog=()):
+    """The units the broker's dispatcher builds from each commit-log file's records, in log order."""
+    for row in rebuilt_units(store, commitlog).drop_columns(["store_timestamp"]).to_pylist():
+        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+DUMPS = {"messages": lambda store, out, args: dump_messages(store, out, not args.no_body, args.commitlog),
+         "cq": lambda store, out, args: dump_cq(store, out),
+         "units": lambda store, out, args: dump_units(store, out, args.commitlog),
+         "layout": lambda store, out, args: dump_layout(store, out, args.commitlog),
+         "config": lambda store, out, args: dump_config(store, out)}  # python -m jobs.dump STORE <name>
