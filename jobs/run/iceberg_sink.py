@@ -30,14 +30,13 @@ from jobs.run import lake, place
 from jobs.run.catalog_wait import DEFAULT_WAIT, seconds, waiting
 from jobs.run.layouts import NORMALIZED
 from jobs.run.place import Place
-from jobs.run.pop_ledger import LEDGER_SCHEMA, POP
 from jobs.run.sink import answer_schema, move_all, remove_attempts
 from schemas.arrow_schemas import BITMAP_SCHEMA, BODIES_SCHEMA, CORRUPT_SCHEMA
 
 # output folder of a run (jobs/run/sink.py) -> table name; the audits get a table when they have rows
 TABLES = {"messages": "messages", "audit/collisions": "collisions", "matched": "matched",
           "audit/corrupt": "audit_corrupt", "audit/bitmaps": "audit_bitmaps", "audit/bodies": "audit_bodies",
-          "audit/consume_queue": "audit_consume_queue", POP: "pop"}
+          "audit/consume_queue": "audit_consume_queue"}
 ANSWERS = ("messages", "audit/collisions", "matched")  # a snapshot every run, empty when it has no row
 # each table's partition: what its readers select by (a group's deliveries; a topic's messages); the sink writes a
 # file per partition and split (TableSplitWriter), add_files reads a file's partition from its statistics
@@ -237,9 +236,9 @@ def publish_tables(target, out, written, run, with_body, parts, kept=None, befor
     refused (exit 2, nothing committed: a night that committed the same offsets meanwhile); the messages a
     backfill shares with the table are trimmed; then one snapshot per table, the answer tables every run, the
     audits when they have rows, matched last; then `before_ranges` (callables returning {table: files added}: the
-    timer ledger's, jobs/run/timer_lake.py); then the run's ranges. `kept`: {output: [(attempt's file, final
-    name)]} of the parts the commit left where their attempts wrote them (an object store: sink.attempt_parts),
-    each moved from there into its table, _attempts/ removed then."""
+    ledgers merged across nights, jobs/run/ledger_lake.py); then the run's ranges. `kept`: {output: [(attempt's
+    file, final name)]} of the parts the commit left where their attempts wrote them (an object store:
+    sink.attempt_parts), each moved from there into its table, _attempts/ removed then."""
     out, kept = Place.of(out), kept or {}
     ranges = lake.run_ranges(_named(parts))
     held = target.waiting(lambda catalog: _prepare_commit(target, catalog, run), "--sink iceberg (repairing)")
@@ -257,10 +256,10 @@ def publish_tables(target, out, written, run, with_body, parts, kept=None, befor
         if output not in ANSWERS and not written.get(output, (0, 0))[1]:
             continue
         identifier = f"{target.namespace}.{name}"
-        table, where = target.waiting(lambda c: _table_and_place(target, c, identifier, _schema(output, with_body),
-                                                                 PARTITIONED_BY.get(output)),
+        table, where = target.waiting(lambda c: table_and_place(target, c, identifier, _schema(output, with_body),
+                                                                PARTITIONED_BY.get(output)),
                                       f"--sink iceberg ({identifier})")
-        files = _move_parts(out, output, where, run, kept.get(output, ()))
+        files = move_parts(out, output, where, run, kept.get(output, ()))
         target.waiting(lambda c: _add(c, identifier, files, properties), f"--sink iceberg (committing {identifier})")
         added[name] = len(files)
     for commit in before_ranges:
@@ -343,17 +342,15 @@ def _schema(output, with_body):
               "audit/consume_queue": CQ_AUDIT_SCHEMA}
     if output in audits:  # every part names its broker (sink.with_broker)
         return audits[output].append(pa.field("broker", pa.string()))
-    if output == POP:  # the POP ledger (jobs/run/pop_ledger.py): a night's rows appended, when it has any
-        return LEDGER_SCHEMA
     return answer_schema(output, NORMALIZED, with_body)
 
 
-def _table_and_place(target, catalog, identifier, schema, partition_column):
+def table_and_place(target, catalog, identifier, schema, partition_column):
     table = _table(target, catalog, identifier, schema, partition_column)
     return table, target.table_place(catalog, table)
 
 
-def _move_parts(out, output, location, run, kept=()):
+def move_parts(out, output, location, run, kept=()):
     """Move an output's parts from the temporary OUT (a Place: those at their final names, and `kept`, those
     left where their attempts wrote them) into the table's location (a Place), under data/run-<run>/,
     sink.MOVE_THREADS at a time (a copy where OUT and the warehouse are on different filesystems or devices);

@@ -19,6 +19,7 @@ from jobs.errors import UsageError
 from jobs.run import lake
 from jobs.run.iceberg_sink import TABLES
 from jobs.run.sink import STATISTICS, parquet_options
+from jobs.run.pop_ledger import POP
 from jobs.run.timer_lake import TABLE as TIMERS_TABLE
 
 COMPACTED = "mqreplay.compacted"  # a compaction's snapshot: the files it rewrote
@@ -27,10 +28,11 @@ TARGET_FILE_BYTES = 512 << 20  # Iceberg's default of it
 
 
 def _tables(catalog, namespace, timers=True):
-    """The namespace's tables that mqreplay writes, loaded (NS.timers with `timers`: every night rewrites it
-    whole, jobs/run/timer_lake.py, so it is never compacted; its old snapshots expire and their files go)."""
+    """The namespace's tables that mqreplay writes, loaded (NS.timers and NS.pop with `timers`: every night
+    rewrites them whole, jobs/run/ledger_lake.py, so they are never compacted; their old snapshots expire and their
+    files go)."""
     out = []
-    for name in list(TABLES.values()) + [lake.RANGES] + ([TIMERS_TABLE] if timers else []):
+    for name in list(TABLES.values()) + [lake.RANGES] + ([TIMERS_TABLE, POP] if timers else []):
         table = lake.load(catalog, f"{namespace}.{name}")
         if table is not None:
             out.append((name, table))

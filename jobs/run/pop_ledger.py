@@ -12,7 +12,12 @@ lost when the revive service has passed its checkpoint (the checkpoint's revive-
 `CID_RMQ_SYS_REVIVE_GROUP`'s committed offset of that revive queue: PopReviveService commits the offset of the
 last checkpoint it merged, and re-puts every un-acked message of an expired checkpoint first); else in flight.
 An ack of an earlier handle is a changed invisible time (the broker acks the old handle when it writes the new
-one)."""
+one).
+
+Across nights: a row keeps its evidence (`handles`, its UNIQ_KEY, its copy), so that a later night's events join
+it as one run over both nights would (`held_evidence`: NS.pop's rows merged with the night's, jobs/run/pop_lake.py).
+A night alone never calls lost what a later night may still answer: lost needs the message's key (its copy looked
+for) and a run that read to the store's end (`revive_offsets`); otherwise such a row is in flight."""
 import pyarrow as pa
 
 from jobs.pipeline.pop_events import ACK, BATCH_ACK, CK, MESSAGE, POP_EVENT_SCHEMA
@@ -23,68 +28,116 @@ POP = "pop"
 ACKED, REVIVED, INFLIGHT, LOST = "acked", "revived", "inflight", "lost"
 CHANGE_INVISIBLE = "changeInvisible"
 NO_CHECKPOINT, NO_MESSAGE = "checkpoint not read", "message not read"
+# a handle's evidence, kept with its row so that a later night's evidence joins it (merged)
+HANDLE_TYPE = pa.struct([
+    ("pop_time", pa.int64()), ("ck_start_offset", pa.int64()), ("checkpoint", pa.bool_()),
+    ("invisible_time", pa.int64()), ("revive_queue_id", pa.int32()), ("revive_offset", pa.int64()),
+    ("acked_time", pa.int64()), ("acked_by", pa.string()),
+])
 LEDGER_SCHEMA = pa.schema([
     ("broker", pa.string()), ("group", pa.string()), ("topic", pa.string()), ("queue_id", pa.int32()),
     ("queue_offset", pa.int64()), ("uniq_key", pa.string()), ("pops", pa.int64()), ("first_pop_time", pa.int64()),
     ("last_pop_time", pa.int64()), ("invisible_time", pa.int64()), ("state", pa.string()),
     ("acked_time", pa.int64()), ("acked_by", pa.string()), ("retry_topic", pa.string()),
     ("retry_queue_offset", pa.int64()), ("revived_store_timestamp", pa.int64()), ("revive_queue_id", pa.int32()),
-    ("revive_offset", pa.int64()), ("cut_off", pa.string()),
+    ("revive_offset", pa.int64()), ("cut_off", pa.string()), ("handles", pa.list_(HANDLE_TYPE)),
 ])
 COUNT_FIELDS = ("popped", "acked", "revived", "inflight", "lost", "redeliveries", "ack_ms_median", "ack_ms_max")
+PLACE = ["broker", "group", "topic", "queue_id", "queue_offset"]
+HANDLE = PLACE + ["ck_start_offset", "pop_time"]
 
 
-def write_pop_ledger(spark, out_uri, where, written, plans, event_files=()):
+def write_pop_ledger(spark, out_uri, where, written, plans, held=None, event_files=()):
     """OUT/pop/ from the run's committed POP events (`written`: the sink's {output: (files, rows, bytes)}), then
     the events removed. Returns ({"pop": (files, rows, bytes)}, the counts per (broker, group): count_rows'
-    rows). `where`: OUT's (filesystem, path); `plans`: the brokers' ReplayPlans (their revive progress). No row: a
-    table of no row."""
+    rows). `where`: OUT's (filesystem, path); `plans`: the brokers' ReplayPlans (their revive progress, their
+    window). `held`: a DataFrame of the ledger rows a table holds (Iceberg: jobs/run/pop_lake.py), whose evidence
+    joins the night's (merged). No row at all: a table of no row."""
     events = written.pop(POP_EVENTS, (0, 0, 0))
     fs, root = where
     base = out_uri.rstrip("/")
-    counts = []
+    night = None
     if events[1]:
         schema = POP_EVENT_SCHEMA.append(pa.field("broker", pa.string()))
-        write_table(pair(read_events(spark, schema, base, POP_EVENTS, event_files), revive_offsets(plans)), base,
-                    where, POP)
+        night = evidence(read_events(spark, schema, base, POP_EVENTS, event_files))
+    found = night if held is None else held_evidence(held) if night is None else \
+        tuple(a.unionByName(b) for a, b in zip(held_evidence(held), night))
+    counts = []
+    if found is not None:
+        write_table(settle(*found, revive_offsets(plans)), base, where, POP)
         counts = count_rows(read_events(spark, LEDGER_SCHEMA, base, POP))
-    if not events[1] or not sizes(fs, f"{root}/{POP}")[0]:
+    if found is None or not sizes(fs, f"{root}/{POP}")[0]:
         write_driver_part(out_uri, POP, LEDGER_SCHEMA.empty_table(), "empty")
     remove(fs, f"{root}/{POP_EVENTS}")
     return {POP: sizes(fs, f"{root}/{POP}")}, counts
 
 
 def revive_offsets(plans):
-    """{"<broker>@<revive queue>": committed offset} of the brokers' revive services ("" for a broker of no name)."""
-    return {f"{p.broker or ''}@{q}": o for p in plans for _, q, o in (p.pop_revive or ())}
+    """{"<broker>@<revive queue>": committed offset} of the brokers' revive services ("" for a broker of no name),
+    of the plans that read to the store's end only (no --until): the revive service re-puts a checkpoint's
+    messages before it commits past it, so their copies are in what such a run read; a run that stops earlier
+    may not have read them (a later night may still find the copy), and calls nothing lost."""
+    return {f"{p.broker or ''}@{q}": o for p in plans if p.until is None for _, q, o in (p.pop_revive or ())}
 
 
-def pair(events, committed):
-    """The ledger (LEDGER_SCHEMA's columns) of a DataFrame of POP events; `committed`: revive_offsets'."""
+def evidence(events):
+    """(handles, keys, copies) of a DataFrame of POP events: a row per checkpoint or ack of a message (HANDLE's
+    columns, then HANDLE_TYPE's), the messages' UNIQ_KEYs by place, the revived copies by UNIQ_KEY."""
     from pyspark.sql import functions as F
 
     ev = events.withColumn("broker", F.coalesce(F.col("broker"), F.lit("")))
-    place = ["broker", "group", "topic", "queue_id", "queue_offset"]
-    handle = place + ["ck_start_offset", "pop_time"]
-    cks = ev.where(F.col("kind") == CK).groupBy(*handle).agg(
-        F.max("invisible_time").alias("invisible_time"), F.max("revive_queue_id").alias("revive_queue_id"),
-        F.max("revive_offset").alias("revive_offset"), F.lit(True).alias("has_ck"))
-    acks = ev.where(F.col("kind").isin(ACK, BATCH_ACK)).groupBy(*handle).agg(
-        F.min_by(F.struct(F.col("event_time").alias("time"), F.col("kind").alias("kind")), F.col("event_time"))
-        .alias("ack"))
-    handles = cks.join(acks, handle, "full")
-    last = F.struct(*(F.col(c) for c in ("pop_time", "invisible_time", "revive_queue_id", "revive_offset", "ack")))
-    rows = handles.groupBy(*place).agg(
-        F.sum(F.coalesce(F.col("has_ck"), F.lit(False)).cast("long")).alias("pops"),
-        F.min("pop_time").alias("first_pop_time"), F.max("pop_time").alias("last_pop_time"),
-        F.max_by(last, F.struct("pop_time", "ck_start_offset")).alias("last"))
-    keys = ev.where(F.col("kind") == MESSAGE).groupBy("broker", "topic", "queue_id", "queue_offset").agg(
-        F.min("uniq_key").alias("uniq_key"))
-    rows = rows.join(keys, ["broker", "topic", "queue_id", "queue_offset"], "left")
+    is_ck = F.col("kind") == CK
+    handles = ev.where(F.col("kind").isin(CK, ACK, BATCH_ACK)).select(
+        *HANDLE, is_ck.alias("checkpoint"), F.when(is_ck, F.col("invisible_time")).alias("invisible_time"),
+        F.when(is_ck, F.col("revive_queue_id")).alias("revive_queue_id"),
+        F.when(is_ck, F.col("revive_offset")).alias("revive_offset"),
+        F.when(~is_ck, F.col("event_time")).alias("acked_time"), F.when(~is_ck, F.col("kind")).alias("acked_by"))
+    keys = ev.where(F.col("kind") == MESSAGE).select("broker", "topic", "queue_id", "queue_offset", "uniq_key")
     copies = ev.where((F.col("kind") == MESSAGE) & F.col("first_pop_time").isNotNull()
                       & F.col("topic").startswith("%RETRY%")).select(
         "broker", "uniq_key", F.col("topic").alias("retry_topic"), F.col("queue_offset").alias("retry_queue_offset"),
         F.col("store_timestamp").alias("revived_store_timestamp"))
+    return handles, keys, copies
+
+
+def held_evidence(rows):
+    """evidence's (handles, keys, copies) of ledger rows an earlier night wrote: each row's handles, its
+    UNIQ_KEY, its copy. Joined with a night's, the rows come out as one run over both nights would make them."""
+    from pyspark.sql import functions as F
+
+    rows = rows.withColumn("broker", F.coalesce(F.col("broker"), F.lit("")))
+    handles = rows.select(*PLACE, F.explode("handles").alias("h")).select(
+        *PLACE, *(F.col(f"h.{f.name}").alias(f.name) for f in HANDLE_TYPE))
+    keys = rows.where(F.col("uniq_key").isNotNull()).select(
+        "broker", "topic", "queue_id", "queue_offset", "uniq_key")
+    copies = rows.where(F.col("retry_topic").isNotNull()).select(
+        "broker", "uniq_key", "retry_topic", "retry_queue_offset", "revived_store_timestamp")
+    return handles.select(*HANDLE, *(f.name for f in HANDLE_TYPE if f.name not in HANDLE)), keys, copies
+
+
+def settle(handles, keys, copies, committed):
+    """The ledger (LEDGER_SCHEMA's columns) of evidence's (handles, keys, copies); `committed`: revive_offsets'.
+    A message is lost only when its key is known (its copy was looked for) and the revive service passed its last
+    checkpoint in a run that read to the store's end; else, neither acked nor revived, it is in flight, and its
+    `cut_off` says what the run did not read."""
+    from pyspark.sql import functions as F
+
+    one = handles.groupBy(*HANDLE).agg(
+        F.max("checkpoint").alias("checkpoint"), F.max("invisible_time").alias("invisible_time"),
+        F.max("revive_queue_id").alias("revive_queue_id"), F.max("revive_offset").alias("revive_offset"),
+        F.min_by(F.struct(F.col("acked_time").alias("time"), F.col("acked_by").alias("kind")), F.col("acked_time"))
+        .alias("ack"))
+    kept = ("pop_time", "ck_start_offset", "checkpoint", "invisible_time", "revive_queue_id", "revive_offset")
+    handle = F.struct(*(F.col(c) for c in kept), F.col("ack.time").alias("acked_time"),
+                      F.col("ack.kind").alias("acked_by"))
+    last = F.struct(*(F.col(c) for c in ("pop_time", "invisible_time", "revive_queue_id", "revive_offset", "ack")))
+    rows = one.groupBy(*PLACE).agg(
+        F.sum(F.col("checkpoint").cast("long")).alias("pops"),
+        F.min("pop_time").alias("first_pop_time"), F.max("pop_time").alias("last_pop_time"),
+        F.max_by(last, F.struct("pop_time", "ck_start_offset")).alias("last"),
+        F.array_sort(F.collect_list(handle)).alias("handles"))
+    keys = keys.groupBy("broker", "topic", "queue_id", "queue_offset").agg(F.min("uniq_key").alias("uniq_key"))
+    rows = rows.join(keys, ["broker", "topic", "queue_id", "queue_offset"], "left")
     r = rows.alias("r")
     c = copies.alias("c")
     own = F.col("r.topic").startswith("%RETRY%")
@@ -95,15 +148,15 @@ def pair(events, committed):
     revived = r.join(c, (F.col("r.broker") == F.col("c.broker")) & (F.col("r.uniq_key") == F.col("c.uniq_key"))
                      & goes_to & further & (F.col("c.revived_store_timestamp") >= F.col("r.first_pop_time")), "left")
     copy = F.struct("c.retry_topic", "c.retry_queue_offset", "c.revived_store_timestamp")
-    kept = place + ["pops", "first_pop_time", "last_pop_time", "last", "uniq_key"]
-    rows = revived.groupBy(*(F.col(f"r.{n}") for n in kept)).agg(
+    rows = revived.groupBy(*(F.col(f"r.{n}") for n in PLACE + ["pops", "first_pop_time", "last_pop_time", "last",
+                                                               "uniq_key", "handles"])).agg(
         F.min_by(copy, F.col("c.retry_queue_offset")).alias("copy"))
     pairs = [F.lit(x) for key, offset in sorted(committed.items()) for x in (key, offset)]
     queue = F.concat(F.col("broker"), F.lit("@"), F.col("last.revive_queue_id").cast("string"))
     passed = F.element_at(F.create_map(*pairs), queue) if pairs else F.lit(None).cast("long")
     acked = F.col("last.ack").isNotNull()
     is_revived = F.col("copy.retry_topic").isNotNull()
-    lost = F.col("last.revive_offset") <= passed
+    lost = (F.col("last.revive_offset") <= passed) & F.col("uniq_key").isNotNull()
     state = F.when(acked, ACKED).when(is_revived, REVIVED).when(F.coalesce(lost, F.lit(False)), LOST) \
         .otherwise(INFLIGHT)
     cut = F.concat_ws("; ", F.when(F.col("pops") == 0, F.lit(NO_CHECKPOINT)),
@@ -116,7 +169,7 @@ def pair(events, committed):
         F.col("copy.retry_topic").alias("retry_topic"), F.col("copy.retry_queue_offset").alias("retry_queue_offset"),
         F.col("copy.revived_store_timestamp").alias("revived_store_timestamp"),
         F.col("last.revive_queue_id").alias("revive_queue_id"), F.col("last.revive_offset").alias("revive_offset"),
-        F.when(cut != "", cut).alias("cut_off"))
+        F.when(cut != "", cut).alias("cut_off"), "handles")
 
 
 def count_rows(ledger):

@@ -39,6 +39,7 @@ from jobs.run.sink import (
     write_driver_part,
     write_empty_tables,
 )
+from jobs.run.pop_lake import commit_pop, merge_pop
 from jobs.run.timer_lake import commit_timers, merge_ledger
 from jobs.run.timer_ledger import write_ledger
 from schemas.arrow_schemas import CORRUPT_SCHEMA
@@ -181,6 +182,7 @@ class IcebergSink(FileSink):
     def __init__(self, target):
         self.target = target
         self.held_timers = None  # what NS.timers held when the run merged its ledger (ledger, then publish)
+        self.held_pop = None  # what NS.pop held when the run merged its POP ledger (pop_ledger, then publish)
         self.out_where = None  # the temporary OUT (a Place), where the merged ledger waits for publish
 
     @classmethod
@@ -225,6 +227,16 @@ class IcebergSink(FileSink):
         written.update(made)
         return counts
 
+    def pop_ledger(self, spark, out, where, written, planned):
+        """NS.pop's rows merged with the night's POP events (jobs/run/pop_lake.py), committed by `publish`; the
+        counts are the merged table's."""
+        (made, counts), self.held_pop = merge_pop(spark, self.target, out, where, written,
+                                                  [p.plan for _, p in planned.parts],
+                                                  event_files=self._events(POP_EVENTS))
+        self.out_where = Place(where[0], where[1], out)
+        written.update(made)
+        return counts
+
     def narrow(self, planned):
         """A continuing run: the offsets each group holds in the lake leave its scope (ReplayPlan.held), so that
         no task writes a row the lake holds."""
@@ -237,10 +249,13 @@ class IcebergSink(FileSink):
     def publish(self, out, summary, planned, options, run):
         started = time.time()
         written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
-        timers = () if self.out_where is None else (  # the night's merged ledger (ledger), when it was made
-            lambda: commit_timers(self.target, self.out_where, run, self.held_timers),)
+        merged = []  # the night's merged ledgers (ledger, pop_ledger), those that were made
+        if self.held_timers is not None:
+            merged.append(lambda: commit_timers(self.target, self.out_where, run, self.held_timers))
+        if self.held_pop is not None:
+            merged.append(lambda: commit_pop(self.target, self.out_where, run, self.held_pop))
         added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts, self.kept,
-                                         timers)
+                                         merged)
         self.kept = {}  # each moved into its table: none left for OUT's publish
         summary["sink"] = f"iceberg: namespace {self.target.namespace} of {self.target.describe()}"
         summary["iceberg"] = {"catalog": self.target.describe(), "namespace": self.target.namespace,
