@@ -1,7 +1,8 @@
 """The POP ledger (issue 51) of store_pop, a RocketMQ 5.3.3 store two POP groups consumed: the tasks' events (run in
 process) paired by the Spark step into OUT/pop/, row for row RocketMQ's answer (expected/pop_ledger.json: every
 popped message, its handles, how it ended); a lost message made by taking a POP retry topic away; damaged
-checkpoint bodies audited, never a crash.
+checkpoint bodies audited, never a crash; the ledger of two nights (a night alone, the lake's merge) against one
+run's.
 
 Expectations come from the fixture's pop_ledger.json, or are written out by hand from it."""
 import json
@@ -16,17 +17,22 @@ import pytest
 
 from jobs import explain
 from jobs.pipeline.plan import build_plan
+from jobs.pipeline.window import Window
 from jobs.run import report
 from jobs.run import stage as T
 from jobs.run.iceberg_sink import IcebergTarget, publish_tables
 from jobs.run.layouts import NORMALIZED
-from jobs.run.pop_ledger import lost_warnings, pop_summary, write_pop_ledger
+from jobs.run.pop_ledger import LEDGER_SCHEMA, lost_warnings, pop_summary, write_pop_ledger
 from jobs.run.sink import SinkSpec, commit, write_empty_tables
 from jobs.settings import CorruptPolicy, JobOptions
+from schemas.arrow_schemas import spark_schema
 from schemas.errors import CorruptStoreError
 from tests.jobs.lake_parts import REF, parts
 
 RETRY_TAG_A = "%RETRY%G_POP_TAG_PopTopicA"
+# a night's end between two rounds of the revive service (every pop and ack is before it, 91 of the 133 revived
+# copies after it: pop_ledger.json's storeTs)
+CUT = 1795780041500
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +49,10 @@ def subscriptions(expected, tmp_path_factory):
     return path
 
 
-def pop_ledger(spark, store, subscriptions, keep=None, **options):
+def pop_ledger(spark, store, subscriptions, keep=None, held=None, **options):
     """(OUT/pop/ rows by (group, topic, queue_id, queue_offset), the counts per group, what was written) of a run
-    of `store`: its tasks in process, then the driver's Spark step; OUT kept in `keep` when given."""
+    of `store`: its tasks in process, then the driver's Spark step; OUT kept in `keep` when given; `held`: an
+    earlier night's OUT, whose pop/ rows the night's evidence joins (as the lake merges NS.pop's)."""
     planned = build_plan(JobOptions(store=str(store), subscription_files=(str(subscriptions),), **options))
     out = str(keep) if keep else tempfile.mkdtemp(prefix="mqreplay-pop-")
     os.makedirs(out, exist_ok=True)  # the temporary OUT, made by the run's claim
@@ -53,7 +60,9 @@ def pop_ledger(spark, store, subscriptions, keep=None, **options):
         plans = [planned.plan]
         reports = T.replay(T.in_process, plans, SinkSpec(out, NORMALIZED, True), T.broker_splits(T.in_process, plans))
         written = commit(out, reports)
-        made, counts = write_pop_ledger(spark, out, (pafs.LocalFileSystem(), out), written, [planned.plan])
+        rows = None if held is None else spark.read.schema(spark_schema(LEDGER_SCHEMA)).parquet(f"{held}/pop")
+        made, counts = write_pop_ledger(spark, out, (pafs.LocalFileSystem(), out), written, [planned.plan],
+                                        held=rows)
         rows = ds.dataset(f"{out}/pop", format="parquet").to_table().to_pylist()
         return {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]): r for r in rows}, counts, \
             dict(written, **made)
@@ -224,3 +233,58 @@ def test_iceberg_sink_appends_the_nights_ledger_to_ns_pop(spark, store_pop, subs
 def test_a_run_without_bodies_reads_the_checkpoints_bodies_all_the_same(spark, store_pop, subscriptions, whole):
     rows, _, _ = pop_ledger(spark, store_pop / "store", subscriptions, with_body=False)
     assert rows == whole[0]
+
+
+def _revived_after(expected, cut):
+    """The rows RocketMQ revived into a POP retry topic at or after `cut` (store time of the copy)."""
+    return {k for k, e in expected_rows(expected).items() if e["state"] == "revived" and e["revived"]["storeTs"] >= cut}
+
+
+@pytest.fixture(scope="module")
+def first_night(spark, store_pop, subscriptions, tmp_path_factory):
+    out = tmp_path_factory.mktemp("night1") / "out"
+    return out, pop_ledger(spark, store_pop / "store", subscriptions, keep=out, window=Window(until=CUT))
+
+
+def test_a_night_that_ends_before_the_store_calls_nothing_lost(first_night, expected):
+    """Every pop and ack is before the cut, 91 revived copies are stored after it: those messages are in flight in
+    the first night (a later night finds their copy), never lost, though the revive service's committed offsets
+    (the store's, at its end) are past their checkpoints; the counts and the alarm say none lost."""
+    _, (rows, counts, _) = first_night
+    later = _revived_after(expected, CUT)
+    assert len(later) == 91
+    assert set(rows) == set(expected_rows(expected))
+    assert {k for k, r in rows.items() if r["state"] == "inflight"} == \
+        later | {k for k, e in expected_rows(expected).items() if e["state"] == "inflight"}
+    assert sum(c["lost"] for c in counts) == 0
+    assert lost_warnings(counts) == []
+
+
+def test_the_second_night_alone_calls_nothing_lost_whose_message_it_did_not_read(spark, store_pop, subscriptions,
+                                                                                  expected):
+    """From the cut on, the checkpoints' revive-log records and the copies are read, the popped messages are not:
+    without their keys their copies cannot be looked for, so they are in flight and marked, never lost."""
+    rows, counts, _ = pop_ledger(spark, store_pop / "store", subscriptions, window=Window(since=CUT))
+    want = expected_rows(expected)
+    assert rows and set(rows) <= set(want)
+    assert all("message not read" in r["cut_off"] and r["uniq_key"] is None for r in rows.values())
+    assert {r["state"] for k, r in rows.items() if want[k]["state"] == "revived"} <= {"inflight"}
+    assert sum(c["lost"] for c in counts) == 0
+
+
+def test_two_nights_joined_are_one_run(spark, store_pop, subscriptions, expected, first_night, whole):
+    """The second night's evidence joined with the rows the first wrote (what the lake does with NS.pop): every
+    popped message one row, each as one run over both nights has it, its handles included."""
+    out, _ = first_night
+    rows, counts, _ = pop_ledger(spark, store_pop / "store", subscriptions, held=out, window=Window(since=CUT))
+    assert rows == whole[0]
+    assert Counter(r["state"] for r in rows.values()) == {"acked": 786, "revived": 133, "inflight": 33}
+    assert counts == whole[1]
+
+
+def test_a_rows_handles_are_its_checkpoints_in_pop_order(whole, expected):
+    """`handles`: each checkpoint's pop time, invisible time and ack, as pop_ledger.json's `pops`."""
+    rows, _, _ = whole
+    for key, e in expected_rows(expected).items():
+        assert [(h["pop_time"], h["invisible_time"], h["checkpoint"], h["acked_time"]) for h in rows[key]["handles"]] \
+            == [(p["popTime"], p["invisibleTime"], True, (p["acked"] or {}).get("ackTime")) for p in e["pops"]], key
