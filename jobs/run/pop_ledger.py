@@ -49,27 +49,31 @@ HANDLE = PLACE + ["ck_start_offset", "pop_time"]
 
 def write_pop_ledger(spark, out_uri, where, written, plans, held=None, event_files=()):
     """OUT/pop/ from the run's committed POP events (`written`: the sink's {output: (files, rows, bytes)}), then
-    the events removed. Returns ({"pop": (files, rows, bytes)}, the counts per (broker, group): count_rows'
-    rows). `where`: OUT's (filesystem, path); `plans`: the brokers' ReplayPlans (their revive progress, their
-    window). `held`: a DataFrame of the ledger rows a table holds (Iceberg: jobs/run/pop_lake.py), whose evidence
-    joins the night's (merged). No row at all: a table of no row."""
+    the events removed. Returns ({"pop": (files, rows, bytes)}, the night's counts per (broker, group), the
+    written table's counts or None): count_rows' rows. `where`: OUT's (filesystem, path); `plans`: the brokers'
+    ReplayPlans (their revive progress, their window). `held`: a DataFrame of the ledger rows a table holds
+    (Iceberg: jobs/run/pop_lake.py), whose evidence joins the night's: pop/ is then the merged table, counted
+    apart from the night (whose counts are what its records tell, as a night chained by offsets.json has them).
+    No row at all: a table of no row."""
     events = written.pop(POP_EVENTS, (0, 0, 0))
     fs, root = where
     base = out_uri.rstrip("/")
     night = None
+    committed = revive_offsets(plans)
     if events[1]:
         schema = POP_EVENT_SCHEMA.append(pa.field("broker", pa.string()))
         night = evidence(read_events(spark, schema, base, POP_EVENTS, event_files))
     found = night if held is None else held_evidence(held) if night is None else \
         tuple(a.unionByName(b) for a, b in zip(held_evidence(held), night))
-    counts = []
+    counts = table = []
     if found is not None:
-        write_table(settle(*found, revive_offsets(plans)), base, where, POP)
-        counts = count_rows(read_events(spark, LEDGER_SCHEMA, base, POP))
+        write_table(settle(*found, committed), base, where, POP)
+        table = count_rows(read_events(spark, LEDGER_SCHEMA, base, POP))
+        counts = table if held is None else count_rows(settle(*night, committed)) if night is not None else []
     if found is None or not sizes(fs, f"{root}/{POP}")[0]:
         write_driver_part(out_uri, POP, LEDGER_SCHEMA.empty_table(), "empty")
     remove(fs, f"{root}/{POP_EVENTS}")
-    return {POP: sizes(fs, f"{root}/{POP}")}, counts
+    return {POP: sizes(fs, f"{root}/{POP}")}, counts, None if held is None else table
 
 
 def revive_offsets(plans):
@@ -191,14 +195,17 @@ def count_rows(ledger):
                   key=lambda r: (r["broker"] or "", r["group"] or ""))
 
 
-def pop_summary(counts):
-    """summary.json's `pop`: the counts per (broker, group) and their totals."""
-    return {"groups": counts, "totals": {k: sum(r[k] for r in counts)
-                                         for k in ("popped", "acked", "revived", "inflight", "lost", "redeliveries")}}
+def pop_summary(counts, table=None):
+    """summary.json's `pop`: the night's counts per (broker, group) and their totals; with a table merged across
+    nights (`table`: its counts), the same of it as `lake`."""
+    out = {"groups": counts, "totals": {k: sum(r[k] for r in counts)
+                                        for k in ("popped", "acked", "revived", "inflight", "lost", "redeliveries")}}
+    return out if table is None else dict(out, lake=pop_summary(table))
 
 
 def lost_warnings(counts):
-    """The operator's alarm: messages the revive service passed without acking or reviving them."""
+    """The operator's alarm: messages the revive service passed without acking or reviving them (`counts`: the
+    lake's when there is one, which knows what earlier nights read)."""
     return [f"POP: {r['lost']} message(s) of group {r['group']}" + (f" (broker {r['broker']})" if r["broker"] else "")
             + " lost: never acked, their checkpoint passed by the revive service, not in the POP retry topic "
             "(OUT/pop/, state lost)" for r in counts if r["lost"]]

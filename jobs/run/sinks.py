@@ -84,7 +84,8 @@ class Sink(abc.ABC):
         return None
 
     def pop_ledger(self, spark, out, where, written, planned):
-        """The POP ledger's counts per (broker, group), its outputs put into `written` (None: none made)."""
+        """(the POP ledger's counts per (broker, group) of the night, of the table it merged into or None), its
+        outputs put into `written` (None: none made)."""
         return None
 
     def publish(self, out, summary, planned, options, run):
@@ -136,11 +137,12 @@ class FileSink(Sink):
 
     def pop_ledger(self, spark, out, where, written, planned):
         """The POP ledger (pop/, jobs/run/pop_ledger.py) from the committed POP events: its {output: (files, rows,
-        bytes)} put into `written`, its counts per (broker, group) returned. `where`: OUT's (filesystem, path)."""
-        made, counts = write_pop_ledger(spark, out, where, written, [p.plan for _, p in planned.parts],
-                                        event_files=self._events(POP_EVENTS))
+        bytes)} put into `written`, (its counts per (broker, group), None) returned. `where`: OUT's (filesystem,
+        path)."""
+        made, counts, _ = write_pop_ledger(spark, out, where, written, [p.plan for _, p in planned.parts],
+                                           event_files=self._events(POP_EVENTS))
         written.update(made)
-        return counts
+        return counts, None
 
     def in_attempts(self):
         """{final name: attempt's file} (relative to the temporary OUT) of the parts OUT's publish copies from
@@ -228,14 +230,14 @@ class IcebergSink(FileSink):
         return counts
 
     def pop_ledger(self, spark, out, where, written, planned):
-        """NS.pop's rows merged with the night's POP events (jobs/run/pop_lake.py), committed by `publish`; the
-        counts are the merged table's."""
-        (made, counts), self.held_pop = merge_pop(spark, self.target, out, where, written,
-                                                  [p.plan for _, p in planned.parts],
-                                                  event_files=self._events(POP_EVENTS))
+        """NS.pop's rows merged with the night's POP events (jobs/run/pop_lake.py), committed by `publish`: (the
+        night's counts, the merged table's)."""
+        (made, counts, table), self.held_pop = merge_pop(spark, self.target, out, where, written,
+                                                         [p.plan for _, p in planned.parts],
+                                                         event_files=self._events(POP_EVENTS))
         self.out_where = Place(where[0], where[1], out)
         written.update(made)
-        return counts
+        return counts, table
 
     def narrow(self, planned):
         """A continuing run: the offsets each group holds in the lake leave its scope (ReplayPlan.held), so that

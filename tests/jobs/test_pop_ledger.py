@@ -50,7 +50,7 @@ def subscriptions(expected, tmp_path_factory):
 
 
 def pop_ledger(spark, store, subscriptions, keep=None, held=None, **options):
-    """(OUT/pop/ rows by (group, topic, queue_id, queue_offset), the counts per group, what was written) of a run
+    """(OUT/pop/ rows by (group, topic, queue_id, queue_offset), its counts per group, what was written) of a run
     of `store`: its tasks in process, then the driver's Spark step; OUT kept in `keep` when given; `held`: an
     earlier night's OUT, whose pop/ rows the night's evidence joins (as the lake merges NS.pop's)."""
     planned = build_plan(JobOptions(store=str(store), subscription_files=(str(subscriptions),), **options))
@@ -61,11 +61,11 @@ def pop_ledger(spark, store, subscriptions, keep=None, held=None, **options):
         reports = T.replay(T.in_process, plans, SinkSpec(out, NORMALIZED, True), T.broker_splits(T.in_process, plans))
         written = commit(out, reports)
         rows = None if held is None else spark.read.schema(spark_schema(LEDGER_SCHEMA)).parquet(f"{held}/pop")
-        made, counts = write_pop_ledger(spark, out, (pafs.LocalFileSystem(), out), written, [planned.plan],
-                                        held=rows)
+        made, counts, table = write_pop_ledger(spark, out, (pafs.LocalFileSystem(), out), written, [planned.plan],
+                                               held=rows)
         rows = ds.dataset(f"{out}/pop", format="parquet").to_table().to_pylist()
-        return {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]): r for r in rows}, counts, \
-            dict(written, **made)
+        return {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]): r for r in rows}, \
+            counts if table is None else table, dict(written, **made)
     finally:
         if not keep:
             shutil.rmtree(out, ignore_errors=True)
