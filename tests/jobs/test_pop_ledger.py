@@ -22,6 +22,8 @@ from jobs.run import report
 from jobs.run import stage as T
 from jobs.run.iceberg_sink import IcebergTarget, publish_tables
 from jobs.run.layouts import NORMALIZED
+from jobs.run.place import Place
+from jobs.run.pop_lake import commit_pop, merge_pop
 from jobs.run.pop_ledger import LEDGER_SCHEMA, lost_warnings, pop_summary, write_pop_ledger
 from jobs.run.sink import SinkSpec, commit, write_empty_tables
 from jobs.settings import CorruptPolicy, JobOptions
@@ -212,22 +214,43 @@ def test_explain_key_tells_a_messages_pop_history(store_pop, subscriptions, expe
     assert (pop["revived"] or {}).get("retry_queue_offset") == revived.get("retryQueueOffset")
 
 
-def test_iceberg_sink_appends_the_nights_ledger_to_ns_pop(spark, store_pop, subscriptions, expected, tmp_path):
-    """--sink iceberg: OUT/pop/'s parts are one snapshot of NS.pop, every row of the ledger once."""
-    out = tmp_path / "out"
-    _, _, written = pop_ledger(spark, store_pop / "store", subscriptions, keep=out)
+def _lake_night(spark, store, subscriptions, target, run, out, window):
+    """One night into the lake, as --sink iceberg commits it: the tasks in process, NS.pop's rows merged with the
+    night's events, the answer tables, NS.pop replaced, the ranges. Returns (the night's counts, the table's)."""
+    planned = build_plan(JobOptions(store=str(store), subscription_files=(str(subscriptions),), window=window))
+    os.makedirs(out)
+    plans = [planned.plan]
+    written = commit(str(out), T.replay(T.in_process, plans, SinkSpec(str(out), NORMALIZED, True),
+                                        T.broker_splits(T.in_process, plans)))
+    where = Place(pafs.LocalFileSystem(), str(out), str(out))
+    (made, counts, table), held = merge_pop(spark, target, str(out), (where.fs, where.root), written, plans)
+    written.update(made)
+    written.update(write_empty_tables(str(out), NORMALIZED, True, written))
+    publish_tables(target, str(out), written, run, True, parts([("G_POP_TAG", "PopTopicA")], [("PopTopicA", 0, 0, 0)]),
+                   before_ranges=[lambda: commit_pop(target, where, run, held)])
+    return counts, table
+
+
+def test_the_lake_holds_one_row_per_popped_message_with_its_latest_fate(
+        spark, store_pop, subscriptions, whole, tmp_path):
+    """--sink iceberg, two nights cut between two revive rounds: after the first NS.pop holds every popped message,
+    91 in flight whose copy comes later; after the second, the rows one run makes, each once, none lost; the
+    second night's own counts (its records: no popped message's key) are apart from the table's."""
     target = IcebergTarget("pops", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh"),
                            refs=(REF,))
-    written.update(write_empty_tables(str(out), NORMALIZED, True, written))
-    added = publish_tables(target, str(out), written, "night1", True,
-                           parts([("G_POP_TAG", "PopTopicA")], [("PopTopicA", 0, 0, 0)]))
-    assert added["pop"] == written["pop"][0]
-    table = target.catalog().load_table("pops.pop")
-    a = table.scan(selected_fields=("group", "topic", "queue_id", "queue_offset", "state")).to_arrow()
-    assert Counter(zip(a.column("group").to_pylist(), a.column("topic").to_pylist(), a.column("queue_id").to_pylist(),
-                       a.column("queue_offset").to_pylist(), a.column("state").to_pylist())) == \
-        Counter((g, e["topic"], e["queueId"], e["queueOffset"], e["state"])
-                for g, rows in expected["ledger"].items() for e in rows)
+
+    def table_rows():
+        rows = target.catalog().load_table("pops.pop").scan().to_arrow().to_pylist()
+        return {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]): r for r in rows}, len(rows)
+
+    _lake_night(spark, store_pop / "store", subscriptions, target, "night1", tmp_path / "n1", Window(until=CUT))
+    rows, n = table_rows()
+    assert (n, Counter(r["state"] for r in rows.values())) == (952, {"acked": 786, "inflight": 33 + 91})
+    counts, table = _lake_night(spark, store_pop / "store", subscriptions, target, "night2", tmp_path / "n2",
+                                Window(since=CUT))
+    assert table_rows() == (whole[0], 952)
+    assert table == whole[1]
+    assert sum(c["revived"] for c in counts) == 0 and sum(c["lost"] for c in counts) == 0
 
 
 def test_a_run_without_bodies_reads_the_checkpoints_bodies_all_the_same(spark, store_pop, subscriptions, whole):
@@ -260,8 +283,8 @@ def test_a_night_that_ends_before_the_store_calls_nothing_lost(first_night, expe
     assert lost_warnings(counts) == []
 
 
-def test_the_second_night_alone_calls_nothing_lost_whose_message_it_did_not_read(spark, store_pop, subscriptions,
-                                                                                  expected):
+def test_the_second_night_alone_calls_nothing_lost_whose_message_it_did_not_read(
+        spark, store_pop, subscriptions, expected):
     """From the cut on, the checkpoints' revive-log records and the copies are read, the popped messages are not:
     without their keys their copies cannot be looked for, so they are in flight and marked, never lost."""
     rows, counts, _ = pop_ledger(spark, store_pop / "store", subscriptions, window=Window(since=CUT))
