@@ -19,8 +19,7 @@ from jobs.errors import UsageError
 from jobs.run import lake
 from jobs.run.iceberg_sink import TABLES
 from jobs.run.sink import STATISTICS, parquet_options
-from jobs.run.pop_ledger import POP
-from jobs.run.timer_lake import TABLE as TIMERS_TABLE
+from jobs.run.ledger_lake import MERGED
 
 COMPACTED = "mqreplay.compacted"  # a compaction's snapshot: the files it rewrote
 TARGET_SIZE = "write.target-file-size-bytes"  # a table's property: the size compaction writes files of
@@ -32,7 +31,7 @@ def _tables(catalog, namespace, timers=True):
     rewrites them whole, jobs/run/ledger_lake.py, so they are never compacted; their old snapshots expire and their
     files go)."""
     out = []
-    for name in list(TABLES.values()) + [lake.RANGES] + ([TIMERS_TABLE, POP] if timers else []):
+    for name in list(TABLES.values()) + [lake.RANGES] + (list(MERGED) if timers else []):
         table = lake.load(catalog, f"{namespace}.{name}")
         if table is not None:
             out.append((name, table))

@@ -1,16 +1,49 @@
-"""A ledger kept as one Iceberg table across nights (NS.timers, NS.pop: docs/iceberg.md): one row per message with its
-latest fate. A night reads the rows the table holds (`read_held`), its ledger step merges them with the night's
-evidence (jobs/run/timer_ledger.py, jobs/run/pop_ledger.py) and writes the merged rows under the temporary OUT,
-and `commit_replacing` commits one snapshot that replaces the table's files with the merged ones (copy on write:
-pyiceberg writes no delete files). Merging a night again gives the same rows, so a run killed after this commit
-and before its ranges' (the lake's own record that a night counts) is simply run again."""
+"""The ledgers kept as one Iceberg table each across nights (docs/iceberg.md): NS.timers (jobs/run/timer_ledger.py:
+a message pending last night and delivered tonight becomes one delivered row) and NS.pop (jobs/run/pop_ledger.py:
+the rows' evidence, their handles, keys and copies, joins the night's; a message in flight last night whose copy
+is revived tonight becomes one revived row), one row per message with its latest fate. A night reads the rows
+the table holds (`read_held`), its ledger step merges them with the night's events and writes the merged rows
+under the temporary OUT, and `commit_replacing` commits one snapshot that replaces the table's files with the
+merged ones (copy on write: pyiceberg writes no delete files). Merging a night again gives the same rows, so a
+run killed after this commit and before its ranges' (the lake's own record that a night counts) is simply run
+again."""
 import pyarrow.fs as pafs
 
 from jobs.errors import UsageError
 from jobs.run import lake
 from jobs.run.iceberg_sink import RUN, move_parts, table_and_place
+from jobs.run.pop_ledger import LEDGER_SCHEMA as POP_SCHEMA
+from jobs.run.pop_ledger import POP, write_pop_ledger
 from jobs.run.spark_outputs import spark_path
+from jobs.run.timer_ledger import LEDGER_SCHEMA as TIMERS_SCHEMA
+from jobs.run.timer_ledger import TIMERS, write_ledger
 from schemas.arrow_schemas import spark_schema
+
+MERGED = (TIMERS, POP)  # the tables every night rewrites whole: never compacted (jobs/run/lake_upkeep.py)
+
+
+def merge_timers(spark, target, out_uri, where, written, reads, overdue_ms, event_files=()):
+    """OUT.tmp/timers/: the night's timer ledger merged with NS.timers' rows. Returns (write_ledger's answer, the
+    HeldTable its commit replaces)."""
+    held, rows = read_held(spark, target, TIMERS, TIMERS_SCHEMA)
+    return write_ledger(spark, out_uri, where, written, reads, overdue_ms, held=rows, event_files=event_files), held
+
+
+def commit_timers(target, where, run, held):
+    """{table: files added}: NS.timers' files replaced by the merged ones of OUT.tmp/timers/."""
+    return commit_replacing(target, where, run, held, TIMERS, TIMERS_SCHEMA)
+
+
+def merge_pop(spark, target, out_uri, where, written, plans, event_files=()):
+    """OUT.tmp/pop/: the night's POP ledger merged with NS.pop's rows. Returns (write_pop_ledger's answer, the
+    HeldTable its commit replaces)."""
+    held, rows = read_held(spark, target, POP, POP_SCHEMA)
+    return write_pop_ledger(spark, out_uri, where, written, plans, held=rows, event_files=event_files), held
+
+
+def commit_pop(target, where, run, held):
+    """{table: files added}: NS.pop's files replaced by the merged ones of OUT.tmp/pop/."""
+    return commit_replacing(target, where, run, held, POP, POP_SCHEMA)
 
 
 class HeldTable:

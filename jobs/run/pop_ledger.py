@@ -15,7 +15,7 @@ An ack of an earlier handle is a changed invisible time (the broker acks the old
 one).
 
 Across nights: a row keeps its evidence (`handles`, its UNIQ_KEY, its copy), so that a later night's events join
-it as one run over both nights would (`held_evidence`: NS.pop's rows merged with the night's, jobs/run/pop_lake.py).
+it as one run over both nights would (`held_evidence`: NS.pop's rows merged with the night's, jobs/run/ledger_lake.py).
 A night alone never calls lost what a later night may still answer: lost needs the message's key (its copy looked
 for) and a run that read to the store's end (`revive_offsets`); otherwise such a row is in flight."""
 import pyarrow as pa
@@ -52,7 +52,7 @@ def write_pop_ledger(spark, out_uri, where, written, plans, held=None, event_fil
     the events removed. Returns ({"pop": (files, rows, bytes)}, the night's counts per (broker, group), the
     written table's counts or None): count_rows' rows. `where`: OUT's (filesystem, path); `plans`: the brokers'
     ReplayPlans (their revive progress, their window). `held`: a DataFrame of the ledger rows a table holds
-    (Iceberg: jobs/run/pop_lake.py), whose evidence joins the night's: pop/ is then the merged table, counted
+    (Iceberg: jobs/run/ledger_lake.py), whose evidence joins the night's: pop/ is then the merged table, counted
     apart from the night (whose counts are what its records tell, as a night chained by offsets.json has them).
     No row at all: a table of no row."""
     events = written.pop(POP_EVENTS, (0, 0, 0))

@@ -39,8 +39,7 @@ from jobs.run.sink import (
     write_driver_part,
     write_empty_tables,
 )
-from jobs.run.pop_lake import commit_pop, merge_pop
-from jobs.run.timer_lake import commit_timers, merge_ledger
+from jobs.run.ledger_lake import commit_pop, commit_timers, merge_pop, merge_timers
 from jobs.run.timer_ledger import write_ledger
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 
@@ -222,15 +221,15 @@ class IcebergSink(FileSink):
                   f"{listed}; --clean-stale (or jobs.maintain, once they are old) removes them", file=sys.stderr)
 
     def ledger(self, spark, out, where, written, reads, options):
-        """NS.timers' rows merged with the night's (jobs/run/timer_lake.py), committed by `publish`."""
-        (made, counts), self.held_timers = merge_ledger(spark, self.target, out, where, written, reads,
+        """NS.timers' rows merged with the night's (jobs/run/ledger_lake.py), committed by `publish`."""
+        (made, counts), self.held_timers = merge_timers(spark, self.target, out, where, written, reads,
                                                         options.timer_overdue, event_files=self._events(TIMER_EVENTS))
         self.out_where = Place(where[0], where[1], out)  # the temporary OUT, where the merged ledger waits
         written.update(made)
         return counts
 
     def pop_ledger(self, spark, out, where, written, planned):
-        """NS.pop's rows merged with the night's POP events (jobs/run/pop_lake.py), committed by `publish`: (the
+        """NS.pop's rows merged with the night's POP events (jobs/run/ledger_lake.py), committed by `publish`: (the
         night's counts, the merged table's)."""
         (made, counts, table), self.held_pop = merge_pop(spark, self.target, out, where, written,
                                                          [p.plan for _, p in planned.parts],

@@ -23,7 +23,7 @@ from jobs.run import stage as T
 from jobs.run.iceberg_sink import IcebergTarget, publish_tables
 from jobs.run.layouts import NORMALIZED
 from jobs.run.place import Place
-from jobs.run.pop_lake import commit_pop, merge_pop
+from jobs.run.ledger_lake import commit_pop, merge_pop
 from jobs.run.pop_ledger import LEDGER_SCHEMA, lost_warnings, pop_summary, write_pop_ledger
 from jobs.run.sink import SinkSpec, commit, write_empty_tables
 from jobs.settings import CorruptPolicy, JobOptions
