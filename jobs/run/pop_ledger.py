@@ -17,7 +17,8 @@ one).
 Across nights: a row keeps its evidence (`handles`, its UNIQ_KEY, its copy), so that a later night's events join
 it as one run over both nights would (`held_evidence`: NS.pop's rows merged with the night's, jobs/run/ledger_lake.py).
 A night alone never calls lost what a later night may still answer: lost needs the message's key (its copy looked
-for) and a run that read to the store's end (`revive_offsets`); otherwise such a row is in flight."""
+for) and its POP retry topic read to its latest offset (`retry_cut`: a window that ends may stop before the copy);
+otherwise such a row is in flight."""
 import pyarrow as pa
 
 from jobs.pipeline.pop_events import ACK, BATCH_ACK, CK, MESSAGE, POP_EVENT_SCHEMA
@@ -59,7 +60,7 @@ def write_pop_ledger(spark, out_uri, where, written, plans, held=None, event_fil
     fs, root = where
     base = out_uri.rstrip("/")
     night = None
-    committed = revive_offsets(plans)
+    progress = revive_offsets(plans), retry_cut(plans)
     if events[1]:
         schema = POP_EVENT_SCHEMA.append(pa.field("broker", pa.string()))
         night = evidence(read_events(spark, schema, base, POP_EVENTS, event_files))
@@ -67,9 +68,9 @@ def write_pop_ledger(spark, out_uri, where, written, plans, held=None, event_fil
         tuple(a.unionByName(b) for a, b in zip(held_evidence(held), night))
     counts = table = []
     if found is not None:
-        write_table(settle(*found, committed), base, where, POP)
+        write_table(settle(*found, *progress), base, where, POP)
         table = count_rows(read_events(spark, LEDGER_SCHEMA, base, POP))
-        counts = table if held is None else count_rows(settle(*night, committed)) if night is not None else []
+        counts = table if held is None else count_rows(settle(*night, *progress)) if night is not None else []
     if found is None or not sizes(fs, f"{root}/{POP}")[0]:
         write_driver_part(out_uri, POP, LEDGER_SCHEMA.empty_table(), "empty")
     remove(fs, f"{root}/{POP_EVENTS}")
@@ -77,11 +78,15 @@ def write_pop_ledger(spark, out_uri, where, written, plans, held=None, event_fil
 
 
 def revive_offsets(plans):
-    """{"<broker>@<revive queue>": committed offset} of the brokers' revive services ("" for a broker of no name),
-    of the plans that read to the store's end only (no --until): the revive service re-puts a checkpoint's
-    messages before it commits past it, so their copies are in what such a run read; a run that stops earlier
-    may not have read them (a later night may still find the copy), and calls nothing lost."""
-    return {f"{p.broker or ''}@{q}": o for p in plans if p.until is None for _, q, o in (p.pop_revive or ())}
+    """{"<broker>@<revive queue>": committed offset} of the brokers' revive services ("" for a broker of no name)."""
+    return {f"{p.broker or ''}@{q}": o for p in plans for _, q, o in (p.pop_revive or ())}
+
+
+def retry_cut(plans):
+    """{broker ("" for none): the POP retry topics its window did not read to their latest offsets} (ReplayPlan.
+    retry_cut): the revive service re-puts a checkpoint's messages before it commits past it, so their copies are
+    in a retry topic read to its end; in one cut short a later night may still find them."""
+    return {p.broker or "": sorted(p.retry_cut) for p in plans if p.retry_cut}
 
 
 def evidence(events):
@@ -119,11 +124,11 @@ def held_evidence(rows):
     return handles.select(*HANDLE, *(f.name for f in HANDLE_TYPE if f.name not in HANDLE)), keys, copies
 
 
-def settle(handles, keys, copies, committed):
-    """The ledger (LEDGER_SCHEMA's columns) of evidence's (handles, keys, copies); `committed`: revive_offsets'.
-    A message is lost only when its key is known (its copy was looked for) and the revive service passed its last
-    checkpoint in a run that read to the store's end; else, neither acked nor revived, it is in flight, and its
-    `cut_off` says what the run did not read."""
+def settle(handles, keys, copies, committed, cut):
+    """The ledger (LEDGER_SCHEMA's columns) of evidence's (handles, keys, copies); `committed`: revive_offsets',
+    `cut`: retry_cut's. A message is lost only when its key is known (the run read it: its copy was looked for),
+    the revive service passed its last checkpoint, and its POP retry topic was read to its end; else, neither
+    acked nor revived, it is in flight, and its `cut_off` says what the run did not read."""
     from pyspark.sql import functions as F
 
     one = handles.groupBy(*HANDLE).agg(
@@ -160,7 +165,7 @@ def settle(handles, keys, copies, committed):
     passed = F.element_at(F.create_map(*pairs), queue) if pairs else F.lit(None).cast("long")
     acked = F.col("last.ack").isNotNull()
     is_revived = F.col("copy.retry_topic").isNotNull()
-    lost = (F.col("last.revive_offset") <= passed) & F.col("uniq_key").isNotNull()
+    lost = (F.col("last.revive_offset") <= passed) & F.col("uniq_key").isNotNull() & ~_cut_short(cut)
     state = F.when(acked, ACKED).when(is_revived, REVIVED).when(F.coalesce(lost, F.lit(False)), LOST) \
         .otherwise(INFLIGHT)
     cut = F.concat_ws("; ", F.when(F.col("pops") == 0, F.lit(NO_CHECKPOINT)),
@@ -174,6 +179,21 @@ def settle(handles, keys, copies, committed):
         F.col("copy.revived_store_timestamp").alias("revived_store_timestamp"),
         F.col("last.revive_queue_id").alias("revive_queue_id"), F.col("last.revive_offset").alias("revive_offset"),
         F.when(cut != "", cut).alias("cut_off"), "handles")
+
+
+def _cut_short(cut):
+    """Whether a row's POP retry topic (its own for a retry topic's message, else %RETRY%<group>_<topic> or V2's
+    `+`) is one its broker's window did not read to its end (`cut`: retry_cut's)."""
+    from pyspark.sql import functions as F
+
+    if not cut:
+        return F.lit(False)
+    pairs = [x for broker, topics in sorted(cut.items())
+             for x in (F.lit(broker), F.array(*(F.lit(t) for t in topics)).cast("array<string>"))]
+    short = F.element_at(F.create_map(*pairs), F.col("broker"))
+    mine = F.when(F.col("topic").startswith("%RETRY%"), F.array(F.col("topic"))).otherwise(F.array(
+        *(F.concat(F.lit("%RETRY%"), F.col("group"), F.lit(sep), F.col("topic")) for sep in ("_", "+"))))
+    return F.coalesce(F.arrays_overlap(short, mine), F.lit(False))
 
 
 def count_rows(ledger):
