@@ -142,6 +142,17 @@ def test_a_revived_message_missing_from_its_retry_topic_is_lost(spark, store_pop
     assert (tag["lost"], tag["revived"]) == (34, 57 - 34)
 
 
+def test_a_window_that_reads_the_retry_topics_to_their_end_still_finds_the_lost(
+        spark, store_pop, subscriptions, expected, tmp_path):
+    """--until after the store's last record: every POP retry topic is read to its latest offset, so the 34
+    messages whose copies were taken away are lost as without a window; a cut before the copies calls none lost."""
+    store = _without_retry_topic(store_pop, tmp_path)
+    _, counts, _ = pop_ledger(spark, store, subscriptions, window=Window(until=expected["stopTs"] + 60_000))
+    assert sum(c["lost"] for c in counts) == 34
+    _, counts, _ = pop_ledger(spark, store_pop / "store", subscriptions, window=Window(until=CUT))
+    assert sum(c["lost"] for c in counts) == 0
+
+
 def _damaged_copy(store_pop, tmp_path):
     """A copy whose first checkpoint (G_POP_TAG, PopTopicA queue 2 from 0: offsets 5, 8, 12, 17, 22, 24) has a
     body that is no JSON object, in the wheel and in the revive log (its `{` made `[`, the length kept)."""
