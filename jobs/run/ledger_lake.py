@@ -7,6 +7,7 @@ under the temporary OUT, and `commit_replacing` commits one snapshot that replac
 merged ones (copy on write: pyiceberg writes no delete files). Merging a night again gives the same rows, so a
 run killed after this commit and before its ranges' (the lake's own record that a night counts) is simply run
 again."""
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from jobs.errors import UsageError
@@ -19,6 +20,9 @@ from jobs.run.timer_ledger import LEDGER_SCHEMA as TIMERS_SCHEMA
 from jobs.run.timer_ledger import TIMERS, write_ledger
 from schemas.arrow_schemas import spark_schema
 
+MESSAGE_KEYS = pa.schema([("broker", pa.string()), ("topic", pa.string()), ("queue_id", pa.int32()),
+                          ("queue_offset", pa.int64()), ("msg_id", pa.string()),
+                          ("properties", pa.map_(pa.string(), pa.string()))])  # NS.messages' columns a key needs
 MERGED = (TIMERS, POP)  # the tables every night rewrites whole: never compacted (jobs/run/lake_upkeep.py)
 
 
@@ -35,10 +39,37 @@ def commit_timers(target, where, run, held):
 
 
 def merge_pop(spark, target, out_uri, where, written, plans, event_files=()):
-    """OUT.tmp/pop/: the night's POP ledger merged with NS.pop's rows. Returns (write_pop_ledger's answer, the
-    HeldTable its commit replaces)."""
+    """OUT.tmp/pop/: the night's POP ledger merged with NS.pop's rows, the keys of messages an earlier night read
+    and tonight's pops name taken from NS.messages. Returns (write_pop_ledger's answer, the HeldTable its commit
+    replaces)."""
     held, rows = read_held(spark, target, POP, POP_SCHEMA)
-    return write_pop_ledger(spark, out_uri, where, written, plans, held=rows, event_files=event_files), held
+    return write_pop_ledger(spark, out_uri, where, written, plans, held=rows,
+                            stored_keys=lambda bounds: stored_keys(spark, target, bounds),
+                            event_files=event_files), held
+
+
+def stored_keys(spark, target, bounds):
+    """A DataFrame of (broker, topic, queue_id, queue_offset, uniq_key) of the messages NS.messages holds within
+    `bounds` ({(broker, topic, queue_id): (lowest, highest queue offset)}: pop_ledger.keyless_bounds), read from
+    the data files whose statistics can hold them (pyiceberg plans them, Spark reads them); None when none can.
+    A message's key is its UNIQ_KEY, else its msg_id, as the tasks take it (pipeline/pop_events.message_keys)."""
+    from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThanOrEqual
+    from pyspark.sql import functions as F
+
+    identifier = f"{target.namespace}.messages"
+    table = target.waiting(lambda c: lake.load(c, identifier), f"--sink iceberg ({identifier})")
+    if table is None or table.current_snapshot() is None:
+        return None
+    files = set()
+    for (_, topic, queue), (lo, hi) in sorted(bounds.items()):
+        within = And(And(EqualTo("topic", topic), EqualTo("queue_id", queue)),
+                     And(GreaterThanOrEqual("queue_offset", lo), LessThanOrEqual("queue_offset", hi)))
+        files.update(task.file.file_path for task in table.scan(row_filter=within).plan_files())
+    if not files:
+        return None
+    rows = spark.read.schema(spark_schema(MESSAGE_KEYS)).parquet(*(spark_path(f) for f in sorted(files)))
+    return rows.select(F.coalesce(F.col("broker"), F.lit("")).alias("broker"), "topic", "queue_id", "queue_offset",
+                       F.coalesce(F.col("properties").getItem("UNIQ_KEY"), F.col("msg_id")).alias("uniq_key"))
 
 
 def commit_pop(target, where, run, held):

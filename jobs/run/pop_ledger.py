@@ -48,14 +48,16 @@ PLACE = ["broker", "group", "topic", "queue_id", "queue_offset"]
 HANDLE = PLACE + ["ck_start_offset", "pop_time"]
 
 
-def write_pop_ledger(spark, out_uri, where, written, plans, held=None, event_files=()):
+def write_pop_ledger(spark, out_uri, where, written, plans, held=None, stored_keys=None, event_files=()):
     """OUT/pop/ from the run's committed POP events (`written`: the sink's {output: (files, rows, bytes)}), then
     the events removed. Returns ({"pop": (files, rows, bytes)}, the night's counts per (broker, group), the
     written table's counts or None): count_rows' rows. `where`: OUT's (filesystem, path); `plans`: the brokers'
     ReplayPlans (their revive progress, their window). `held`: a DataFrame of the ledger rows a table holds
     (Iceberg: jobs/run/ledger_lake.py), whose evidence joins the night's: pop/ is then the merged table, counted
-    apart from the night (whose counts are what its records tell, as a night chained by offsets.json has them).
-    No row at all: a table of no row."""
+    apart from the night (whose counts are what its records tell, as a night chained by offsets.json has them);
+    `stored_keys`: with it, stored_keys(keyless_bounds) gives a DataFrame of keys (KEY_COLUMNS) of messages an
+    earlier night read (None: none), for the merged table's places no evidence names the key of (popped first
+    tonight, read before). No row at all: a table of no row."""
     events = written.pop(POP_EVENTS, (0, 0, 0))
     fs, root = where
     base = out_uri.rstrip("/")
@@ -66,6 +68,8 @@ def write_pop_ledger(spark, out_uri, where, written, plans, held=None, event_fil
         night = evidence(read_events(spark, schema, base, POP_EVENTS, event_files))
     found = night if held is None else held_evidence(held) if night is None else \
         tuple(a.unionByName(b) for a, b in zip(held_evidence(held), night))
+    if found is not None and stored_keys is not None:
+        found = with_stored_keys(found, stored_keys)
     counts = table = []
     if found is not None:
         write_table(settle(*found, *progress), base, where, POP)
@@ -101,12 +105,36 @@ def evidence(events):
         F.when(is_ck, F.col("revive_queue_id")).alias("revive_queue_id"),
         F.when(is_ck, F.col("revive_offset")).alias("revive_offset"),
         F.when(~is_ck, F.col("event_time")).alias("acked_time"), F.when(~is_ck, F.col("kind")).alias("acked_by"))
-    keys = ev.where(F.col("kind") == MESSAGE).select("broker", "topic", "queue_id", "queue_offset", "uniq_key")
+    keys = ev.where(F.col("kind") == MESSAGE).select(*KEY_COLUMNS)
     copies = ev.where((F.col("kind") == MESSAGE) & F.col("first_pop_time").isNotNull()
                       & F.col("topic").startswith("%RETRY%")).select(
         "broker", "uniq_key", F.col("topic").alias("retry_topic"), F.col("queue_offset").alias("retry_queue_offset"),
         F.col("store_timestamp").alias("revived_store_timestamp"))
     return handles, keys, copies
+
+
+KEY_COLUMNS = ("broker", "topic", "queue_id", "queue_offset", "uniq_key")
+
+
+def with_stored_keys(found, stored_keys):
+    """evidence's (handles, keys, copies) with the keys `stored_keys` finds of the places no evidence names the key
+    of (a message read by an earlier night, popped first by a later one)."""
+    handles, keys, copies = found
+    bounds = keyless_bounds(handles, keys)
+    extra = stored_keys(bounds) if bounds else None
+    return handles, keys if extra is None else keys.unionByName(extra.select(*KEY_COLUMNS)), copies
+
+
+def keyless_bounds(handles, keys):
+    """{(broker, topic, queue_id): (lowest, highest queue offset)} of the places whose key no evidence holds: a
+    row per queue collected, what the lake's messages are read within."""
+    from pyspark.sql import functions as F
+
+    queue = ["broker", "topic", "queue_id"]
+    rows = handles.select(*queue, "queue_offset").distinct().join(
+        keys.select(*queue, "queue_offset").distinct(), [*queue, "queue_offset"], "left_anti").groupBy(*queue).agg(
+        F.min("queue_offset").alias("lo"), F.max("queue_offset").alias("hi")).collect()
+    return {(r["broker"], r["topic"], r["queue_id"]): (r["lo"], r["hi"]) for r in rows}
 
 
 def held_evidence(rows):
@@ -117,8 +145,7 @@ def held_evidence(rows):
     rows = rows.withColumn("broker", F.coalesce(F.col("broker"), F.lit("")))
     handles = rows.select(*PLACE, F.explode("handles").alias("h")).select(
         *PLACE, *(F.col(f"h.{f.name}").alias(f.name) for f in HANDLE_TYPE))
-    keys = rows.where(F.col("uniq_key").isNotNull()).select(
-        "broker", "topic", "queue_id", "queue_offset", "uniq_key")
+    keys = rows.where(F.col("uniq_key").isNotNull()).select(*KEY_COLUMNS)
     copies = rows.where(F.col("retry_topic").isNotNull()).select(
         "broker", "uniq_key", "retry_topic", "retry_queue_offset", "revived_store_timestamp")
     return handles.select(*HANDLE, *(f.name for f in HANDLE_TYPE if f.name not in HANDLE)), keys, copies

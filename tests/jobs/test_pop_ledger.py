@@ -25,7 +25,7 @@ from jobs.run.layouts import NORMALIZED
 from jobs.run.place import Place
 from jobs.run.ledger_lake import commit_pop, merge_pop
 from jobs.run.pop_ledger import LEDGER_SCHEMA, lost_warnings, pop_summary, write_pop_ledger
-from jobs.run.sink import SinkSpec, commit, write_empty_tables
+from jobs.run.sink import SinkSpec, TableSplitWriter, commit, write_empty_tables
 from jobs.settings import CorruptPolicy, JobOptions
 from schemas.arrow_schemas import spark_schema
 from schemas.errors import CorruptStoreError
@@ -35,6 +35,7 @@ RETRY_TAG_A = "%RETRY%G_POP_TAG_PopTopicA"
 # a night's end between two rounds of the revive service (every pop and ack is before it, 91 of the 133 revived
 # copies after it: pop_ledger.json's storeTs)
 CUT = 1795780041500
+POPS_CUT = 1795780034050  # amid the pops (popTime 1795780033858 to 1795780034185)
 
 
 @pytest.fixture(scope="module")
@@ -231,8 +232,8 @@ def _lake_night(spark, store, subscriptions, target, run, out, window):
     planned = build_plan(JobOptions(store=str(store), subscription_files=(str(subscriptions),), window=window))
     os.makedirs(out)
     plans = [planned.plan]
-    written = commit(str(out), T.replay(T.in_process, plans, SinkSpec(str(out), NORMALIZED, True),
-                                        T.broker_splits(T.in_process, plans)))
+    spec = SinkSpec(str(out), NORMALIZED, True, TableSplitWriter)  # the Iceberg sink's parts: a topic column
+    written = commit(str(out), T.replay(T.in_process, plans, spec, T.broker_splits(T.in_process, plans)))
     where = Place(pafs.LocalFileSystem(), str(out), str(out))
     (made, counts, table), held = merge_pop(spark, target, str(out), (where.fs, where.root), written, plans)
     written.update(made)
@@ -320,6 +321,22 @@ def test_two_nights_joined_are_one_run(spark, store_pop, subscriptions, expected
     assert rows == whole[0]
     assert Counter(r["state"] for r in rows.values()) == {"acked": 786, "revived": 133, "inflight": 33}
     assert counts == whole[1]
+
+
+def test_a_message_read_in_one_night_and_popped_first_in_the_next_is_one_row_with_its_key(
+        spark, store_pop, subscriptions, whole, expected, tmp_path):
+    """Nights cut amid the pops (270 of the 952 messages first popped before it, every message stored before it):
+    the second night's checkpoints name messages only the first night read, and have no ledger row of it; their
+    keys come from NS.messages, so their copies are found: the table is one run's."""
+    assert sum(e["pops"][0]["popTime"] < POPS_CUT for e in expected_rows(expected).values()) == 270
+    target = IcebergTarget("pops", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh"),
+                           refs=(REF,))
+    _lake_night(spark, store_pop / "store", subscriptions, target, "night1", tmp_path / "n1", Window(until=POPS_CUT))
+    _, table = _lake_night(spark, store_pop / "store", subscriptions, target, "night2", tmp_path / "n2",
+                           Window(since=POPS_CUT))
+    rows = target.catalog().load_table("pops.pop").scan().to_arrow().to_pylist()
+    assert {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]): r for r in rows} == whole[0]
+    assert len(rows) == 952 and table == whole[1]
 
 
 def test_a_rows_handles_are_its_checkpoints_in_pop_order(whole, expected):
