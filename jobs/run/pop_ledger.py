@@ -46,6 +46,7 @@ LEDGER_SCHEMA = pa.schema([
 COUNT_FIELDS = ("popped", "acked", "revived", "inflight", "lost", "redeliveries", "ack_ms_median", "ack_ms_max")
 PLACE = ["broker", "group", "topic", "queue_id", "queue_offset"]
 HANDLE = PLACE + ["ck_start_offset", "pop_time"]
+KEY_COLUMNS = ("broker", "topic", "queue_id", "queue_offset", "uniq_key")
 
 
 def write_pop_ledger(spark, out_uri, where, written, plans, held=None, stored_keys=None, event_files=()):
@@ -66,10 +67,7 @@ def write_pop_ledger(spark, out_uri, where, written, plans, held=None, stored_ke
     if events[1]:
         schema = POP_EVENT_SCHEMA.append(pa.field("broker", pa.string()))
         night = evidence(read_events(spark, schema, base, POP_EVENTS, event_files))
-    found = night if held is None else held_evidence(held) if night is None else \
-        tuple(a.unionByName(b) for a, b in zip(held_evidence(held), night))
-    if found is not None and stored_keys is not None:
-        found = with_stored_keys(found, stored_keys)
+    found = joined(held, night, stored_keys)
     counts = table = []
     if found is not None:
         write_table(settle(*found, *progress), base, where, POP)
@@ -79,6 +77,17 @@ def write_pop_ledger(spark, out_uri, where, written, plans, held=None, stored_ke
         write_driver_part(out_uri, POP, LEDGER_SCHEMA.empty_table(), "empty")
     remove(fs, f"{root}/{POP_EVENTS}")
     return {POP: sizes(fs, f"{root}/{POP}")}, counts, None if held is None else table
+
+
+def joined(held, night, stored_keys=None):
+    """evidence's (handles, keys, copies) of the held rows and of the night (either None), with the stored keys of
+    the places no evidence names the key of (with_stored_keys); None when neither has any."""
+    if held is None:
+        found = night
+    else:
+        found = held_evidence(held) if night is None else \
+            tuple(a.unionByName(b) for a, b in zip(held_evidence(held), night))
+    return found if found is None or stored_keys is None else with_stored_keys(found, stored_keys)
 
 
 def revive_offsets(plans):
@@ -111,9 +120,6 @@ def evidence(events):
         "broker", "uniq_key", F.col("topic").alias("retry_topic"), F.col("queue_offset").alias("retry_queue_offset"),
         F.col("store_timestamp").alias("revived_store_timestamp"))
     return handles, keys, copies
-
-
-KEY_COLUMNS = ("broker", "topic", "queue_id", "queue_offset", "uniq_key")
 
 
 def with_stored_keys(found, stored_keys):
