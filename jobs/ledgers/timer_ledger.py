@@ -28,7 +28,7 @@ def write_ledger(spark, out_uri, where, written, reads, overdue_ms, held=None, e
     then the events removed (`where`: OUT's (filesystem, path)). Returns ({output: (files, rows, bytes)} of
     timers/, the counts per (broker, real topic): count_rows' rows). `reads`: what the run read of each broker
     (Reads); a pending timer of a topic it read due more than `overdue_ms` before its latest record is overdue.
-    `held`: a DataFrame of the ledger rows a table holds (Iceberg: jobs/ledgers/timer_lake.py), merged with the
+    `held`: a DataFrame of the ledger rows a table holds (Iceberg: jobs/ledgers/lake.py), merged with the
     run's. No row at all: a table of no row. `event_files`: the events' parts where the commit left them
     (relative to OUT: an object store's attempts, each read where it is, never copied); default timer events/."""
     events = written.pop(TIMER_EVENTS, (0, 0, 0))

@@ -364,7 +364,8 @@ def _run_with(spark, tasks, planned, out, options, sink, ranges, progress, given
         summary["timers"] = timers_summary(timers)
         summary["warnings"] += overdue_warnings(timers, options.timer_overdue)
     if pop is not None:
-        summary["pop"] = pop_summary(pop)
-        summary["warnings"] = lost_warnings(pop) + summary["warnings"]
+        night, table = pop
+        summary["pop"] = pop_summary(night, table)
+        summary["warnings"] = lost_warnings(night if table is None else table) + summary["warnings"]
     summary["outputs"] = {name: {"files": f, "rows": r, "bytes": b} for name, (f, r, b) in sorted(written.items())}
     return summary, timelines

@@ -166,6 +166,7 @@ def _build_plan(options, broker, several, layout):
         if options.window.given else None,
         units=units.sources,
         audit_queues=_audited(window.ranges, options.window) if options.audit_consume_queue else None,
+        retry_cut=_retry_cut(options.window, window, topics_present),
     )
     lost = tuple(x for x in _lost_units(layout, window.ranges if options.window.given else ()) if x.topic in topics)
     return Planned(plan, layout, compiled, config.consumer_offsets, problems, lost, warnings, units.files.segments,
@@ -345,6 +346,14 @@ def needed_topics(subscriptions, stored_filters, groups=(), topics=()):
 def read_topics(options, topics_present):
     """Topics a plain read reads: every topic of the store, or those of read_topics it has."""
     return topics_present if options.read_topics is None else topics_present & set(options.read_topics)
+
+
+def _retry_cut(asked, resolved, topics_present):
+    """ReplayPlan.retry_cut: with a window that ends (--until, --ending-offsets), the store's POP retry topics
+    (%RETRY%) it does not read to their latest offsets (window.Resolved.to_end)."""
+    if asked.until is None and not asked.ending and not asked.ending_by_broker:
+        return frozenset()
+    return frozenset(t for t in topics_present if t.startswith("%RETRY%")) - resolved.to_end
 
 
 def _pop_progress(options, fs, root, topics_present, config, problems):

@@ -42,6 +42,10 @@ class ReplayPlan:
     # a store with POP (a revive topic): ((revive topic, queue, the revive service's committed offset), ...), and
     # the tasks extract the POP ledger's events (jobs/ledgers/pop_events.py); None: no POP
     pop_revive: tuple = None
+    # the POP retry topics of the store a window that ends (--until, --ending-offsets) does not read to their latest
+    # offsets: a copy the revive service put before it committed its offsets may be beyond the window, so a message
+    # of theirs is never called lost (jobs/ledgers/pop_ledger.py)
+    retry_cut: frozenset = frozenset()
 
     @property
     def skips_damage(self):

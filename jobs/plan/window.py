@@ -215,6 +215,9 @@ class Resolved:
     units: object
     problems: list
     warnings: list
+    # the topics whose every queue (of those with bounds before the tasks run) the window reads to its latest
+    # offset: what the store holds of them now, the window's end aside
+    to_end: frozenset = frozenset()
 
 
 def resolve(window, fs, layout, units, topics_present, allow_missing=False):
@@ -249,7 +252,9 @@ def resolve(window, fs, layout, units, topics_present, allow_missing=False):
     else:  # the queues searched side by side: on an object store each probe waits on two round trips
         with ThreadPoolExecutor(min(PROBE_THREADS, len(given))) as pool:
             ranges = tuple(pool.map(searched, given))
-    return Resolved(ranges, units.mapped(lambda s: s.windowed(fs, window, ranges)), problems, warnings)
+    short = {g[0] for g, r in zip(given, ranges) if r[3] < g[5]}  # a queue the window ends before its latest
+    return Resolved(ranges, units.mapped(lambda s: s.windowed(fs, window, ranges)), problems, warnings,
+                    frozenset(g[0] for g in given) - short)
 
 
 def _offset(given, key, default, lo, hi, flag, problems):

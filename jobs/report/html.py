@@ -44,15 +44,17 @@ def report_data(summary, timelines, status):
         text = f"finished, {len(attention)} subscription(s) need attention"
     if overdue and status == 0 and not attention:  # nor while the timer wheel looks stuck
         text = f"finished, {overdue} timer message(s) overdue"
-    if pop["totals"].get("lost") and status == 0:  # nor while a POP group lost messages
-        lost = f"{pop['totals']['lost']} POP message(s) lost"
+    settled = pop.get("lake") or pop  # what is lost: the lake's, which knows the earlier nights, when there is one
+    if settled["totals"].get("lost") and status == 0:  # nor while a POP group lost messages
+        lost = f"{settled['totals']['lost']} POP message(s) lost"
         text = f"{text}; {lost}" if attention or overdue else f"finished, {lost}"
     return {"status": status, "status_text": text, "attention": attention, "notes": notes, "bucket_ms": width,
             "run": {k: summary.get(k) for k in ("store", "from", "rocketmq_version", "window", "job_seconds",
                                                 "sink", "corrupt_items", "skipped_units", "uninflated_bodies")},
             "warnings": summary.get("warnings", []), "store_problems": summary.get("store_problems", []),
             "bitmap_audit": summary.get("bitmap_audit", {}).get("topics", []), "subscriptions": subs,
-            "brokers": summary.get("brokers") or {}, "timers": timers, "pop": pop}
+            "brokers": summary.get("brokers") or {}, "timers": timers, "pop": pop,
+            "pop_lost": [g for g in settled["groups"] if g["lost"]]}
 
 
 def needs_attention(subs):
@@ -134,7 +136,7 @@ def _head():
 
 
 def _headline(data):
-    cls = "ok" if data["status"] == 0 and not data["attention"] and not data["pop"]["totals"].get("lost") else "bad"
+    cls = "ok" if data["status"] == 0 and not data["attention"] and not data["pop_lost"] else "bad"
     return f"<h1>mqreplay report: <span class=\"{cls}\">{_e(data['status_text'])}</span></h1>\n"
 
 
@@ -174,8 +176,8 @@ def _timers(data):
 
 def _pop_lost(data):
     """The POP alarm, first on the page: messages a POP group never acked that the revive service passed
-    without reviving them (OUT/pop/, state lost)."""
-    lost = [g for g in data["pop"]["groups"] if g["lost"]]
+    without reviving them (OUT/pop/, state lost; with --sink iceberg NS.pop's, across nights)."""
+    lost = data["pop_lost"]
     if not lost:
         return ""
     return ("<h2 class=\"bad\">POP messages lost</h2><ul>" + "".join(

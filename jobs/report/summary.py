@@ -189,11 +189,14 @@ def summary_table(summary):
         out += _table(["broker", "real_topic", "delivered", "pending", "cancelled", "overdue", "lag_ms_median",
                        "lag_ms_max"], [[str(t[k]) for k in ("broker", "real_topic", "delivered", "pending", "cancelled",
                                                             "overdue", "lag_ms_median", "lag_ms_max")] for t in timers])
-    pop = (summary.get("pop") or {}).get("groups") or []
-    if pop:
-        names = ["popped", "acked", "revived", "inflight", "lost", "redeliveries", "ack_ms_median", "ack_ms_max"]
-        out += ["", "POP consumption per group (OUT/pop/):"]
-        out += _table(["broker", "group"] + names, [[str(g[k]) for k in ["broker", "group"] + names] for g in pop])
+    names = ["popped", "acked", "revived", "inflight", "lost", "redeliveries", "ack_ms_median", "ack_ms_max"]
+    for title, pop in (("POP consumption per group (what the run's records tell)", summary.get("pop")),
+                       ("POP consumption per group in the lake (NS.pop, across nights)",
+                        (summary.get("pop") or {}).get("lake"))):
+        if (pop or {}).get("groups"):
+            out += ["", f"{title}:"]
+            out += _table(["broker", "group"] + names, [[str(g[k]) for k in ["broker", "group"] + names]
+                                                        for g in pop["groups"]])
     out += [""] + summary["units_source_notes"] if summary.get("units_source_notes") else []
     if several:
         for name, window in sorted((summary.get("window") or {}).items()):

@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from jobs.errors import UsageError
+from jobs.ledgers.lake import commit_pop, commit_timers, merge_pop, merge_timers
 from jobs.ledgers.pop_ledger import write_pop_ledger
-from jobs.ledgers.timer_lake import commit_timers, merge_ledger
 from jobs.ledgers.timer_ledger import write_ledger
 from jobs.output.layouts import NORMALIZED
 from jobs.output.place import Place
@@ -83,7 +83,8 @@ class Sink(abc.ABC):
         return None
 
     def pop_ledger(self, spark, out, where, written, planned):
-        """The POP ledger's counts per (broker, group), its outputs put into `written` (None: none made)."""
+        """(the POP ledger's counts per (broker, group) of the night, of the table it merged into or None), its
+        outputs put into `written` (None: none made)."""
         return None
 
     def publish(self, out, summary, planned, options, run):
@@ -135,11 +136,12 @@ class FileSink(Sink):
 
     def pop_ledger(self, spark, out, where, written, planned):
         """The POP ledger (pop/, jobs/ledgers/pop_ledger.py) from the committed POP events: its {output: (files, rows,
-        bytes)} put into `written`, its counts per (broker, group) returned. `where`: OUT's (filesystem, path)."""
-        made, counts = write_pop_ledger(spark, out, where, written, [p.plan for _, p in planned.parts],
-                                        event_files=self._events(POP_EVENTS))
+        bytes)} put into `written`, (its counts per (broker, group), None) returned. `where`: OUT's (filesystem,
+        path)."""
+        made, counts, _ = write_pop_ledger(spark, out, where, written, [p.plan for _, p in planned.parts],
+                                           event_files=self._events(POP_EVENTS))
         written.update(made)
-        return counts
+        return counts, None
 
     def in_attempts(self):
         """{final name: attempt's file} (relative to the temporary OUT) of the parts OUT's publish copies from
@@ -181,6 +183,7 @@ class IcebergSink(FileSink):
     def __init__(self, target):
         self.target = target
         self.held_timers = None  # what NS.timers held when the run merged its ledger (ledger, then publish)
+        self.held_pop = None  # what NS.pop held when the run merged its POP ledger (pop_ledger, then publish)
         self.out_where = None  # the temporary OUT (a Place), where the merged ledger waits for publish
 
     @classmethod
@@ -218,12 +221,22 @@ class IcebergSink(FileSink):
                   f"{listed}; --clean-stale (or jobs.maintain, once they are old) removes them", file=sys.stderr)
 
     def ledger(self, spark, out, where, written, reads, options):
-        """NS.timers' rows merged with the night's (jobs/ledgers/timer_lake.py), committed by `publish`."""
-        (made, counts), self.held_timers = merge_ledger(spark, self.target, out, where, written, reads,
+        """NS.timers' rows merged with the night's (jobs/ledgers/lake.py), committed by `publish`."""
+        (made, counts), self.held_timers = merge_timers(spark, self.target, out, where, written, reads,
                                                         options.timer_overdue, event_files=self._events(TIMER_EVENTS))
         self.out_where = Place(where[0], where[1], out)  # the temporary OUT, where the merged ledger waits
         written.update(made)
         return counts
+
+    def pop_ledger(self, spark, out, where, written, planned):
+        """NS.pop's rows merged with the night's POP events (jobs/ledgers/lake.py), committed by `publish`: (the
+        night's counts, the merged table's)."""
+        (made, counts, table), self.held_pop = merge_pop(spark, self.target, out, where, written,
+                                                         [p.plan for _, p in planned.parts],
+                                                         event_files=self._events(POP_EVENTS))
+        self.out_where = Place(where[0], where[1], out)
+        written.update(made)
+        return counts, table
 
     def narrow(self, planned):
         """A continuing run: the offsets each group holds in the lake leave its scope (ReplayPlan.held), so that
@@ -237,10 +250,13 @@ class IcebergSink(FileSink):
     def publish(self, out, summary, planned, options, run):
         started = time.time()
         written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
-        timers = () if self.out_where is None else (  # the night's merged ledger (ledger), when it was made
-            lambda: commit_timers(self.target, self.out_where, run, self.held_timers),)
+        merged = []  # the night's merged ledgers (ledger, pop_ledger), those that were made
+        if self.held_timers is not None:
+            merged.append(lambda: commit_timers(self.target, self.out_where, run, self.held_timers))
+        if self.held_pop is not None:
+            merged.append(lambda: commit_pop(self.target, self.out_where, run, self.held_pop))
         added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts, self.kept,
-                                         timers)
+                                         merged)
         self.kept = {}  # each moved into its table: none left for OUT's publish
         summary["sink"] = f"iceberg: namespace {self.target.namespace} of {self.target.describe()}"
         summary["iceberg"] = {"catalog": self.target.describe(), "namespace": self.target.namespace,

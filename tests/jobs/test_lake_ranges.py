@@ -153,3 +153,20 @@ def test_a_queue_the_plan_has_no_range_of_gets_the_groups_held_offsets_whole():
     # queue 0 planned from offset 5; queue 1 rebuilt from the commit log (its range known once walked); G2 not run
     scope = lake.held_scope(held, (REF,), [(BROKER, "G1", T, 0, 5, 9)], {BROKER: {("G1", T)}})
     assert scope == {BROKER: (("G1", T, 0, 5, 6), ("G1", T, 1, 0, 7))}
+
+
+REVIVE = "rmq_sys_REVIVE_LOG_C"
+
+
+def test_the_pop_ledgers_topics_are_continued_by_their_own_ranges_and_never_refused():
+    """The revive log and the wheel, which no group subscribes, get ranges of LEDGER_READS: a continuing night
+    starts them where the last ended (as offsets.json does); a run reading them again (a backfill) is not refused
+    for it."""
+    planned = parts([("G1", T)], [(T, 0, 0, 4), (REVIVE, 0, 0, 6), ("rmq_sys_wheel_timer", 0, 0, 9)])
+    ranges = lake.run_ranges([(BROKER, planned[0][1])])
+    assert sorted(ranges) == sorted([(BROKER, "G1", T, 0, 0, 4), (BROKER, lake.LEDGER_READS, REVIVE, 0, 0, 6),
+                                     (BROKER, lake.LEDGER_READS, "rmq_sys_wheel_timer", 0, 0, 9)])
+    held = lake.Held([row("G1", 0, 0, 4, "n1"), dict(row(lake.LEDGER_READS, 0, 0, 6, "n1"), topic=REVIVE)])
+    assert lake.starts(held, (REF,), {BROKER: {("G1", T)}}) == {BROKER: {T: {0: 4}, REVIVE: {0: 6}}}
+    assert lake.overlapping(held, (REF,), [(BROKER, lake.LEDGER_READS, REVIVE, 0, 0, 6)]) == []
+    assert lake.held_scope(held, (REF,), [(BROKER, lake.LEDGER_READS, REVIVE, 0, 0, 6)]) == {}

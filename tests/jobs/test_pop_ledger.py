@@ -1,7 +1,8 @@
 """The POP ledger (issue 51) of store_pop, a RocketMQ 5.3.3 store two POP groups consumed: the tasks' events (run in
 process) paired by the Spark step into OUT/pop/, row for row RocketMQ's answer (expected/pop_ledger.json: every
 popped message, its handles, how it ended); a lost message made by taking a POP retry topic away; damaged
-checkpoint bodies audited, never a crash.
+checkpoint bodies audited, never a crash; the ledger of two nights (a night alone, the lake's merge) against one
+run's.
 
 Expectations come from the fixture's pop_ledger.json, or are written out by hand from it."""
 import json
@@ -15,18 +16,26 @@ import pyarrow.fs as pafs
 import pytest
 
 from jobs import explain
-from jobs.ledgers.pop_ledger import lost_warnings, pop_summary, write_pop_ledger
+from jobs.ledgers.lake import commit_pop, merge_pop
+from jobs.ledgers.pop_ledger import LEDGER_SCHEMA, lost_warnings, pop_summary, write_pop_ledger
 from jobs.output.layouts import NORMALIZED
-from jobs.output.writers import SinkSpec, commit, write_empty_tables
+from jobs.output.place import Place
+from jobs.output.writers import SinkSpec, TableSplitWriter, commit, write_empty_tables
 from jobs.plan.build import build_plan
+from jobs.plan.window import Window
 from jobs.report import html as report
 from jobs.settings import CorruptPolicy, JobOptions
 from jobs.sinks.iceberg.tables import IcebergTarget, publish_tables
 from jobs.task import stage as T
+from schemas.arrow_schemas import spark_schema
 from schemas.errors import CorruptStoreError
 from tests.jobs.lake_parts import REF, parts
 
 RETRY_TAG_A = "%RETRY%G_POP_TAG_PopTopicA"
+# a night's end between two rounds of the revive service (every pop and ack is before it, 91 of the 133 revived
+# copies after it: pop_ledger.json's storeTs)
+CUT = 1795780041500
+POPS_CUT = 1795780034050  # amid the pops (popTime 1795780033858 to 1795780034185)
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +52,10 @@ def subscriptions(expected, tmp_path_factory):
     return path
 
 
-def pop_ledger(spark, store, subscriptions, keep=None, **options):
-    """(OUT/pop/ rows by (group, topic, queue_id, queue_offset), the counts per group, what was written) of a run
-    of `store`: its tasks in process, then the driver's Spark step; OUT kept in `keep` when given."""
+def pop_ledger(spark, store, subscriptions, keep=None, held=None, **options):
+    """(OUT/pop/ rows by (group, topic, queue_id, queue_offset), its counts per group, what was written) of a run
+    of `store`: its tasks in process, then the driver's Spark step; OUT kept in `keep` when given; `held`: an
+    earlier night's OUT, whose pop/ rows the night's evidence joins (as the lake merges NS.pop's)."""
     planned = build_plan(JobOptions(store=str(store), subscription_files=(str(subscriptions),), **options))
     out = str(keep) if keep else tempfile.mkdtemp(prefix="mqreplay-pop-")
     os.makedirs(out, exist_ok=True)  # the temporary OUT, made by the run's claim
@@ -53,10 +63,12 @@ def pop_ledger(spark, store, subscriptions, keep=None, **options):
         plans = [planned.plan]
         reports = T.replay(T.in_process, plans, SinkSpec(out, NORMALIZED, True), T.broker_splits(T.in_process, plans))
         written = commit(out, reports)
-        made, counts = write_pop_ledger(spark, out, (pafs.LocalFileSystem(), out), written, [planned.plan])
+        rows = None if held is None else spark.read.schema(spark_schema(LEDGER_SCHEMA)).parquet(f"{held}/pop")
+        made, counts, table = write_pop_ledger(spark, out, (pafs.LocalFileSystem(), out), written, [planned.plan],
+                                               held=rows)
         rows = ds.dataset(f"{out}/pop", format="parquet").to_table().to_pylist()
-        return {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]): r for r in rows}, counts, \
-            dict(written, **made)
+        return {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]): r for r in rows}, \
+            counts if table is None else table, dict(written, **made)
     finally:
         if not keep:
             shutil.rmtree(out, ignore_errors=True)
@@ -131,6 +143,17 @@ def test_a_revived_message_missing_from_its_retry_topic_is_lost(spark, store_pop
     assert (tag["lost"], tag["revived"]) == (34, 57 - 34)
 
 
+def test_a_window_that_reads_the_retry_topics_to_their_end_still_finds_the_lost(
+        spark, store_pop, subscriptions, expected, tmp_path):
+    """--until after the store's last record: every POP retry topic is read to its latest offset, so the 34
+    messages whose copies were taken away are lost as without a window; a cut before the copies calls none lost."""
+    store = _without_retry_topic(store_pop, tmp_path)
+    _, counts, _ = pop_ledger(spark, store, subscriptions, window=Window(until=expected["stopTs"] + 60_000))
+    assert sum(c["lost"] for c in counts) == 34
+    _, counts, _ = pop_ledger(spark, store_pop / "store", subscriptions, window=Window(until=CUT))
+    assert sum(c["lost"] for c in counts) == 0
+
+
 def _damaged_copy(store_pop, tmp_path):
     """A copy whose first checkpoint (G_POP_TAG, PopTopicA queue 2 from 0: offsets 5, 8, 12, 17, 22, 24) has a
     body that is no JSON object, in the wheel and in the revive log (its `{` made `[`, the length kept)."""
@@ -203,24 +226,122 @@ def test_explain_key_tells_a_messages_pop_history(store_pop, subscriptions, expe
     assert (pop["revived"] or {}).get("retry_queue_offset") == revived.get("retryQueueOffset")
 
 
-def test_iceberg_sink_appends_the_nights_ledger_to_ns_pop(spark, store_pop, subscriptions, expected, tmp_path):
-    """--sink iceberg: OUT/pop/'s parts are one snapshot of NS.pop, every row of the ledger once."""
-    out = tmp_path / "out"
-    _, _, written = pop_ledger(spark, store_pop / "store", subscriptions, keep=out)
+def _lake_night(spark, store, subscriptions, target, run, out, window):
+    """One night into the lake, as --sink iceberg commits it: the tasks in process, NS.pop's rows merged with the
+    night's events, the answer tables, NS.pop replaced, the ranges. Returns (the night's counts, the table's)."""
+    planned = build_plan(JobOptions(store=str(store), subscription_files=(str(subscriptions),), window=window))
+    os.makedirs(out)
+    plans = [planned.plan]
+    spec = SinkSpec(str(out), NORMALIZED, True, TableSplitWriter)  # the Iceberg sink's parts: a topic column
+    written = commit(str(out), T.replay(T.in_process, plans, spec, T.broker_splits(T.in_process, plans)))
+    where = Place(pafs.LocalFileSystem(), str(out), str(out))
+    (made, counts, table), held = merge_pop(spark, target, str(out), (where.fs, where.root), written, plans)
+    written.update(made)
+    written.update(write_empty_tables(str(out), NORMALIZED, True, written))
+    publish_tables(target, str(out), written, run, True, parts([("G_POP_TAG", "PopTopicA")], [("PopTopicA", 0, 0, 0)]),
+                   before_ranges=[lambda: commit_pop(target, where, run, held)])
+    return counts, table
+
+
+def test_the_lake_holds_one_row_per_popped_message_with_its_latest_fate(
+        spark, store_pop, subscriptions, whole, tmp_path):
+    """--sink iceberg, two nights cut between two revive rounds: after the first NS.pop holds every popped message,
+    42 revived, 91 in flight whose copy comes later; after the second, the rows one run makes, each once, none lost; the
+    second night's own counts (its records: no popped message's key) are apart from the table's."""
     target = IcebergTarget("pops", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh"),
                            refs=(REF,))
-    written.update(write_empty_tables(str(out), NORMALIZED, True, written))
-    added = publish_tables(target, str(out), written, "night1", True,
-                           parts([("G_POP_TAG", "PopTopicA")], [("PopTopicA", 0, 0, 0)]))
-    assert added["pop"] == written["pop"][0]
-    table = target.catalog().load_table("pops.pop")
-    a = table.scan(selected_fields=("group", "topic", "queue_id", "queue_offset", "state")).to_arrow()
-    assert Counter(zip(a.column("group").to_pylist(), a.column("topic").to_pylist(), a.column("queue_id").to_pylist(),
-                       a.column("queue_offset").to_pylist(), a.column("state").to_pylist())) == \
-        Counter((g, e["topic"], e["queueId"], e["queueOffset"], e["state"])
-                for g, rows in expected["ledger"].items() for e in rows)
+
+    def table_rows():
+        rows = target.catalog().load_table("pops.pop").scan().to_arrow().to_pylist()
+        return {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]): r for r in rows}, len(rows)
+
+    _lake_night(spark, store_pop / "store", subscriptions, target, "night1", tmp_path / "n1", Window(until=CUT))
+    rows, n = table_rows()
+    states = Counter(r["state"] for r in rows.values())
+    assert (n, states) == (952, {"acked": 786, "revived": 133 - 91, "inflight": 33 + 91})
+    counts, table = _lake_night(spark, store_pop / "store", subscriptions, target, "night2", tmp_path / "n2",
+                                Window(since=CUT))
+    assert table_rows() == (whole[0], 952)
+    assert table == whole[1]
+    assert sum(c["revived"] for c in counts) == 0 and sum(c["lost"] for c in counts) == 0
 
 
 def test_a_run_without_bodies_reads_the_checkpoints_bodies_all_the_same(spark, store_pop, subscriptions, whole):
     rows, _, _ = pop_ledger(spark, store_pop / "store", subscriptions, with_body=False)
     assert rows == whole[0]
+
+
+def _revived_after(expected, cut):
+    """The rows RocketMQ revived into a POP retry topic at or after `cut` (store time of the copy)."""
+    return {k for k, e in expected_rows(expected).items() if e["state"] == "revived" and e["revived"]["storeTs"] >= cut}
+
+
+@pytest.fixture(scope="module")
+def first_night(spark, store_pop, subscriptions, tmp_path_factory):
+    out = tmp_path_factory.mktemp("night1") / "out"
+    return out, pop_ledger(spark, store_pop / "store", subscriptions, keep=out, window=Window(until=CUT))
+
+
+def test_a_night_that_ends_before_the_store_calls_nothing_lost(first_night, expected):
+    """Every pop and ack is before the cut, 91 revived copies are stored after it: those messages are in flight in
+    the first night (a later night finds their copy), never lost, though the revive service's committed offsets
+    (the store's, at its end) are past their checkpoints; the counts and the alarm say none lost."""
+    _, (rows, counts, _) = first_night
+    later = _revived_after(expected, CUT)
+    assert len(later) == 91
+    assert set(rows) == set(expected_rows(expected))
+    assert {k for k, r in rows.items() if r["state"] == "inflight"} == \
+        later | {k for k, e in expected_rows(expected).items() if e["state"] == "inflight"}
+    assert sum(c["lost"] for c in counts) == 0
+    assert lost_warnings(counts) == []
+
+
+def test_the_second_night_alone_calls_nothing_lost_whose_message_it_did_not_read(
+        spark, store_pop, subscriptions, expected):
+    """From the cut on, the checkpoints' revive-log records and the copies are read, the popped messages are not:
+    without their keys their copies cannot be looked for, so those rows are marked and never lost. A message
+    revived after a changed invisible time may show only its first handle's ack (the change's, due when that
+    handle was): acked by what the night read, its later handle (an earlier night's) deciding once joined."""
+    rows, counts, _ = pop_ledger(spark, store_pop / "store", subscriptions, window=Window(since=CUT))
+    want = expected_rows(expected)
+    assert rows and set(rows) <= set(want)
+    assert all("message not read" in r["cut_off"] and r["uniq_key"] is None for r in rows.values())
+    revived = {k: r for k, r in rows.items() if want[k]["state"] == "revived"}
+    assert {r["state"] for r in revived.values()} == {"inflight", "acked"}
+    assert all(r["last_pop_time"] < want[k]["pops"][-1]["popTime"] and want[k]["pops"][0]["acked"]["how"] ==
+               "changeInvisible" for k, r in revived.items() if r["state"] == "acked")
+    assert sum(c["lost"] for c in counts) == 0
+
+
+def test_two_nights_joined_are_one_run(spark, store_pop, subscriptions, expected, first_night, whole):
+    """The second night's evidence joined with the rows the first wrote (what the lake does with NS.pop): every
+    popped message one row, each as one run over both nights has it, its handles included."""
+    out, _ = first_night
+    rows, counts, _ = pop_ledger(spark, store_pop / "store", subscriptions, held=out, window=Window(since=CUT))
+    assert rows == whole[0]
+    assert Counter(r["state"] for r in rows.values()) == {"acked": 786, "revived": 133, "inflight": 33}
+    assert counts == whole[1]
+
+
+def test_a_message_read_in_one_night_and_popped_first_in_the_next_is_one_row_with_its_key(
+        spark, store_pop, subscriptions, whole, expected, tmp_path):
+    """Nights cut amid the pops (270 of the 952 messages first popped before it, every message stored before it):
+    the second night's checkpoints name messages only the first night read, and have no ledger row of it; their
+    keys come from NS.messages, so their copies are found: the table is one run's."""
+    assert sum(e["pops"][0]["popTime"] < POPS_CUT for e in expected_rows(expected).values()) == 270
+    target = IcebergTarget("pops", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh"),
+                           refs=(REF,))
+    _lake_night(spark, store_pop / "store", subscriptions, target, "night1", tmp_path / "n1", Window(until=POPS_CUT))
+    _, table = _lake_night(spark, store_pop / "store", subscriptions, target, "night2", tmp_path / "n2",
+                           Window(since=POPS_CUT))
+    rows = target.catalog().load_table("pops.pop").scan().to_arrow().to_pylist()
+    assert {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]): r for r in rows} == whole[0]
+    assert len(rows) == 952 and table == whole[1]
+
+
+def test_a_rows_handles_are_its_checkpoints_in_pop_order(whole, expected):
+    """`handles`: each checkpoint's pop time, invisible time and ack, as pop_ledger.json's `pops`."""
+    rows, _, _ = whole
+    for key, e in expected_rows(expected).items():
+        assert [(h["pop_time"], h["invisible_time"], h["checkpoint"], h["acked_time"]) for h in rows[key]["handles"]] \
+            == [(p["popTime"], p["invisibleTime"], True, (p["acked"] or {}).get("ackTime")) for p in e["pops"]], key

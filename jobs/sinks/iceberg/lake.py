@@ -25,6 +25,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from jobs.errors import UsageError
+from jobs.ledgers.pop_events import pop_topics
 
 RANGES = "_mqreplay_ranges"
 RANGES_SCHEMA = pa.schema([("store", pa.string()), ("head", pa.string()), ("broker", pa.string()),
@@ -34,6 +35,10 @@ RANGES_SCHEMA = pa.schema([("store", pa.string()), ("head", pa.string()), ("brok
 RUN_DIR = re.compile(r"/data/run-([0-9A-Za-z_-]+)/")
 RUN = "mqreplay.run"  # the snapshot property naming the run that committed it
 REPAIRED = "mqreplay.repaired"  # a repair's snapshot: the runs whose files it removed
+# the ranges' group of the topics the POP ledger reads whatever the subscriptions (the revive log, the wheel): a
+# night continues them where the last ended, as the nights chained by offsets.json do; never an overlap refused
+# (no row of the answer is theirs, and NS.pop merges evidence read again)
+LEDGER_READS = "%POP_LEDGER%"
 
 
 @dataclass(frozen=True)
@@ -136,7 +141,7 @@ def held_scope(held, refs, ranges, pairs=None):
     the commit log: its offsets are known once its tasks walk it) gets its held offsets whole, merged."""
     intervals = held.intervals(refs)
     out = {}
-    for b, g, t, q, first, end in ranges:
+    for b, g, t, q, first, end in _answers(ranges):
         out.setdefault(b, []).extend((g, t, q, lo, hi) for lo, hi in _merged(
             (max(hf, first), min(he, end)) for hf, he in intervals.get((b, g, t, q), ()) if hf < end and first < he))
     planned = {(b, t, q) for b, _, t, q, _, _ in ranges}
@@ -178,23 +183,30 @@ def unheld(ranges, scope):
 
 def run_ranges(parts):
     """[(broker, group, topic, queue, first, end)] a run covers: each (broker, plan.Planned) part's queue ranges, for
-    every group subscribing the topic."""
+    every group subscribing the topic, and for LEDGER_READS those of the topics the POP ledger reads."""
     out = []
     for broker, planned in parts:
         topics = {}
         for s in planned.plan.subscriptions:
             topics.setdefault(s.sub.topic, set()).add(s.sub.group)
+        for topic in pop_topics({t for t, *_ in planned.ranges}) - set(topics):
+            topics[topic] = {LEDGER_READS}
         for topic, qid, first, end in planned.ranges:
             if end > first:
                 out += [(broker, g, topic, int(qid), int(first), int(end)) for g in sorted(topics.get(topic, ()))]
     return out
 
 
+def _answers(ranges):
+    """The ranges of the run's groups (LEDGER_READS' left out: nothing of the answer is theirs)."""
+    return [r for r in ranges if r[1] != LEDGER_READS]
+
+
 def overlapping(held, refs, ranges):
     """[(broker, group, topic, queue, first, end, held first, held end, run)]: the run's ranges a group holds, each
     held row (its run named) that overlaps."""
     intervals = held.intervals(refs)
-    return [(b, g, t, q, first, end, hf, he, run) for b, g, t, q, first, end in ranges
+    return [(b, g, t, q, first, end, hf, he, run) for b, g, t, q, first, end in _answers(ranges)
             if any(first < he and hf < end for hf, he in intervals.get((b, g, t, q), ()))
             for hf, he, run in held.rows_over(refs, b, g, t, q, first, end)]
 
@@ -332,7 +344,7 @@ def messages_present(table, held, refs, ranges):
     for (b, _, t, q), spans in held.intervals(refs).items():
         covered.setdefault((b, t, q), []).extend(spans)
     spans = {}
-    for b, _, t, q, first, end in ranges:
+    for b, _, t, q, first, end in _answers(ranges):
         if any(first < he and hf < end for hf, he in covered.get((b, t, q), ())):  # offsets earlier runs read
             lo, hi = spans.get((b, t), (first, end))
             spans[(b, t)] = (min(lo, first), max(hi, end))

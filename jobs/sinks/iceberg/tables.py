@@ -24,7 +24,6 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from jobs.errors import PublishFailed, UsageError
-from jobs.ledgers.pop_ledger import LEDGER_SCHEMA, POP
 from jobs.output import place
 from jobs.output.layouts import NORMALIZED
 from jobs.output.place import Place
@@ -38,7 +37,7 @@ from schemas.arrow_schemas import BITMAP_SCHEMA, BODIES_SCHEMA, CORRUPT_SCHEMA
 # output folder of a run (jobs/output/writers.py) -> table name; the audits get a table when they have rows
 TABLES = {"messages": "messages", "audit/collisions": "collisions", "matched": "matched",
           "audit/corrupt": "audit_corrupt", "audit/bitmaps": "audit_bitmaps", "audit/bodies": "audit_bodies",
-          "audit/consume_queue": "audit_consume_queue", POP: "pop"}
+          "audit/consume_queue": "audit_consume_queue"}
 ANSWERS = ("messages", "audit/collisions", "matched")  # a snapshot every run, empty when it has no row
 # each table's partition: what its readers select by (a group's deliveries; a topic's messages); the sink writes a
 # file per partition and split (TableSplitWriter), add_files reads a file's partition from its statistics
@@ -238,9 +237,9 @@ def publish_tables(target, out, written, run, with_body, parts, kept=None, befor
     refused (exit 2, nothing committed: a night that committed the same offsets meanwhile); the messages a
     backfill shares with the table are trimmed; then one snapshot per table, the answer tables every run, the
     audits when they have rows, matched last; then `before_ranges` (callables returning {table: files added}: the
-    timer ledger's, jobs/ledgers/timer_lake.py); then the run's ranges. `kept`: {output: [(attempt's file, final
-    name)]} of the parts the commit left where their attempts wrote them (an object store: sink.attempt_parts),
-    each moved from there into its table, _attempts/ removed then."""
+    ledgers merged across nights, jobs/ledgers/lake.py); then the run's ranges. `kept`: {output: [(attempt's
+    file, final name)]} of the parts the commit left where their attempts wrote them (an object store:
+    sink.attempt_parts), each moved from there into its table, _attempts/ removed then."""
     out, kept = Place.of(out), kept or {}
     ranges = lake.run_ranges(_named(parts))
     held = target.waiting(lambda catalog: _prepare_commit(target, catalog, run), "--sink iceberg (repairing)")
@@ -344,8 +343,6 @@ def _schema(output, with_body):
               "audit/consume_queue": CQ_AUDIT_SCHEMA}
     if output in audits:  # every part names its broker (sink.with_broker)
         return audits[output].append(pa.field("broker", pa.string()))
-    if output == POP:  # the POP ledger (jobs/ledgers/pop_ledger.py): a night's rows appended, when it has any
-        return LEDGER_SCHEMA
     return answer_schema(output, NORMALIZED, with_body)
 
 

@@ -16,7 +16,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from jobs.errors import UsageError
-from jobs.ledgers.timer_lake import TABLE as TIMERS_TABLE
+from jobs.ledgers.lake import MERGED
 from jobs.output.writers import STATISTICS, parquet_options
 from jobs.sinks.iceberg import lake
 from jobs.sinks.iceberg.tables import TABLES
@@ -27,10 +27,11 @@ TARGET_FILE_BYTES = 512 << 20  # Iceberg's default of it
 
 
 def _tables(catalog, namespace, timers=True):
-    """The namespace's tables that mqreplay writes, loaded (NS.timers with `timers`: every night rewrites it
-    whole, jobs/ledgers/timer_lake.py, so it is never compacted; its old snapshots expire and their files go)."""
+    """The namespace's tables that mqreplay writes, loaded (NS.timers and NS.pop with `timers`: every night
+    rewrites them whole, jobs/ledgers/lake.py, so they are never compacted; their old snapshots expire and their
+    files go)."""
     out = []
-    for name in list(TABLES.values()) + [lake.RANGES] + ([TIMERS_TABLE] if timers else []):
+    for name in list(TABLES.values()) + [lake.RANGES] + (list(MERGED) if timers else []):
         table = lake.load(catalog, f"{namespace}.{name}")
         if table is not None:
             out.append((name, table))

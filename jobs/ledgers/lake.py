@@ -1,0 +1,133 @@
+"""The ledgers kept as one Iceberg table each across nights (docs/iceberg.md): NS.timers (jobs/ledgers/timer_ledger.py:
+a message pending last night and delivered tonight becomes one delivered row) and NS.pop (jobs/ledgers/pop_ledger.py:
+the rows' evidence, their handles, keys and copies, joins the night's; a message in flight last night whose copy
+is revived tonight becomes one revived row), one row per message with its latest fate. A night reads the rows
+the table holds (`read_held`), its ledger step merges them with the night's events and writes the merged rows
+under the temporary OUT, and `commit_replacing` commits one snapshot that replaces the table's files with the
+merged ones (copy on write: pyiceberg writes no delete files). Merging a night again gives the same rows, so a
+run killed after this commit and before its ranges' (the lake's own record that a night counts) is simply run
+again."""
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from jobs.errors import UsageError
+from jobs.ledgers.pop_ledger import LEDGER_SCHEMA as POP_SCHEMA
+from jobs.ledgers.pop_ledger import POP, write_pop_ledger
+from jobs.ledgers.timer_ledger import LEDGER_SCHEMA as TIMERS_SCHEMA
+from jobs.ledgers.timer_ledger import TIMERS, write_ledger
+from jobs.output.spark_outputs import spark_path
+from jobs.sinks.iceberg import lake
+from jobs.sinks.iceberg.tables import RUN, move_parts, table_and_place
+from schemas.arrow_schemas import spark_schema
+
+MESSAGE_KEYS = pa.schema([("broker", pa.string()), ("topic", pa.string()), ("queue_id", pa.int32()),
+                          ("queue_offset", pa.int64()), ("msg_id", pa.string()),
+                          ("properties", pa.map_(pa.string(), pa.string()))])  # NS.messages' columns a key needs
+MERGED = (TIMERS, POP)  # the tables every night rewrites whole: never compacted (jobs/sinks/iceberg/upkeep.py)
+
+
+def merge_timers(spark, target, out_uri, where, written, reads, overdue_ms, event_files=()):
+    """OUT.tmp/timers/: the night's timer ledger merged with NS.timers' rows. Returns (write_ledger's answer, the
+    HeldTable its commit replaces)."""
+    held, rows = read_held(spark, target, TIMERS, TIMERS_SCHEMA)
+    return write_ledger(spark, out_uri, where, written, reads, overdue_ms, held=rows, event_files=event_files), held
+
+
+def commit_timers(target, where, run, held):
+    """{table: files added}: NS.timers' files replaced by the merged ones of OUT.tmp/timers/."""
+    return commit_replacing(target, where, run, held, TIMERS, TIMERS_SCHEMA)
+
+
+def merge_pop(spark, target, out_uri, where, written, plans, event_files=()):
+    """OUT.tmp/pop/: the night's POP ledger merged with NS.pop's rows, the keys of messages an earlier night read
+    and tonight's pops name taken from NS.messages. Returns (write_pop_ledger's answer, the HeldTable its commit
+    replaces)."""
+    held, rows = read_held(spark, target, POP, POP_SCHEMA)
+    return write_pop_ledger(spark, out_uri, where, written, plans, held=rows,
+                            stored_keys=lambda bounds: stored_keys(spark, target, bounds),
+                            event_files=event_files), held
+
+
+def stored_keys(spark, target, bounds):
+    """A DataFrame of (broker, topic, queue_id, queue_offset, uniq_key) of the messages NS.messages holds within
+    `bounds` ({(broker, topic, queue_id): (lowest, highest queue offset)}: pop_ledger.keyless_bounds), read from
+    the data files whose statistics can hold them (pyiceberg plans them, Spark reads them); None when none can.
+    A message's key is its UNIQ_KEY, else its msg_id, as the tasks take it (pipeline/pop_events.message_keys)."""
+    from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThanOrEqual
+    from pyspark.sql import functions as F
+
+    identifier = f"{target.namespace}.messages"
+    table = target.waiting(lambda c: lake.load(c, identifier), f"--sink iceberg ({identifier})")
+    if table is None or table.current_snapshot() is None:
+        return None
+    files = set()
+    for (_, topic, queue), (lo, hi) in sorted(bounds.items()):
+        within = And(And(EqualTo("topic", topic), EqualTo("queue_id", queue)),
+                     And(GreaterThanOrEqual("queue_offset", lo), LessThanOrEqual("queue_offset", hi)))
+        files.update(task.file.file_path for task in table.scan(row_filter=within).plan_files())
+    if not files:
+        return None
+    rows = spark.read.schema(spark_schema(MESSAGE_KEYS)).parquet(*(spark_path(f) for f in sorted(files)))
+    return rows.select(F.coalesce(F.col("broker"), F.lit("")).alias("broker"), "topic", "queue_id", "queue_offset",
+                       F.coalesce(F.col("properties").getItem("UNIQ_KEY"), F.col("msg_id")).alias("uniq_key"))
+
+
+def commit_pop(target, where, run, held):
+    """{table: files added}: NS.pop's files replaced by the merged ones of OUT.tmp/pop/."""
+    return commit_replacing(target, where, run, held, POP, POP_SCHEMA)
+
+
+class HeldTable:
+    """What a ledger's table held when the run read it: its snapshot and data files (None, (): no table yet)."""
+
+    def __init__(self, snapshot_id=None, files=()):
+        self.snapshot_id, self.files = snapshot_id, tuple(files)
+
+
+def read_held(spark, target, name, schema):
+    """(HeldTable of NS.<name>, a DataFrame of its rows (Arrow `schema`), None when it holds no file)."""
+    identifier = f"{target.namespace}.{name}"
+    table = target.waiting(lambda c: lake.load(c, identifier), f"--sink iceberg ({identifier})")
+    snapshot = table.current_snapshot() if table is not None else None
+    files = [task.file for task in table.scan().plan_files()] if snapshot is not None else []
+    held = HeldTable(snapshot.snapshot_id if snapshot is not None else None, files)
+    if not files:
+        return held, None
+    return held, spark.read.schema(spark_schema(schema)).parquet(*(spark_path(f.file_path) for f in files))
+
+
+def commit_replacing(target, where, run, held, name, schema):
+    """{table: files added}: one snapshot of NS.<name> naming the run: the files it held (`held`) replaced by the
+    merged ones under OUT.tmp/<name>/ (`where`: the temporary OUT, a jobs/output/place.Place; moved into the table's
+    location first). UsageError (exit 2) when another run committed to the table since this one read it: its
+    merge would be lost."""
+    identifier = f"{target.namespace}.{name}"
+    fs, root = where.fs, where.root
+    table, location = target.waiting(lambda c: table_and_place(target, c, identifier, schema, None),
+                                     f"--sink iceberg ({identifier})")
+    current = table.current_snapshot()
+    if _committed(table, run):
+        return {name: 0}  # committed already (a retry after a commit whose answer was lost)
+    if (current.snapshot_id if current is not None else None) != held.snapshot_id:
+        raise UsageError(f"--sink iceberg: {identifier} changed while this run ran (another run committed to it): "
+                         "nothing of this run was committed to it; run the night again")
+    files = move_parts(where, name, location, run)
+    if fs.get_file_info(f"{root}/{name}").type != pafs.FileType.NotFound:
+        fs.delete_dir(f"{root}/{name}")
+
+    def replace(catalog):
+        fresh = catalog.load_table(identifier)
+        if _committed(fresh, run):
+            return
+        with fresh.transaction() as tx:
+            if held.files:
+                with tx.update_snapshot(snapshot_properties={RUN: run}).overwrite() as overwrite:
+                    for data_file in held.files:
+                        overwrite.delete_data_file(data_file)
+            tx.add_files(files, snapshot_properties={RUN: run})
+    target.waiting(replace, f"--sink iceberg (committing {identifier})")
+    return {name: len(files)}
+
+
+def _committed(table, run):
+    return any(s.summary and s.summary.additional_properties.get(RUN) == run for s in table.snapshots())
