@@ -71,9 +71,11 @@ run: $(STAMP) $(SAMPLE_STORE)/.complete ## replay the sample store on local Spar
 bench: $(STAMP) ## the job side by side with RocketMQ's read path (generates a 3M-message store once; BENCH_ARGS=--ratios)
 	@$(JAVA_ENV) && $(VPY) tools/bench.py $(BENCH_ARGS)
 
-lint: $(STAMP) ## flake8 and isort checks
+lint: $(STAMP) ## flake8, isort, the layers as import-linter contracts, mypy (setup.cfg)
 	$(VPY) -m flake8 jobs filtering schemas tests tools
 	$(VPY) -m isort --check-only jobs filtering schemas tests tools
+	$(VENV)/bin/lint-imports
+	$(VPY) -m mypy
 
 clean: ## remove generated stores and outputs (keeps .venv)
 	rm -rf build

@@ -104,7 +104,7 @@ class BitmapAudit:
     mismatch: np.ndarray
     explained: np.ndarray
     missing: dict = field(default_factory=dict)  # row -> groups whose bits the stored bitmap lacks
-    recomputed: np.ndarray = None  # (N, w) of the stored registrations alone
+    recomputed: np.ndarray | None = None  # (N, w) of the stored registrations alone
 
     def counters(self):
         return {"units": len(self.compared), "bitmaps_compared": int(self.compared.sum()),

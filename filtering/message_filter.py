@@ -37,8 +37,8 @@ class UnitBatch:
     stored_valid: np.ndarray  # bool: the ext unit holds a bitmap
     properties: pa.Array  # map<string, string>
     tags: pa.Array  # string
-    coded: dict = None  # {name: dictionary column} of the properties SQL92 reads, when the decode encoded them
-    _tags_encoded: tuple = field(default=None, repr=False)
+    coded: dict | None = None  # {name: dictionary column} of the properties SQL92 reads, when the decode encoded them
+    _tags_encoded: tuple | None = field(default=None, repr=False)
 
     def __len__(self):
         return len(self.tags_code)
@@ -60,7 +60,7 @@ class Outcome:
     client: np.ndarray  # what the consumer finally receives
     errors: np.ndarray  # evaluation errors (SQL92 exceptions, PYTHON exceptions) wherever it was evaluated
     evaluated: np.ndarray  # where the expression was evaluated (dispatcher: every row; else stage 2)
-    bloom_skips: np.ndarray = None  # SQL92: why stage 1 did not consult the bloom filter (stage1_sql)
+    bloom_skips: np.ndarray | None = None  # SQL92: why stage 1 did not consult the bloom filter (stage1_sql)
 
 
 def sql_outcomes(expression, properties):

@@ -20,11 +20,11 @@ class Subscription:
     topic: str
     expression_type: str
     expression: str
-    born_time: int = None
-    bloom_bits: tuple = None
+    born_time: int | None = None
+    bloom_bits: tuple | None = None
     stored: bool = False
-    born_from: str = None  # where born_time came from: the store's consumerFilter.json, or a subscriptions file
-    pop_retry_of: str = None  # a POP retry topic's: the topic whose unacked messages it holds (pop_retry_topics)
+    born_from: str | None = None  # where born_time came from: the store's consumerFilter.json, or a subscriptions file
+    pop_retry_of: str | None = None  # a POP retry topic's: the topic whose unacked messages it holds (pop_retry_topics)
 
 
 @dataclass
@@ -35,8 +35,8 @@ class CompiledSubscription:
     tag: object = None
     sql: object = None
     python: object = None
-    error: str = None
-    warning: str = None  # compiled, but not as the user may think (RocketMQ ignored trailing text)
+    error: str | None = None
+    warning: str | None = None  # compiled, but not as the user may think (RocketMQ ignored trailing text)
 
     @property
     def key(self):

@@ -52,7 +52,7 @@ class MessageRows:
     groups: pa.Array
     delivered: Pairs
     collided: Pairs
-    rows: np.ndarray = None
+    rows: np.ndarray | None = None
 
 
 def replay_topic(plan, topic, units, messages, out):

@@ -202,13 +202,13 @@ class ExplainRequest:
     commitlog: str  # --commitlog as given
     options: JobOptions
     window: object  # jobs/plan/window.Window of --since/--until
-    group: str = None
-    topic: str = None
-    key: str = None
-    queue_id: int = None
-    queue_offset: int = None
-    msg_id: str = None
-    broker: str = None  # --broker: with several, the one whose queue is meant
+    group: str | None = None
+    topic: str | None = None
+    key: str | None = None
+    queue_id: int | None = None
+    queue_offset: int | None = None
+    msg_id: str | None = None
+    broker: str | None = None  # --broker: with several, the one whose queue is meant
     json: bool = False
 
 

@@ -4,31 +4,20 @@ choices over them. The job, the data source and explain all build their JobOptio
 import json
 import os
 from dataclasses import dataclass, field, fields
-from enum import Enum
+from typing import Any
 
 from filtering.bloom import BROKER_BLOOM_F, BROKER_BLOOM_N
 from jobs.output.layouts import NORMALIZED
 from jobs.plan.units.choose import UnitsFrom
 from jobs.plan.window import Window
+from jobs.policy import CorruptPolicy
 from schemas.errors import ConfigError
 
-DEFAULTS = {
+DEFAULTS: dict[str, Any] = {
     "split_size_mb": 128, "bloom_f": BROKER_BLOOM_F, "bloom_n": BROKER_BLOOM_N, "rocketmq_version": "5",
     "from": "earliest", "retry_subscriptions": True, "filter_support_retry": False, "with_body": True,
     "on_corrupt": "fail", "verify_crc": False, "max_body_mb": 64, "timer_overdue_seconds": 300, "spark": {},
 }
-
-
-class CorruptPolicy(Enum):
-    """What damaged data does to a run (--on-corrupt, on_corrupt, onCorrupt), made from its name once, in
-    `job_options`; the code below asks `skips`, never the name (the value: messages and JSON)."""
-
-    FAIL = "fail"  # the first problem found stops the run
-    SKIP = "skip"  # damaged data is audited and left out
-
-    @property
-    def skips(self):
-        return self is CorruptPolicy.SKIP
 
 
 CHOICES = {"rocketmq_version": ("4", "5"), "from": ("earliest", "committed"),
@@ -100,7 +89,7 @@ class JobOptions:
     # a plain read (the data source, a row per message): read every topic's queues, or only those of
     # read_topics when given, whatever the subscriptions need; no subscription is then required
     read_all: bool = False
-    read_topics: tuple = None
+    read_topics: tuple | None = None
     commitlog: tuple = ()  # --commitlog: the directories of a log kept elsewhere than under the store root
     units_from: UnitsFrom = UnitsFrom.AUTO  # --units-from: where units come from (jobs/plan/units/choose.py)
     audit_consume_queue: bool = False  # --audit-consume-queue: every unit checked against the commit log

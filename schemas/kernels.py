@@ -8,6 +8,7 @@ offset and data buffers directly. Everything else stays numpy and Arrow. Compile
 (`cache=True`); loops release the GIL.
 """
 import os
+from typing import Any
 
 import numba
 import numpy as np
@@ -19,7 +20,7 @@ from numba.extending import intrinsic
 from schemas.log import layout as L
 
 # cached machine code needs a real source file; from a --py-files zip each worker process compiles once
-JIT = dict(cache=os.path.isfile(__file__), nogil=True, boundscheck=False)
+JIT: dict[str, Any] = dict(cache=os.path.isfile(__file__), nogil=True, boundscheck=False)
 
 # record_fields error codes, in the order the checks apply (the first failing check names the error)
 OK, BAD_MAGIC, BAD_SIZE, BAD_BODY, BAD_TOPIC, BAD_PROPERTIES = 0, 1, 2, 3, 4, 5

@@ -22,8 +22,8 @@ DIALECTS = {"5": KEYWORDS_5, "4": KEYWORDS_4}
 _DEEP = 150  # trees deeper than this get a temporarily raised recursion limit
 
 _lock = threading.Lock()
-_lexers = {}
-_parser = []
+_lexers: dict = {}
+_parser: list = []
 
 
 def _tools(dialect):

@@ -21,7 +21,7 @@ class Step:
     children: list = field(default_factory=list)
     evaluated: bool = False
     value: object = None
-    error: FilterEvaluationError = None
+    error: FilterEvaluationError | None = None
 
 
 class Recorder:

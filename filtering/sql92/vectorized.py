@@ -60,7 +60,7 @@ class Col:
     value: object
     null: np.ndarray
     err: np.ndarray
-    prop: str = None  # property name of a "str" column (key for the parsed-number cache)
+    prop: str | None = None  # property name of a "str" column (key for the parsed-number cache)
 
 
 class _Batch:

@@ -22,12 +22,12 @@ BEYOND = 1 << 62  # past any offset or time
 class Narrowing:
     """Everything that narrows a read: topics (None: all), [since, until) of store time, queue-offset ranges."""
 
-    topics: frozenset = None
+    topics: frozenset | None = None
     since: int = -BEYOND
     until: int = BEYOND
     queue_ranges: tuple = ()  # ((topic, queue_id, first, end), ...) from startingOffsets/endingOffsets
-    key: str = None  # only the messages carrying it (a KEYS token or the UNIQ_KEY), found through index/
-    offsets: frozenset = None  # the key's messages' commit-log offsets, once found (None: any)
+    key: str | None = None  # only the messages carrying it (a KEYS token or the UNIQ_KEY), found through index/
+    offsets: frozenset | None = None  # the key's messages' commit-log offsets, once found (None: any)
 
     @property
     def timed(self):

@@ -15,17 +15,18 @@ An ack of an earlier handle is a changed invisible time (the broker acks the old
 one).
 
 Across nights: a row keeps its evidence (`handles`, its UNIQ_KEY, its copy), so that a later night's events join
-it as one run over both nights would (`held_evidence`: NS.pop's rows merged with the night's, jobs/ledgers/lake.py).
+it as one run over both nights would (`held_evidence`: NS.pop's rows merged with the night's,
+jobs/sinks/iceberg/ledger_tables.py).
 A night alone never calls lost what a later night may still answer: lost needs the message's key (its copy looked
 for) and its POP retry topic read to its latest offset (`retry_cut`: a window that ends may stop before the copy);
 otherwise such a row is in flight."""
 import pyarrow as pa
 
 from jobs.ledgers.pop_events import ACK, BATCH_ACK, CK, MESSAGE, POP_EVENT_SCHEMA
-from jobs.output.spark_outputs import read_events, remove, sizes, write_table
-from jobs.output.writers import POP_EVENTS, write_driver_part
+from jobs.ledgers.spark_io import read_events, remove, sizes, write_empty_part, write_table
 
 POP = "pop"
+POP_EVENTS = "_pop_events"  # a run's POP events, until the driver has paired them into pop/
 ACKED, REVIVED, INFLIGHT, LOST = "acked", "revived", "inflight", "lost"
 CHANGE_INVISIBLE = "changeInvisible"
 NO_CHECKPOINT, NO_MESSAGE = "checkpoint not read", "message not read"
@@ -54,8 +55,9 @@ def write_pop_ledger(spark, out_uri, where, written, plans, held=None, stored_ke
     the events removed. Returns ({"pop": (files, rows, bytes)}, the night's counts per (broker, group), the
     written table's counts or None): count_rows' rows. `where`: OUT's (filesystem, path); `plans`: the brokers'
     ReplayPlans (their revive progress, their window). `held`: a DataFrame of the ledger rows a table holds
-    (Iceberg: jobs/ledgers/lake.py), whose evidence joins the night's: pop/ is then the merged table, counted
-    apart from the night (whose counts are what its records tell, as a night chained by offsets.json has them);
+    (Iceberg: jobs/sinks/iceberg/ledger_tables.py), whose evidence joins the night's: pop/ is then the merged
+    table, counted apart from the night (whose counts are what its records tell, as a night chained by
+    offsets.json has them);
     `stored_keys`: with it, stored_keys(keyless_bounds) gives a DataFrame of keys (KEY_COLUMNS) of messages an
     earlier night read (None: none), for the merged table's places no evidence names the key of (popped first
     tonight, read before). No row at all: a table of no row."""
@@ -74,7 +76,7 @@ def write_pop_ledger(spark, out_uri, where, written, plans, held=None, stored_ke
         table = count_rows(read_events(spark, LEDGER_SCHEMA, base, POP))
         counts = table if held is None else count_rows(settle(*night, *progress)) if night is not None else []
     if found is None or not sizes(fs, f"{root}/{POP}")[0]:
-        write_driver_part(out_uri, POP, LEDGER_SCHEMA.empty_table(), "empty")
+        write_empty_part(where, POP, LEDGER_SCHEMA)
     remove(fs, f"{root}/{POP_EVENTS}")
     return {POP: sizes(fs, f"{root}/{POP}")}, counts, None if held is None else table
 

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.task.split_decode import report_damage
+from jobs.policy import report_damage
 from schemas.log.layout import LMQ_PREFIX
 
 WHEEL_TOPIC = "rmq_sys_wheel_timer"  # 5.x TimerMessageStore.TIMER_TOPIC

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from jobs.ledgers.spark_io import read_events, remove, sizes, write_empty_part, write_table
 from jobs.ledgers.timer_events import CANCEL, DELIVERED, SCHEDULED, TIMER_EVENT_SCHEMA
-from jobs.output.spark_outputs import read_events, remove, sizes, write_table
-from jobs.output.writers import TIMER_EVENTS, write_driver_part
 
 TIMERS = "timers"
+TIMER_EVENTS = "_timer_events"  # a run's timer events, until the driver has paired them into timers/
 DELIVERED_STATE, PENDING, CANCELLED = "delivered", "pending", "cancelled"
 LEDGER_SCHEMA = pa.schema([
     ("uniq_key", pa.string()), ("real_topic", pa.string()), ("real_queue_id", pa.int32()), ("deliver_ms", pa.int64()),
@@ -28,7 +28,7 @@ def write_ledger(spark, out_uri, where, written, reads, overdue_ms, held=None, e
     then the events removed (`where`: OUT's (filesystem, path)). Returns ({output: (files, rows, bytes)} of
     timers/, the counts per (broker, real topic): count_rows' rows). `reads`: what the run read of each broker
     (Reads); a pending timer of a topic it read due more than `overdue_ms` before its latest record is overdue.
-    `held`: a DataFrame of the ledger rows a table holds (Iceberg: jobs/ledgers/lake.py), merged with the
+    `held`: a DataFrame of the ledger rows a table holds (Iceberg: jobs/sinks/iceberg/ledger_tables.py), merged with the
     run's. No row at all: a table of no row. `event_files`: the events' parts where the commit left them
     (relative to OUT: an object store's attempts, each read where it is, never copied); default timer events/."""
     events = written.pop(TIMER_EVENTS, (0, 0, 0))
@@ -41,7 +41,7 @@ def write_ledger(spark, out_uri, where, written, reads, overdue_ms, held=None, e
     rows = night if held is None else held if night is None else merged(held, night)
     counts = []
     if rows is None:
-        write_driver_part(out_uri, TIMERS, LEDGER_SCHEMA.empty_table(), "empty")
+        write_empty_part(where, TIMERS, LEDGER_SCHEMA)
     else:
         write_table(rows, base, where, TIMERS)
         counts = count_rows(read_events(spark, LEDGER_SCHEMA, base, TIMERS), reads, overdue_ms)

@@ -26,15 +26,16 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from jobs.errors import output_error
+from jobs.ledgers.pop_ledger import POP_EVENTS
+from jobs.ledgers.timer_ledger import TIMER_EVENTS
 from jobs.output.layouts import NORMALIZED, message_fields
 from jobs.output.place import Place
+from jobs.report.timeline import Timeline
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, STAT_FIELDS, TOPIC_STAT_FIELDS
 from schemas.columns import one_array
 from schemas.store import storefs
 
 ATTEMPTS = "_attempts"
-TIMER_EVENTS = "_timer_events"  # a run's timer events, until the driver has paired them into timers/
-POP_EVENTS = "_pop_events"  # a run's POP events, until the driver has paired them into pop/
 # What a task returns, a dict per row (pickled back by Spark): `file` rows (kind, output, path, final, rows,
 # bytes: where a part was written, its rows and bytes) and counter rows (`stats` per group and topic,
 # `topic_stats` per topic: kind, group, topic, stats; `example` of an evaluation error: kind, group, topic,
@@ -59,7 +60,7 @@ ANSWER_TABLES = ("matched", "messages", "audit/collisions")  # the answer's tabl
 # A matched or collided row's message integers repeat over its groups' rows (a message's rows together): plain, which
 # zstd takes in runs, not delta-encoded (a split of the bench store: 14% fewer bytes, 0.167 -> 0.157 CPU-s to
 # write); the timestamps, which also jump between messages, stay smaller delta-encoded
-RUN_INTEGERS = ("queue_id", "queue_offset", "commitlog_offset")
+RUN_INTEGERS: tuple[str, ...] = ("queue_id", "queue_offset", "commitlog_offset")
 PARQUET_OPTIONS = dict(compression="zstd", compression_level=1, use_dictionary=False)
 
 
@@ -250,7 +251,7 @@ class TableSplitWriter(SplitWriter):
     group, with statistics of `group` (from which add_files reads the partition of a file)."""
 
     statistics = STATISTICS + ["group", "broker"]
-    run_integers = ()  # a part per group (_pairs): a message's rows are not together, its offsets ascend
+    run_integers: tuple[str, ...] = ()  # a part per group (_pairs): its offsets ascend, no run
 
     def _pairs(self, output, piece, pairs):
         groups, rows = pairs
@@ -444,28 +445,3 @@ def write_empty_tables(out, layout, with_body, written):
             pq.write_table(schema.empty_table(), stream, **parquet_options(schema))
             made[output] = (1, 0, stream.tell())
     return made
-
-
-class Timeline:
-    """(delivered, collided, filtered) per bucket of store time of one group and topic, at the widest bucket
-    width added so far (filtering/topic_replay.py's widths each divide the next: re-bucketing is exact)."""
-
-    def __init__(self):
-        self.width, self.counts = 0, {}
-
-    def add(self, width, buckets, counts):
-        if width > self.width:
-            old, self.width, self.counts = self.counts, width, {}
-            for bucket, triple in old.items():
-                self._put(bucket, triple)
-        for bucket, triple in zip(buckets, counts):
-            self._put(bucket, triple)
-
-    def _put(self, bucket, triple):
-        slot = self.counts.setdefault(bucket // self.width * self.width, [0, 0, 0])
-        for i, n in enumerate(triple):
-            slot[i] += n
-
-    def report(self):
-        buckets = sorted(self.counts)
-        return {"width": self.width, "buckets": buckets, "counts": [self.counts[b] for b in buckets]}

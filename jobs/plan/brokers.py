@@ -46,7 +46,7 @@ class Broker:
     uri: str
     named: bool = True  # given as NAME=URI; False: a bare --store, named from its store
     fs: object = field(default=None, compare=False, repr=False)
-    root: str = field(default=None, compare=False, repr=False)
+    root: str | None = field(default=None, compare=False, repr=False)
     log_dirs: tuple = field(default=(), compare=False, repr=False)
 
     def open_store(self):

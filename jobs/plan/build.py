@@ -19,7 +19,7 @@ from jobs.plan.cq_index import SegmentIndex
 from jobs.plan.replay_plan import ReplayPlan, replay_plan
 from jobs.plan.units.choose import BrokerUnits, choose, store_topics
 from jobs.plan.window import resolve
-from jobs.settings import CorruptPolicy
+from jobs.policy import CorruptPolicy
 from schemas.errors import ConfigError, CorruptStoreError
 from schemas.log import layout as L
 from schemas.log.multi_dispatch import is_lmq
@@ -44,15 +44,15 @@ class Planned:
     layout: object
     subscriptions: list  # every CompiledSubscription, failed ones included
     committed: dict  # (topic, group) -> {queue_id: offset}, for --from committed
-    problems: list = None  # listing and config problems: [{file, offset, topic, queue_id, reason}]
+    problems: list | None = None  # listing and config problems: [{file, offset, topic, queue_id, reason}]
     lost_units: tuple = ()  # LostUnits: consume-queue units a truncated file no longer holds
     warnings: list = field(default_factory=list)  # what the run must say besides its counters
-    segments: SegmentIndex = None  # the consume-queue segments of the needed queues, probed once
+    segments: SegmentIndex | None = None  # the consume-queue segments of the needed queues, probed once
     ranges: tuple = ()  # ((topic, queue_id, first, end), ...): the queue offsets the run covers (pipeline/window.py)
-    sources: BrokerUnits = None  # where each queue's units come from (jobs/plan/units/)
+    sources: BrokerUnits | None = None  # where each queue's units come from (jobs/plan/units/)
     # a broker of several (build_plan's `several`): what the run's check of names that match nothing needs,
     # made over all brokers at once (jobs/plan/cluster.py): (user registrations, subscriptions, topics present)
-    names: tuple = None
+    names: tuple | None = None
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 task."""
 from dataclasses import dataclass, replace
 
-from jobs.settings import CorruptPolicy
+from jobs.policy import CorruptPolicy
 
 
 @dataclass(frozen=True)
@@ -29,19 +29,20 @@ class ReplayPlan:
     # ((group, topic, queue_id, first, end), ...): offsets an Iceberg lake holds for the group already
     # (jobs/sinks/iceberg/lake.py held_scope), out of its scope as offsets below a committed one are
     held: tuple = ()
-    data_end: int = None  # end of the last record any consume queue points at: no split starts beyond it
-    since: int = None  # the store-time window, epoch ms, since <= t < until, checked on every unit
-    until: int = None
-    spans: tuple = None  # with a window: commit-log [start, end) ranges its units point into (jobs/plan/window.py)
+    data_end: int | None = None  # end of the last record any consume queue points at: no split starts beyond it
+    since: int | None = None  # the store-time window, epoch ms, since <= t < until, checked on every unit
+    until: int | None = None
+    # with a window: commit-log [start, end) ranges its units point into (jobs/plan/window.py)
+    spans: tuple | None = None
     # the broker's units sources (jobs/plan/units/), each serving its queues: what a task reads units from
     units: tuple = ()
     # --audit-consume-queue: ((topic, queue_id, first, end), ...) of the queues whose units are checked against
     # the commit log (jobs/task/cq_audit.py); None: no audit
-    audit_queues: tuple = None
-    broker: str = None  # the broker of the store (jobs/plan/brokers.py): every row the tasks write names it
+    audit_queues: tuple | None = None
+    broker: str | None = None  # the broker of the store (jobs/plan/brokers.py): every row the tasks write names it
     # a store with POP (a revive topic): ((revive topic, queue, the revive service's committed offset), ...), and
     # the tasks extract the POP ledger's events (jobs/ledgers/pop_events.py); None: no POP
-    pop_revive: tuple = None
+    pop_revive: tuple | None = None
     # the POP retry topics of the store a window that ends (--until, --ending-offsets) does not read to their latest
     # offsets: a copy the revive service put before it committed its offsets may be beyond the window, so a message
     # of theirs is never called lost (jobs/ledgers/pop_ledger.py)

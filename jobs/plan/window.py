@@ -81,13 +81,13 @@ def _before_any_store(text, value):
 class Window:
     """What the command line asks: store-time bounds in epoch ms and offsets per topic and queue."""
 
-    since: int = None
-    until: int = None
+    since: int | None = None
+    until: int | None = None
     starting: dict = field(default_factory=dict)  # {topic: {queue_id: offset}}
     ending: dict = field(default_factory=dict)
     # the per-broker shape: {broker: {topic: {queue_id: offset}}} (None: the per-topic shape, or nothing, given)
-    starting_by_broker: dict = None
-    ending_by_broker: dict = None
+    starting_by_broker: dict | None = None
+    ending_by_broker: dict | None = None
 
     @property
     def given(self):

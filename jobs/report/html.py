@@ -13,7 +13,7 @@ import html
 import json
 
 from filtering.topic_replay import timeline_width
-from jobs.output.writers import Timeline
+from jobs.report.timeline import Timeline
 
 STATUS = {0: "clean", 1: "input damaged", 2: "usage", 3: "finished, some subscriptions did not parse",
           4: "finished, damaged data skipped", 5: "failed"}

@@ -2,8 +2,8 @@
 from the tasks' reports, the console table, and the exit code that goes with it."""
 import unicodedata
 
-from jobs.output.writers import Timeline
 from jobs.plan.window import describe
+from jobs.report.timeline import Timeline
 from schemas.arrow_schemas import STAT_FIELDS, TOPIC_STAT_FIELDS
 
 

@@ -102,7 +102,7 @@ def run_console(quiet=(), env=None):
             stream.close()
 
 
-_wrapper_runs = set()  # run ids of the venv's wrapper this process has used: each names one run only
+_wrapper_runs: set[str] = set()  # run ids of the venv's wrapper this process has used: each names one run only
 
 
 def run_identity(env=None, parent=None):

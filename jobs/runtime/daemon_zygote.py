@@ -67,7 +67,7 @@ class Zygote:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-_started = []  # the zygotes this driver started, held for its life (their lifelines close with it)
+_started: list[Zygote] = []  # the zygotes this driver started, held for its life (their lifelines close with it)
 
 
 def start(python):

@@ -26,7 +26,7 @@ _ending = threading.Event()  # set while the run publishes or cleans up: a signa
 _stopped = threading.Event()  # a stop was raised, or the run published: later signals change nothing
 _published = threading.Event()  # OUT is published: the run has finished
 _committing = threading.Event()  # set from the stage's end until OUT is published: the run is finishing
-_signalled = []  # the stop signal raised (py4j turns a RunStopped raised inside its call into its own error)
+_signalled: list[int] = []  # the stop signal raised (py4j turns a RunStopped raised inside its call into its own error)
 
 
 def stop_on_signals():

@@ -21,7 +21,6 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from jobs.errors import UsageError
-from jobs.ledgers.lake import commit_pop, commit_timers, merge_pop, merge_timers
 from jobs.ledgers.pop_ledger import write_pop_ledger
 from jobs.ledgers.timer_ledger import write_ledger
 from jobs.output.layouts import NORMALIZED
@@ -40,6 +39,7 @@ from jobs.output.writers import (
 )
 from jobs.plan.brokers import bare
 from jobs.sinks.iceberg import tables as lake_sink
+from jobs.sinks.iceberg.ledger_tables import commit_pop, commit_timers, merge_pop, merge_timers
 from jobs.task.cq_audit import CQ_AUDIT_SCHEMA
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 
@@ -47,7 +47,7 @@ from schemas.arrow_schemas import CORRUPT_SCHEMA
 class Sink(abc.ABC):
     """The protocol every sink follows; each hook's default is what a sink that has nothing to add does."""
 
-    name = None  # --sink's value (SINKS)
+    name: str | None = None  # --sink's value (SINKS)
     writer = SplitWriter  # the task-side writer of a split's parts (jobs/output/writers.py)
 
     @classmethod
@@ -101,7 +101,7 @@ class FileSink(Sink):
     successful attempts (Parquet, Iceberg); on an object store (a move is a copy and a delete) the parts stay
     where their attempts wrote them, `kept`, each copied once to its place in OUT or in its table."""
 
-    kept = {}  # {output: [(attempt's file, final name)]}
+    kept: dict = {}  # {output: [(attempt's file, final name)]}
 
     def commit(self, out, reports, planned, options):
         """{output: (files, rows, bytes)}: the successful attempts' files at their names where a rename is one
@@ -221,7 +221,7 @@ class IcebergSink(FileSink):
                   f"{listed}; --clean-stale (or jobs.maintain, once they are old) removes them", file=sys.stderr)
 
     def ledger(self, spark, out, where, written, reads, options):
-        """NS.timers' rows merged with the night's (jobs/ledgers/lake.py), committed by `publish`."""
+        """NS.timers' rows merged with the night's (jobs/sinks/iceberg/ledger_tables.py), committed by `publish`."""
         (made, counts), self.held_timers = merge_timers(spark, self.target, out, where, written, reads,
                                                         options.timer_overdue, event_files=self._events(TIMER_EVENTS))
         self.out_where = Place(where[0], where[1], out)  # the temporary OUT, where the merged ledger waits
@@ -229,8 +229,8 @@ class IcebergSink(FileSink):
         return counts
 
     def pop_ledger(self, spark, out, where, written, planned):
-        """NS.pop's rows merged with the night's POP events (jobs/ledgers/lake.py), committed by `publish`: (the
-        night's counts, the merged table's)."""
+        """NS.pop's rows merged with the night's POP events (jobs/sinks/iceberg/ledger_tables.py), committed by
+        `publish`: (the night's counts, the merged table's)."""
         (made, counts, table), self.held_pop = merge_pop(spark, self.target, out, where, written,
                                                          [p.plan for _, p in planned.parts],
                                                          event_files=self._events(POP_EVENTS))

@@ -7,8 +7,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.policy import report_damage
 from schemas import kernels as K
-from schemas.arrow_schemas import BODIES_SCHEMA, CORRUPT_SCHEMA, MESSAGE_SCHEMA
+from schemas.arrow_schemas import BODIES_SCHEMA, MESSAGE_SCHEMA
 from schemas.columns import one_array
 from schemas.errors import CorruptStoreError
 from schemas.log import layout as L
@@ -25,28 +26,6 @@ EXT_UNREADABLE = "ext unit unreadable"
 CRC_MISMATCH = "body CRC mismatch"
 
 INNER_BATCH_DAMAGED = "inner batch damaged: its body does not hold whole messages (the client cannot unwrap it)"
-
-
-def report_damage(plan, out, units, rows, reason, path, offsets=None, deleted=False, kept=False):
-    """Skip (audit) or fail on the units at `rows`; `offsets`: positions in `path` (default commit-log).
-    deleted: retention removed their records (audited whatever --on-corrupt, as the broker's
-    OFFSET_TOO_SMALL); kept: audited, but the units are still decided (an unreadable ext unit)."""
-    rows = np.asarray(rows)
-    if not len(rows):
-        return
-    sel = units.take(pa.array(rows))
-    where = sel.column("commitlog_offset") if offsets is None else pa.array(np.asarray(offsets)[rows])
-    if not plan.skips_damage and not deleted:
-        first = sel.slice(0, 1).to_pylist()[0]
-        raise CorruptStoreError(path, where[0].as_py(), reason, first["topic"], first["queue_id"])
-    if not kept:
-        out.skipped.append(sel.select(["topic", "queue_id", "queue_offset"]))
-    n = len(rows)
-    out.add("corrupt", pa.table({
-        "file": pa.repeat(pa.scalar(path), n), "offset": where, "topic": sel.column("topic"),
-        "queue_id": sel.column("queue_id"), "queue_offset": sel.column("queue_offset"),
-        "commitlog_offset": sel.column("commitlog_offset"), "reason": pa.repeat(pa.scalar(reason), n)},
-        schema=CORRUPT_SCHEMA))
 
 
 def check_ext(plan, units, out):
@@ -277,7 +256,7 @@ class _Held:
         return messages, units
 
 
-_HELD = {}  # commit-log path -> (start, bytes) of the split a task is decoding (held_split)
+_HELD: dict = {}  # commit-log path -> (start, bytes) of the split a task is decoding (held_split)
 
 
 @contextmanager

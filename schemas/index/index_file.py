@@ -61,10 +61,10 @@ class IndexFile:
 
     path: str
     size: int
-    header: Header = None
-    slots: np.ndarray = None  # >i4 per slot
-    entries: np.ndarray = None  # ENTRY_DTYPE per entry
-    problems: list = None
+    header: Header | None = None
+    slots: np.ndarray | None = None  # >i4 per slot
+    entries: np.ndarray | None = None  # ENTRY_DTYPE per entry
+    problems: list | None = None
 
     @property
     def name(self):

@@ -190,7 +190,7 @@ class CommitLog:
 
     files: tuple = ()
     dirs: tuple = ()
-    _starts: tuple = field(default=None, compare=False, repr=False)
+    _starts: tuple | None = field(default=None, compare=False, repr=False)
 
     @property
     def file_size(self):

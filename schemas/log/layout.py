@@ -52,7 +52,7 @@ HEAD_SIZE = HEAD_DTYPE.itemsize  # 48: bornHost starts here
 # Where each fixed field starts in a record, named once from the dtype (schemas/kernels.record_walk reads
 # them; no kernel spells a literal offset): 0, 4, 8, 12, 16, 20, 28, 36, 40.
 (TOTAL_SIZE_AT, MAGIC_AT, BODY_CRC_AT, QUEUE_ID_AT, FLAG_AT, QUEUE_OFFSET_AT, PHYSICAL_OFFSET_AT, SYS_FLAG_AT,
- BORN_TIMESTAMP_AT) = (HEAD_DTYPE.fields[name][1] for name in HEAD_DTYPE.names)
+ BORN_TIMESTAMP_AT) = (offset for _, offset, *_ in HEAD_DTYPE.fields.values())  # type: ignore[union-attr]
 BORN_HOST_AT = HEAD_SIZE
 HOST_V4_SIZE = 8
 HOST_V6_SIZE = 20
@@ -60,8 +60,8 @@ IP_V4_SIZE, IP_V6_SIZE = HOST_V4_SIZE - 4, HOST_V6_SIZE - 4  # a host is its add
 STORE_TIMESTAMP_SIZE = 8
 # After storeHost: reconsumeTimes, preparedTransactionOffset, bodyLength; offsets from the end of storeHost.
 MID_DTYPE = np.dtype([("reconsume_times", ">i4"), ("prepared_transaction_offset", ">i8"), ("body_length", ">i4")])
-RECONSUME_TIMES_AT, PREPARED_TRANSACTION_OFFSET_AT, BODY_LENGTH_AT = (MID_DTYPE.fields[name][1]
-                                                                      for name in MID_DTYPE.names)
+RECONSUME_TIMES_AT, PREPARED_TRANSACTION_OFFSET_AT, BODY_LENGTH_AT = (
+    offset for _, offset, *_ in MID_DTYPE.fields.values())  # type: ignore[union-attr]
 MID_SIZE = MID_DTYPE.itemsize  # 16: the body starts past it
 # Smallest possible record (v1, IPv4 hosts, empty body/topic/properties).
 MIN_RECORD_SIZE = HEAD_SIZE + HOST_V4_SIZE + 8 + HOST_V4_SIZE + MID_SIZE + 1 + 2

@@ -61,7 +61,7 @@ def _queue_of(key):
     return key[5:5 + n].decode("utf-8", "replace"), qid, offset
 
 
-_HELD = {}  # path -> RocksConsumeQueue opened while `held` lasts
+_HELD: dict = {}  # path -> RocksConsumeQueue opened while `held` lasts
 _DEPTH = [0]  # `held` scopes entered and not left
 
 

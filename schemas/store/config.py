@@ -11,7 +11,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from schemas.errors import ConfigError
 from schemas.queues.rocksdb_store import committed_offsets
@@ -360,7 +360,8 @@ def load_registrations(path) -> list:
     root = load_fastjson(path)
     if not isinstance(root, dict):
         raise ConfigError(path, f"expected a JSON object at the top, got {type(root).__name__}")
-    out, seen = [], {}
+    out: list = []
+    seen: dict = {}
     for i, entry in enumerate(_get(path, root, "", "groups", list)):
         reg = _registration(path, entry, f"groups[{i}]")
         first = seen.setdefault((reg.group, reg.topic), i)
@@ -424,7 +425,9 @@ def load_store_config(store_dir, absent=(), needed=None) -> StoreConfig:
                CONSUMER_OFFSET_FILE: (load_consumer_offsets, dict),
                TOPICS_FILE: (load_topics, dict),
                SUBSCRIPTION_GROUP_FILE: (load_subscription_groups, dict)}
-    values, paths, damaged = {}, {}, []
+    values: dict[str, Any] = {}
+    paths: dict[str, str] = {}
+    damaged: list[str] = []
     for name, (load, empty) in loaders.items():
         found = _present(config / name) if needed is None or name in needed else None
         if found is not None and str(found) in absent:

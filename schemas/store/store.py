@@ -33,7 +33,7 @@ class StoreLayout:
     queues: tuple
     ignored: tuple = field(default=())  # files that are not segments (.tmp etc.), for the audit
     log: CommitLog = field(default_factory=CommitLog)  # where the log's files are (schemas/log/files.py)
-    rocksdb_cq: str = None  # consumequeue/ when it is (also) a RocksDB: 5.2+ storeType=defaultRocksDB
+    rocksdb_cq: str | None = None  # consumequeue/ when it is (also) a RocksDB: 5.2+ storeType=defaultRocksDB
     batch_queues: tuple = ()  # QueueFiles of batchconsumequeue/ (5.x BatchCQ topics)
 
 

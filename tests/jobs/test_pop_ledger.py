@@ -16,7 +16,6 @@ import pyarrow.fs as pafs
 import pytest
 
 from jobs import explain
-from jobs.ledgers.lake import commit_pop, merge_pop
 from jobs.ledgers.pop_ledger import LEDGER_SCHEMA, lost_warnings, pop_summary, write_pop_ledger
 from jobs.output.layouts import NORMALIZED
 from jobs.output.place import Place
@@ -25,6 +24,7 @@ from jobs.plan.build import build_plan
 from jobs.plan.window import Window
 from jobs.report import html as report
 from jobs.settings import CorruptPolicy, JobOptions
+from jobs.sinks.iceberg.ledger_tables import commit_pop, merge_pop
 from jobs.sinks.iceberg.tables import IcebergTarget, publish_tables
 from jobs.task import stage as T
 from schemas.arrow_schemas import spark_schema

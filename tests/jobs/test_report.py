@@ -11,10 +11,11 @@ import pytest
 
 from filtering.topic_replay import _slot_counter
 from jobs.output.layouts import NORMALIZED
-from jobs.output.writers import CountingSplitWriter, SinkSpec, Timeline
+from jobs.output.writers import CountingSplitWriter, SinkSpec
 from jobs.plan.build import build_plan
 from jobs.report import html as report
 from jobs.report.summary import Counters, build_summary
+from jobs.report.timeline import Timeline
 from jobs.settings import JobOptions
 from jobs.task import stage as T
 

@@ -20,8 +20,8 @@ class Split:
     start: int
     end: int
     walked: object = None
-    since: int = None
-    until: int = None
+    since: int | None = None
+    until: int | None = None
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class UnitsSource:
     (split, split_holds, for_split), the planning (prepared, data_end) and the window (queue_bounds, windowed,
     spans) on the driver, and explain (queue_units)."""
 
-    KIND = None  # the name summary.json's `units_source` gives it
+    KIND: str | None = None  # the name summary.json's `units_source` gives it
     STORED = True  # units a broker stored: --audit-consume-queue checks them against the records
     WALKS_RECORDS = False  # its units come from the split's records: splits start at records, every task walks
 

@@ -42,7 +42,7 @@ class BatchQueueFiles(QueueFilesSource):
     KIND = "batchconsumequeue"
 
     queues: tuple = ()
-    segments: tuple = None
+    segments: tuple | None = None
     offsets: tuple = ()
 
     @property

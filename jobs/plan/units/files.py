@@ -23,7 +23,7 @@ class ConsumeQueueFiles(QueueFilesSource):
     KIND = "consumequeue"
 
     queues: tuple = ()  # schemas.store.store.QueueFiles
-    segments: SegmentIndex = None
+    segments: SegmentIndex | None = None
 
     @property
     def data_end(self):

@@ -56,9 +56,9 @@ class CatalogArgs:
     a catalog by name, or the embedded SQL catalog's URI and warehouse; the namespace; --catalog-wait's text."""
 
     namespace: str = DEFAULT_NAMESPACE
-    name: str = None
-    uri: str = None
-    warehouse: str = None
+    name: str | None = None
+    uri: str | None = None
+    warehouse: str | None = None
     wait: str = DEFAULT_WAIT
 
     @property
@@ -75,9 +75,9 @@ class IcebergTarget:
     are out of its scope, not refused)."""
 
     namespace: str = DEFAULT_NAMESPACE
-    name: str = None
-    uri: str = None
-    warehouse: str = None
+    name: str | None = None
+    uri: str | None = None
+    warehouse: str | None = None
     wait_s: float = 300.0
     refs: tuple = ()
     continuing: bool = False
@@ -237,8 +237,8 @@ def publish_tables(target, out, written, run, with_body, parts, kept=None, befor
     refused (exit 2, nothing committed: a night that committed the same offsets meanwhile); the messages a
     backfill shares with the table are trimmed; then one snapshot per table, the answer tables every run, the
     audits when they have rows, matched last; then `before_ranges` (callables returning {table: files added}: the
-    ledgers merged across nights, jobs/ledgers/lake.py); then the run's ranges. `kept`: {output: [(attempt's
-    file, final name)]} of the parts the commit left where their attempts wrote them (an object store:
+    ledgers merged across nights, jobs/sinks/iceberg/ledger_tables.py); then the run's ranges. `kept`: {output:
+    [(attempt's file, final name)]} of the parts the commit left where their attempts wrote them (an object store:
     sink.attempt_parts), each moved from there into its table, _attempts/ removed then."""
     out, kept = Place.of(out), kept or {}
     ranges = lake.run_ranges(_named(parts))

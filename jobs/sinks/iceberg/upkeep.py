@@ -16,9 +16,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from jobs.errors import UsageError
-from jobs.ledgers.lake import MERGED
 from jobs.output.writers import STATISTICS, parquet_options
 from jobs.sinks.iceberg import lake
+from jobs.sinks.iceberg.ledger_tables import MERGED
 from jobs.sinks.iceberg.tables import TABLES
 
 COMPACTED = "mqreplay.compacted"  # a compaction's snapshot: the files it rewrote
@@ -28,8 +28,8 @@ TARGET_FILE_BYTES = 512 << 20  # Iceberg's default of it
 
 def _tables(catalog, namespace, timers=True):
     """The namespace's tables that mqreplay writes, loaded (NS.timers and NS.pop with `timers`: every night
-    rewrites them whole, jobs/ledgers/lake.py, so they are never compacted; their old snapshots expire and their
-    files go)."""
+    rewrites them whole, jobs/sinks/iceberg/ledger_tables.py, so they are never compacted; their old snapshots
+    expire and their files go)."""
     out = []
     for name in list(TABLES.values()) + [lake.RANGES] + (list(MERGED) if timers else []):
         table = lake.load(catalog, f"{namespace}.{name}")

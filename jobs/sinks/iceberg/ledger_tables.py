@@ -13,9 +13,9 @@ import pyarrow.fs as pafs
 from jobs.errors import UsageError
 from jobs.ledgers.pop_ledger import LEDGER_SCHEMA as POP_SCHEMA
 from jobs.ledgers.pop_ledger import POP, write_pop_ledger
+from jobs.ledgers.spark_io import spark_path
 from jobs.ledgers.timer_ledger import LEDGER_SCHEMA as TIMERS_SCHEMA
 from jobs.ledgers.timer_ledger import TIMERS, write_ledger
-from jobs.output.spark_outputs import spark_path
 from jobs.sinks.iceberg import lake
 from jobs.sinks.iceberg.tables import RUN, move_parts, table_and_place
 from schemas.arrow_schemas import spark_schema

@@ -45,3 +45,12 @@ def sizes(fs, path):
         with fs.open_input_file(info.path) as f:
             rows += pq.ParquetFile(f).metadata.num_rows
     return len(files), rows, sum(i.size for i in files)
+
+
+def write_empty_part(where, output, schema):
+    """`output` under the temporary OUT (`where`: its filesystem and path) as a table of no row (part-empty.parquet):
+    a ledger with nothing to say is still a table a reader can load."""
+    fs, root = where
+    fs.create_dir(f"{root}/{output}", recursive=True)
+    with fs.open_output_stream(f"{root}/{output}/part-empty.parquet") as stream:
+        pq.write_table(schema.empty_table(), stream)
