@@ -10,6 +10,7 @@ An operation retried here must be whole: it loads what it changes again (a table
 another writer committed) and commits once."""
 import os
 import re
+import sqlite3
 import time
 
 from jobs.errors import OutputError, UsageError, output_error
@@ -29,13 +30,22 @@ def seconds(text, flag="--catalog-wait"):
 
 
 def busy(exc):
-    """Why the catalog refused for now (a reason to wait), or None for any other error."""
-    name, text = type(exc).__name__, str(exc)
-    if name == "OperationalError" and re.search(r"locked|busy", text, re.I):
+    """Why the catalog refused for now (a reason to wait), or None for any other error: by the exception's type
+    (pyiceberg's and SQLAlchemy's, imported here: only an Iceberg run has them loaded)."""
+    from pyiceberg.exceptions import (
+        CommitFailedException,
+        CommitStateUnknownException,
+        ServiceUnavailableError,
+        ValidationException,
+    )
+    from sqlalchemy.exc import OperationalError
+
+    text = str(exc)
+    if isinstance(exc, (OperationalError, sqlite3.OperationalError)) and re.search(r"locked|busy", text, re.I):
         return "the SQLite file is locked by another writer"
-    if name in ("CommitFailedException", "CommitStateUnknownException", "ValidationException"):
+    if isinstance(exc, (CommitFailedException, CommitStateUnknownException, ValidationException)):
         return f"a concurrent commit ({text[:160]})"  # 409, or a conflict pyiceberg's own retry found
-    if name == "ServiceUnavailableError" or re.search(r"\b503\b", text) and "Service" in text:
+    if isinstance(exc, ServiceUnavailableError):
         return f"the catalog is unavailable (503: {text[:160]})"
     return None
 
@@ -61,10 +71,12 @@ def unusable(exc, uri, what, repair):
     """The OutputError (exit 2) of a catalog that cannot be used as it is, or None: a file that is no SQLite
     database (random bytes, a truncated copy), or one that cannot be opened or written; an OSError writing the
     warehouse. `repair`: the command that registers the warehouse's tables in a new catalog."""
-    name, text = type(exc).__name__, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    from sqlalchemy.exc import DatabaseError
+
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if isinstance(exc, OSError):
         return output_error(what, exc)
-    if name not in ("DatabaseError", "OperationalError"):
+    if not isinstance(exc, (DatabaseError, sqlite3.DatabaseError)):
         return None
     where = f"--catalog-uri {uri}" if uri else "the catalog"
     if re.search(r"not a database|malformed|encrypted", text, re.I):
@@ -78,25 +90,27 @@ def unusable(exc, uri, what, repair):
     return None
 
 
-def waiting(operation, wait_s, what, uri=None, sleep=time.sleep, clock=time.monotonic, repair=None):
-    """operation() once the catalog takes it: retried while it is busy, for at most wait_s seconds. A catalog or
-    warehouse that cannot be used (`unusable`) is the output's error, exit 2, never the input's."""
-    deadline, pause, reason = clock() + wait_s, FIRST_PAUSE_S, None
-    while True:
-        try:
-            return operation()
-        except Exception as exc:  # noqa: BLE001 - only a busy catalog is retried, the rest raised as it came
-            reason = busy(exc)
-            if reason is None:
-                failed = None if isinstance(exc, ReplayError) else unusable(
-                    exc, uri, what, repair or "python -m jobs.maintain ... --register-existing")
-                if failed is not None:
-                    raise failed from exc
-                raise
-            if clock() + pause > deadline:
-                who = holders(uri)
-                raise UsageError(f"{what}: the catalog stayed busy for {wait_s:.0f} s (--catalog-wait): {reason}"
-                                 + (f"; held by {', '.join(who)}" if who else "") +
-                                 "; the lake counts a run only once its ranges are committed: run it again") from None
-            sleep(pause)
-            pause = min(pause * 2, MAX_PAUSE_S)
+def waiting(operation, wait_s, what, uri=None, sleep=time.sleep, repair=None):
+    """operation() once the catalog takes it: retried while it is busy (`busy`, by the error's type) with a pause
+    that doubles up to MAX_PAUSE_S, for at most wait_s seconds (tenacity, pyiceberg's own retry library). A catalog
+    or warehouse that cannot be used (`unusable`) is the output's error, exit 2, never the input's."""
+    import tenacity
+
+    retrying = tenacity.Retrying(
+        retry=tenacity.retry_if_exception(lambda exc: busy(exc) is not None),
+        wait=tenacity.wait_exponential(multiplier=FIRST_PAUSE_S, max=MAX_PAUSE_S),
+        stop=tenacity.stop_before_delay(wait_s), sleep=sleep, reraise=True)
+    try:
+        return retrying(operation)
+    except Exception as exc:  # noqa: BLE001 - a busy catalog past its wait, an unusable one, or raised as it came
+        reason = busy(exc)
+        if reason is not None:
+            who = holders(uri)
+            raise UsageError(f"{what}: the catalog stayed busy for {wait_s:.0f} s (--catalog-wait): {reason}"
+                             + (f"; held by {', '.join(who)}" if who else "") +
+                             "; the lake counts a run only once its ranges are committed: run it again") from None
+        failed = None if isinstance(exc, ReplayError) else unusable(
+            exc, uri, what, repair or "python -m jobs.maintain ... --register-existing")
+        if failed is not None:
+            raise failed from exc
+        raise

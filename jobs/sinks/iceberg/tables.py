@@ -46,7 +46,7 @@ RUN, STORE, OFFSETS = lake.RUN, "mqreplay.store", "mqreplay.offsets"
 # {broker: {topic: {queue: [first, end]}}} of the run, for people reading a snapshot (the lake reads its ranges)
 BROKERS = "mqreplay.brokers"
 DEFAULT_CATALOG = "mqreplay"
-EMBEDDED_CATALOG = "jobs.sinks.iceberg.sqlite_catalog.SqliteCatalog"  # pyiceberg imports it (py-catalog-impl) when used
+EMBEDDED_SCHEME = "sqlite:///"  # --catalog-uri: the embedded catalog is pyiceberg's SqlCatalog on this SQLite file
 DEFAULT_NAMESPACE = "mqreplay"  # --namespace's default (the job's and jobs.maintain's)
 
 
@@ -84,7 +84,8 @@ class IcebergTarget:
 
     def catalog(self):
         """The pyiceberg catalog (imported here: only an Iceberg run pays for it): pyiceberg's by name, or the
-        embedded one (sqlite_catalog, without SQLAlchemy; UsageError for a URI other than sqlite:///PATH).
+        embedded one, pyiceberg's SqlCatalog on a SQLite file (Iceberg's JDBC catalog tables: Java's JdbcCatalog
+        opens it too), its folder made when missing; UsageError for a URI other than sqlite:///PATH.
         Called by the job's driver and jobs.maintain only, where two defaults change unless the environment sets
         them (measured on the bench store's second night, docs/performance.md): pydantic looks for no plugins
         (PYDANTIC_DISABLE_PLUGINS), as scanning every installed distribution's entry points for them held 5 MiB
@@ -92,18 +93,26 @@ class IcebergTarget:
         core (PYICEBERG_MAX_WORKERS), not Python's cores + 4, each of which kept its own malloc arena: 3 MiB."""
         os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
         os.environ.setdefault("PYICEBERG_MAX_WORKERS", str(os.cpu_count() or 1))
-        from pyiceberg.catalog import PY_CATALOG_IMPL, load_catalog
+        from pyiceberg.catalog import load_catalog
         if self.uri is None:
             return load_catalog(self.name)
-        return load_catalog(self.name or DEFAULT_CATALOG, **{PY_CATALOG_IMPL: EMBEDDED_CATALOG, "uri": self.uri,
-                                                             "warehouse": _uri(self.warehouse)})
+        path = sqlite_path(self.uri)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)  # a new lake's folder, as its warehouse's
+        return load_catalog(self.name or DEFAULT_CATALOG, type="sql", uri=self.uri, warehouse=_uri(self.warehouse))
 
     def describe(self):
         return f"catalog {self.name}" if self.uri is None else f"{self.uri} (warehouse {self.warehouse})"
 
     def waiting(self, operation, what):
-        """operation(catalog), retried while the catalog is busy (catalog_wait.waiting)."""
-        return waiting(lambda: operation(self.catalog()), self.wait_s, what, self.uri, repair=self.register_command())
+        """operation(catalog), retried while the catalog is busy (catalog_wait.waiting); each try's catalog closed
+        after it (SqlCatalog's engine keeps a pool of connections to the file: none left open between operations)."""
+        def once():
+            catalog = self.catalog()
+            try:
+                return operation(catalog)
+            finally:
+                getattr(catalog, "close", lambda: None)()
+        return waiting(once, self.wait_s, what, self.uri, repair=self.register_command())
 
     def register_command(self):
         """jobs.maintain's command that registers the warehouse's tables in a new catalog (a lost or damaged one)."""
@@ -141,6 +150,16 @@ def with_stores(target, brokers, continuing):
     """The target knowing the run's stores by what they are (brokers.store_identity), not by their spelling."""
     return replace(target, refs=tuple(lake.StoreRef(b.name, *store_identity(b)) for b in brokers),
                    continuing=continuing)
+
+
+def sqlite_path(uri):
+    """The file of an embedded catalog's URI (`sqlite:///PATH`: absolute with four slashes, relative with three, as
+    SQLAlchemy reads them); UsageError for anything else."""
+    path = uri[len(EMBEDDED_SCHEME):] if uri and uri.startswith(EMBEDDED_SCHEME) else ""
+    if not path or "?" in path or path == ":memory:":
+        raise UsageError(f"--catalog-uri {uri!r}: give sqlite:///PATH, the embedded catalog's file (a catalog on "
+                         "another database: --catalog NAME, configured for pyiceberg)")
+    return path
 
 
 def _uri(path):
