@@ -31,7 +31,7 @@ from jobs.cli import commitlog_dirs
 from jobs.datasource.filters import option_narrowing
 from jobs.datasource.read import TIMER_EVENTS_SCHEMA, SplitRead, read_split
 from jobs.errors import UsageError
-from jobs.ledgers.timer_ledger import pair
+from jobs.ledgers.timer import pair
 from jobs.plan.brokers import brokers_of, split_store
 from jobs.plan.build import build_plan
 from jobs.plan.units.choose import UNITS_FROM

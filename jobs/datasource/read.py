@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from filtering.decision import decide_topic
 from filtering.topic_replay import message_columns
-from jobs.ledgers.timer_events import TIMER_EVENT_SCHEMA, timer_events
+from jobs.ledgers.timer import TIMER_EVENT_SCHEMA, timer_events
 from jobs.task.split_task import Pieces, decoded_topics
 from jobs.task.split_units import snap_to_records, split_units
 from schemas.queues import rocksdb_store
@@ -24,7 +24,7 @@ class SplitRead:
 
     plan: object  # ReplayPlan, its units sources cut to the partition's split (ReplayPlan.for_split)
     narrowing: object  # jobs.datasource.filters.Narrowing
-    timers: bool = False  # a row per timer event (jobs/ledgers/timer_events.py), not per message
+    timers: bool = False  # a row per timer event (jobs/ledgers/timer.py), not per message
 
 
 def read_split(job, start, end, schema):

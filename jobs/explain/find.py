@@ -18,7 +18,7 @@ from jobs.explain.pop_history import history_lines, pop_histories
 from jobs.explain.question import decide, read_queue_units
 from jobs.explain.report import VERDICTS
 from jobs.explain.times import ms_text, with_iso
-from jobs.ledgers.timer_events import CANCEL, DELIVERED, SCHEDULED, fate, timer_events
+from jobs.ledgers.timer import CANCEL, DELIVERED, SCHEDULED, fate, timer_events
 from schemas.index.key_lookup import locate_keys, store_topics
 from schemas.log import layout as L
 from schemas.log.lookup import read_records, record_size_at
@@ -91,7 +91,7 @@ def _label_timers(ctx, rows, messages):
 
 def timer_fates(ctx, messages):
     """({UNIQ_KEY: its timer ledger row}, {commit-log offset: event kind}) of the timer messages among the records
-    found (their scheduled record, delivered copy, recall marker: jobs/ledgers/timer_events.py), by the rules of
+    found (their scheduled record, delivered copy, recall marker: jobs/ledgers/timer.py), by the rules of
     the job's OUT/timers/. A wheel record the wheel cannot read is damaged data under the corruption policy, as
     in a run."""
     events = []

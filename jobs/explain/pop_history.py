@@ -1,12 +1,12 @@
 """explain --key's POP history: for each message found, what every POP group did with it (its handles, acks,
-revived copy, state), by the POP ledger's rules (jobs/ledgers/pop_events.history). The checkpoints and acks
+revived copy, state), by the POP ledger's rules (jobs/ledgers/pop.history). The checkpoints and acks
 name a message by its queue and offset, not its key: every record of the store's revive topics and timer wheel
 is read (a scan of those topics alone), their events taken by the job's own extraction."""
 import sys
 
 from jobs.explain.question import read_queue_units
 from jobs.explain.times import ms_text
-from jobs.ledgers.pop_events import history, pop_records, pop_topics, revive_progress
+from jobs.ledgers.pop import history, pop_records, pop_topics, revive_progress
 from jobs.plan.build import load_store_config_at
 from jobs.plan.units.choose import queue_source
 from schemas.store import storefs

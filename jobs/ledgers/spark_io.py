@@ -1,5 +1,5 @@
-"""What the driver's Spark steps share (the timer ledger, jobs/ledgers/timer_ledger.py; the POP ledger,
-jobs/ledgers/pop_ledger.py): the tasks' event parts read by Spark where the commit left them, a table written by Spark's
+"""What the driver's Spark steps share (the timer ledger, jobs/ledgers/timer.py; the POP ledger,
+jobs/ledgers/pop.py): the tasks' event parts read by Spark where the commit left them, a table written by Spark's
 writer into the temporary OUT without its marker files, and the (files, rows, bytes) OUT's summary gives it."""
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq

@@ -26,8 +26,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from jobs.errors import output_error
-from jobs.ledgers.pop_ledger import POP_EVENTS
-from jobs.ledgers.timer_ledger import TIMER_EVENTS
+from jobs.ledgers.pop import POP_EVENTS
+from jobs.ledgers.timer import TIMER_EVENTS
 from jobs.output.layouts import NORMALIZED, message_fields
 from jobs.output.place import Place
 from jobs.report.timeline import Timeline
@@ -160,16 +160,16 @@ class SplitWriter:
         self._append("audit/bodies", f"audit/bodies/part-{self.split:05d}.parquet", table)
 
     def _timer_event(self, table):
-        """The timer ledger's events (jobs/ledgers/timer_events.py): paired by the driver's Spark step, which
-        writes timers/ and removes them (jobs/ledgers/timer_ledger.py)."""
+        """The timer ledger's events (jobs/ledgers/timer.py): paired by the driver's Spark step, which
+        writes timers/ and removes them (jobs/ledgers/timer.py)."""
         self._append(TIMER_EVENTS, f"{TIMER_EVENTS}/part-{self.split:05d}.parquet", table)
 
     def _timer_clock(self, last):
         self.clock = last if self.clock is None else max(self.clock, last)
 
     def _pop_event(self, table):
-        """The POP ledger's events (jobs/ledgers/pop_events.py): paired by the driver's Spark step, which
-        writes pop/ and removes them (jobs/ledgers/pop_ledger.py)."""
+        """The POP ledger's events (jobs/ledgers/pop.py): paired by the driver's Spark step, which
+        writes pop/ and removes them (jobs/ledgers/pop.py)."""
         self._append(POP_EVENTS, f"{POP_EVENTS}/part-{self.split:05d}.parquet", table)
 
     def _stats(self, table):

@@ -12,8 +12,8 @@ import pyarrow.fs as pafs
 from filtering.bloom import BloomFilter
 from filtering.subscriptions import RETRY_PREFIX, compile_subscription, merge_subscriptions
 from jobs.errors import UsageError
-from jobs.ledgers.pop_events import pop_topics, revive_progress
-from jobs.ledgers.timer_events import timer_topics
+from jobs.ledgers.pop import pop_topics, revive_progress
+from jobs.ledgers.timer import timer_topics
 from jobs.plan.brokers import store_broker
 from jobs.plan.cq_index import SegmentIndex
 from jobs.plan.replay_plan import ReplayPlan, replay_plan

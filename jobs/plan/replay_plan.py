@@ -41,11 +41,11 @@ class ReplayPlan:
     audit_queues: tuple | None = None
     broker: str | None = None  # the broker of the store (jobs/plan/brokers.py): every row the tasks write names it
     # a store with POP (a revive topic): ((revive topic, queue, the revive service's committed offset), ...), and
-    # the tasks extract the POP ledger's events (jobs/ledgers/pop_events.py); None: no POP
+    # the tasks extract the POP ledger's events (jobs/ledgers/pop.py); None: no POP
     pop_revive: tuple | None = None
     # the POP retry topics of the store a window that ends (--until, --ending-offsets) does not read to their latest
     # offsets: a copy the revive service put before it committed its offsets may be beyond the window, so a message
-    # of theirs is never called lost (jobs/ledgers/pop_ledger.py)
+    # of theirs is never called lost (jobs/ledgers/pop.py)
     retry_cut: frozenset = frozenset()
 
     @property

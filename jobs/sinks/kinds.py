@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from jobs.errors import UsageError
-from jobs.ledgers.pop_ledger import write_pop_ledger
-from jobs.ledgers.timer_ledger import write_ledger
+from jobs.ledgers.pop import write_pop_ledger
+from jobs.ledgers.timer import write_ledger
 from jobs.output.layouts import NORMALIZED
 from jobs.output.place import Place
 from jobs.output.writers import (
@@ -121,7 +121,7 @@ class FileSink(Sink):
         return written
 
     def ledger(self, spark, out, where, written, reads, options):
-        """The timer ledger (timers/, jobs/ledgers/timer_ledger.py) from the committed timer events: its
+        """The timer ledger (timers/, jobs/ledgers/timer.py) from the committed timer events: its
         {output: (files, rows, bytes)} put into `written`, and its counts per (broker, real topic) returned.
         `where`: OUT's (filesystem, path)."""
         made, counts = write_ledger(spark, out, where, written, reads, options.timer_overdue,
@@ -135,7 +135,7 @@ class FileSink(Sink):
         return [path for path, _ in self.kept.pop(output, ())] if self.kept else []
 
     def pop_ledger(self, spark, out, where, written, planned):
-        """The POP ledger (pop/, jobs/ledgers/pop_ledger.py) from the committed POP events: its {output: (files, rows,
+        """The POP ledger (pop/, jobs/ledgers/pop.py) from the committed POP events: its {output: (files, rows,
         bytes)} put into `written`, (its counts per (broker, group), None) returned. `where`: OUT's (filesystem,
         path)."""
         made, counts, _ = write_pop_ledger(spark, out, where, written, [p.plan for _, p in planned.parts],

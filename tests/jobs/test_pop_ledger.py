@@ -16,7 +16,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from jobs import explain
-from jobs.ledgers.pop_ledger import LEDGER_SCHEMA, lost_warnings, pop_summary, write_pop_ledger
+from jobs.ledgers.pop import LEDGER_SCHEMA, lost_warnings, pop_summary, write_pop_ledger
 from jobs.output.layouts import NORMALIZED
 from jobs.output.place import Place
 from jobs.output.writers import SinkSpec, TableSplitWriter, commit, write_empty_tables

@@ -13,8 +13,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from jobs.datasource import register, timer_ledger
-from jobs.ledgers.timer_events import timer_events
-from jobs.ledgers.timer_ledger import LEDGER_SCHEMA, Reads, count_rows, overdue_warnings
+from jobs.ledgers.timer import LEDGER_SCHEMA, Reads, count_rows, overdue_warnings, timer_events
 from jobs.report import html as report
 from jobs.settings import CorruptPolicy
 from jobs.sinks.iceberg.tables import IcebergTarget

@@ -25,7 +25,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from jobs.errors import UsageError
-from jobs.ledgers.pop_events import pop_topics
+from jobs.ledgers.pop import pop_topics
 
 RANGES = "_mqreplay_ranges"
 RANGES_SCHEMA = pa.schema([("store", pa.string()), ("head", pa.string()), ("broker", pa.string()),

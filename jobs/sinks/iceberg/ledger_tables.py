@@ -1,5 +1,5 @@
-"""The ledgers kept as one Iceberg table each across nights (docs/iceberg.md): NS.timers (jobs/ledgers/timer_ledger.py:
-a message pending last night and delivered tonight becomes one delivered row) and NS.pop (jobs/ledgers/pop_ledger.py:
+"""The ledgers kept as one Iceberg table each across nights (docs/iceberg.md): NS.timers (jobs/ledgers/timer.py:
+a message pending last night and delivered tonight becomes one delivered row) and NS.pop (jobs/ledgers/pop.py:
 the rows' evidence, their handles, keys and copies, joins the night's; a message in flight last night whose copy
 is revived tonight becomes one revived row), one row per message with its latest fate. A night reads the rows
 the table holds (`read_held`), its ledger step merges them with the night's events and writes the merged rows
@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from jobs.errors import UsageError
-from jobs.ledgers.pop_ledger import LEDGER_SCHEMA as POP_SCHEMA
-from jobs.ledgers.pop_ledger import POP, write_pop_ledger
+from jobs.ledgers.pop import LEDGER_SCHEMA as POP_SCHEMA
+from jobs.ledgers.pop import POP, write_pop_ledger
 from jobs.ledgers.spark_io import spark_path
-from jobs.ledgers.timer_ledger import LEDGER_SCHEMA as TIMERS_SCHEMA
-from jobs.ledgers.timer_ledger import TIMERS, write_ledger
+from jobs.ledgers.timer import LEDGER_SCHEMA as TIMERS_SCHEMA
+from jobs.ledgers.timer import TIMERS, write_ledger
 from jobs.sinks.iceberg import lake
 from jobs.sinks.iceberg.tables import RUN, move_parts, table_and_place
 from schemas.arrow_schemas import spark_schema
