@@ -4,6 +4,7 @@ writer into the temporary OUT without its marker files, and the (files, rows, by
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from jobs.parquet_files import parquet_options
 from schemas.arrow_schemas import spark_schema
 
 
@@ -53,4 +54,4 @@ def write_empty_part(where, output, schema):
     fs, root = where
     fs.create_dir(f"{root}/{output}", recursive=True)
     with fs.open_output_stream(f"{root}/{output}/part-empty.parquet") as stream:
-        pq.write_table(schema.empty_table(), stream)
+        pq.write_table(schema.empty_table(), stream, **parquet_options(schema))

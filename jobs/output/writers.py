@@ -30,6 +30,7 @@ from jobs.ledgers.pop import POP_EVENTS
 from jobs.ledgers.timer import TIMER_EVENTS
 from jobs.output.layouts import NORMALIZED, message_fields
 from jobs.output.place import Place
+from jobs.parquet_files import STATISTICS, parquet_options
 from jobs.report.timeline import Timeline
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, STAT_FIELDS, TOPIC_STAT_FIELDS
 from schemas.columns import one_array
@@ -40,15 +41,6 @@ ATTEMPTS = "_attempts"
 # bytes: where a part was written, its rows and bytes) and counter rows (`stats` per group and topic,
 # `topic_stats` per topic: kind, group, topic, stats; `example` of an evaluation error: kind, group, topic,
 # reason): tens of rows, where the answer itself has millions.
-# Measured on a 270k-message split of the bench store (1.38 M matched rows), writing with pyarrow:
-#   zstd level 1 vs 3: as small, 20% faster; lz4: 25% faster, but twice the bytes; snappy: 2.5x the bytes.
-#   Integer columns (offsets, timestamps, queue ids: sorted or nearly) DELTA_BINARY_PACKED: 3-4x faster to
-#   write than plain and smaller. Strings and bodies of messages/ never repeat: plain, no dictionary (hashing
-#   them cost more than it saved). In matched rows, group, topic and msg_id go to the writer as Arrow
-#   dictionaries over distinct values (group_rows), written with no copy and no hash; tags and keys so
-#   encoded gained nothing measurable. Statistics only on the columns readers filter by (min/max of every
-#   body cost 15%; of group, which every row group holds whole, they pruned nothing).
-STATISTICS = ["topic", "queue_id", "queue_offset", "commitlog_offset", "born_timestamp", "store_timestamp"]
 # Columns of the answer's tables that no row leaves null (a record's fixed header fields, the msg_id made of two of
 # them, a row's group and topic): written as required Parquet columns, with no definition level per value to
 # encode (a split of the bench store: matched/ 0.256 -> 0.231 CPU-s to write, messages/ 0.247 -> 0.236). Readers
@@ -61,21 +53,6 @@ ANSWER_TABLES = ("matched", "messages", "audit/collisions")  # the answer's tabl
 # zstd takes in runs, not delta-encoded (a split of the bench store: 14% fewer bytes, 0.167 -> 0.157 CPU-s to
 # write); the timestamps, which also jump between messages, stay smaller delta-encoded
 RUN_INTEGERS: tuple[str, ...] = ("queue_id", "queue_offset", "commitlog_offset")
-PARQUET_OPTIONS = dict(compression="zstd", compression_level=1, use_dictionary=False)
-
-
-def parquet_options(schema, statistics=STATISTICS, plain=()):
-    """Writer options of a part of `schema`: the defaults above, integers delta-encoded (but those named in
-    `plain`), dictionary columns written as dictionaries, and so the keys of a map (the properties: a few names
-    repeated on every message; 6% fewer bytes, a little faster); the Arrow schema is not stored, so that every
-    reader reads those columns as the plain strings they are."""
-    integers = [f.name for f in schema if pa.types.is_integer(f.type)]
-    dictionaries = [f.name for f in schema if pa.types.is_dictionary(f.type)]
-    dictionaries += [f"{f.name}.key_value.key" for f in schema if pa.types.is_map(f.type)]
-    return dict(PARQUET_OPTIONS, use_dictionary=dictionaries or False, store_schema=False,
-                column_encoding={name: "PLAIN" if name in plain else "DELTA_BINARY_PACKED" for name in integers}
-                or None,
-                write_statistics=[name for name in statistics if name in schema.names])
 
 
 def hive_escape(value):

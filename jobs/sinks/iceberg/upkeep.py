@@ -16,7 +16,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from jobs.errors import UsageError
-from jobs.output.writers import STATISTICS, parquet_options
+from jobs.parquet_files import STATISTICS, parquet_options
 from jobs.sinks.iceberg import lake
 from jobs.sinks.iceberg.ledger_tables import MERGED
 from jobs.sinks.iceberg.tables import TABLES
