@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from jobs.runtime.session import _workers_import_daemon
@@ -151,3 +152,18 @@ def test_the_daemon_keeps_freed_memory_for_its_workers():
         "print(os.environ['MIMALLOC_PURGE_DELAY'], batch() < 1024)\n")  # 8,192 pages: none faulted in again
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["-1", "True"]
+
+
+def test_the_daemon_finds_numbas_cached_kernels_where_the_pinned_numba_keeps_them():
+    """load_cached reads numba's private cache index (Dispatcher._cache._cache_file._load_index), numba pinned in
+    setup.cfg: a numba that moves it fails here, not silently in every worker's first task."""
+    from numba.core.dispatcher import Dispatcher
+
+    from jobs.runtime.worker_daemon import load_cached
+    from schemas import kernels
+
+    kernels.read_i32(np.zeros(8, np.uint8), 0)  # compiled once, and so cached on disk
+    cached = [k for k in vars(kernels).values() if isinstance(k, Dispatcher) and callable(
+        getattr(getattr(getattr(k, "_cache", None), "_cache_file", None), "_load_index", None))]
+    assert kernels.read_i32 in cached
+    assert load_cached(kernels) >= 1
