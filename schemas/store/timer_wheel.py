@@ -101,9 +101,6 @@ def decode_timer_log(files, file_size=None):
     for i, f in enumerate(files):
         data = np.asarray(f.data, np.uint8)
         last = i == len(files) - 1
-        if len(data) < size:
-            problems.append(_problem(f.path, f.start + len(data),
-                                     f"truncated timer-log file: {len(data)} bytes, {size} expected"))
         whole = len(data) // UNIT_SIZE
         view = data[:whole * UNIT_SIZE].view(UNIT_DTYPE) if whole else np.zeros(0, UNIT_DTYPE)
         not_unit = np.flatnonzero(view["size"] != UNIT_SIZE)
@@ -122,6 +119,9 @@ def decode_timer_log(files, file_size=None):
         if n:
             end = f.start + n * UNIT_SIZE
         problems += _tail_problems(f, data, n * UNIT_SIZE, size, last)
+        if len(data) < size:  # after a unit it cut short (the first byte that is no whole unit comes first)
+            problems.append(_problem(f.path, f.start + len(data),
+                                     f"truncated timer-log file: {len(data)} bytes, {size} expected"))
     return (np.concatenate(units) if units else np.zeros(0, UNIT_DTYPE),
             np.concatenate(positions) if positions else np.zeros(0, np.int64), end, problems)
 
