@@ -345,8 +345,8 @@ def timer_reads(reports, planned):
 def timers_summary(counts):
     """summary.json's `timers`: the counts per (broker, real topic) and their totals (the lag's largest)."""
     lags = [r["lag_ms_max"] for r in counts if r["lag_ms_max"] is not None]
-    totals = {k: sum(r[k] for r in counts) for k in ("delivered", "pending", "cancelled", "overdue",
-                                                      "overdue_by_wheel")}
+    summed = ("delivered", "pending", "cancelled", "overdue", "overdue_by_wheel")
+    totals = {k: sum(r[k] for r in counts) for k in summed}
     return {"topics": counts, "totals": dict(totals, lag_ms_max=max(lags) if lags else None)}
 
 
