@@ -132,6 +132,7 @@ def test_under_skip_the_wheel_s_damage_is_a_problem_and_no_read_time_is_used(sto
     assert planned.plan.timer_wheel_read is None
 
 
+@pytest.mark.spark
 def test_a_pending_timer_due_before_the_wheel_s_read_time_is_overdue_by_the_wheel(spark):
     rows = [  # (uniq_key, real_topic, deliver_ms, state, lag_ms, broker)
         ("a", "T", 1_000, "pending", None, "b1"),  # before the wheel's read time (2 s): passed by the wheel
