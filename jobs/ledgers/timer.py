@@ -24,7 +24,7 @@ writes the properties string before it clears DELAY), same UNIQ_KEY.
 Left out: messages whose real topic is a system topic (`rmq_sys_`: 5.x POP's checkpoints, which the wheel carries
 to the revive log) or a retry or dead-letter topic (a consumer's retries go through the same queues, several per
 UNIQ_KEY): they are no scheduled message a producer sent."""
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -194,7 +194,7 @@ LEDGER_SCHEMA = pa.schema([
     ("delivered_commitlog_offset", pa.int64()), ("cancelled_store_timestamp", pa.int64()), ("lag_ms", pa.int64()),
     ("broker", pa.string()),
 ])
-COUNT_FIELDS = ("delivered", "pending", "cancelled", "overdue", "lag_ms_median", "lag_ms_max")
+COUNT_FIELDS = ("delivered", "pending", "cancelled", "overdue", "overdue_by_wheel", "lag_ms_median", "lag_ms_max")
 
 
 def write_ledger(spark, out_uri, where, written, reads, overdue_ms, held=None, event_files=()):
@@ -286,7 +286,9 @@ def settled(rows):
 
 def count_rows(ledger, reads, overdue_ms):
     """Per (broker, real topic): delivered, pending, cancelled, overdue (pending, of a topic the run read, due
-    more than overdue_ms before the latest record the run read of its broker: `reads`), the delivery lag's exact
+    more than overdue_ms before the latest record the run read of its broker, or before the wheel's own read time:
+    `reads`), overdue_by_wheel (those of them due before the wheel's read time, config/timercheck's lastReadTimeMs:
+    slots the wheel dequeued without delivering them, lost by the wheel), the delivery lag's exact
     median and max (ms; null without a delivered row), and `copies_looked_for` (whether the run read the real
     topic, where a delivered copy would be). Small: a row per real topic, collected."""
     from pyspark.sql import functions as F
@@ -294,6 +296,8 @@ def count_rows(ledger, reads, overdue_ms):
     state = F.col("state")
     pairs = [F.lit(x) for broker, last in sorted(reads.clocks.items()) for x in (broker, last - overdue_ms)]
     due_before = F.element_at(F.create_map(*pairs), F.col("broker")) if pairs else F.lit(None).cast("long")
+    passed = [F.lit(x) for broker, read_ms in sorted(reads.wheel.items()) for x in (broker, read_ms)]
+    wheel_read = F.element_at(F.create_map(*passed), F.col("broker")) if passed else F.lit(None).cast("long")
     topics = [x for broker, names in sorted(reads.topics.items())
               for x in (F.lit(broker), F.array(*(F.lit(t) for t in sorted(names))).cast("array<string>"))]
     read = F.coalesce(F.array_contains(F.element_at(F.create_map(*topics), F.col("broker")), F.col("real_topic")),
@@ -302,7 +306,11 @@ def count_rows(ledger, reads, overdue_ms):
         F.sum((state == DELIVERED_STATE).cast("long")).alias("delivered"),
         F.sum((state == PENDING).cast("long")).alias("pending"),
         F.sum((state == CANCELLED).cast("long")).alias("cancelled"),
-        F.sum(((state == PENDING) & read & (F.col("deliver_ms") < due_before)).cast("long")).alias("overdue"),
+        F.sum(((state == PENDING) & read & F.coalesce((F.col("deliver_ms") < due_before)
+                                                      | (F.col("deliver_ms") < wheel_read), F.lit(False)))
+              .cast("long")).alias("overdue"),
+        F.sum(((state == PENDING) & read & F.coalesce(F.col("deliver_ms") < wheel_read, F.lit(False)))
+              .cast("long")).alias("overdue_by_wheel"),
         F.percentile(F.col("lag_ms"), F.lit(0.5)).alias("lag_ms_median"),
         F.max("lag_ms").alias("lag_ms_max")).collect()
     return sorted(({"broker": r["broker"], "real_topic": r["real_topic"],
@@ -314,25 +322,31 @@ def count_rows(ledger, reads, overdue_ms):
 
 @dataclass(frozen=True)
 class Reads:
-    """What a run read of each broker: the latest store time of its records, and its topics."""
+    """What a run read of each broker: the latest store time of its records, its topics, and its timer wheel's
+    read time (config/timercheck's lastReadTimeMs) where the run read the wheel and its checkpoint is sound."""
 
     clocks: dict  # {broker: epoch ms}
     topics: dict  # {broker: frozenset of topic names}
+    wheel: dict = field(default_factory=dict)  # {broker: epoch ms}
 
 
 def timer_reads(reports, planned):
-    """Reads of a run: the clocks from the tasks' `timer_clock` rows, the topics from each broker's plan."""
+    """Reads of a run: the clocks from the tasks' `timer_clock` rows, the topics and the wheel's read time from
+    each broker's plan."""
     clocks = {}
     for r in reports:
         if r["kind"] == "timer_clock":
             clocks[r["broker"]] = max(clocks.get(r["broker"], r["last"]), r["last"])
-    return Reads(clocks, {b.name: frozenset(t for t, *_ in part.ranges) for b, part in planned.parts})
+    return Reads(clocks, {b.name: frozenset(t for t, *_ in part.ranges) for b, part in planned.parts},
+                 {b.name: part.plan.timer_wheel_read for b, part in planned.parts
+                  if part.plan.timer_wheel_read is not None})
 
 
 def timers_summary(counts):
     """summary.json's `timers`: the counts per (broker, real topic) and their totals (the lag's largest)."""
     lags = [r["lag_ms_max"] for r in counts if r["lag_ms_max"] is not None]
-    totals = {k: sum(r[k] for r in counts) for k in ("delivered", "pending", "cancelled", "overdue")}
+    summed = ("delivered", "pending", "cancelled", "overdue", "overdue_by_wheel")
+    totals = {k: sum(r[k] for r in counts) for k in summed}
     return {"topics": counts, "totals": dict(totals, lag_ms_max=max(lags) if lags else None)}
 
 
@@ -346,8 +360,14 @@ def overdue_warnings(counts, overdue_ms):
                    "real topics of pending timer messages: their delivered copies were not looked for (give a "
                    "subscription of those topics to see them delivered)")
     for r in counts:
-        if r["overdue"]:
-            out.append(f"timer wheel: {r['overdue']} message(s) of {r['real_topic']} (broker {r['broker']}) still "
+        wheel = r.get("overdue_by_wheel") or 0
+        late = r["overdue"] - wheel
+        if late:
+            out.append(f"timer wheel: {late} message(s) of {r['real_topic']} (broker {r['broker']}) still "
                        f"pending more than {overdue_ms / 1000:g} s after their due time (OUT/timers/, state "
                        "pending): is the broker's timer wheel stuck?")
+        if wheel:
+            out.append(f"timer wheel: {wheel} message(s) of {r['real_topic']} (broker {r['broker']}) still pending "
+                       "though due before the wheel's own read time (config/timercheck lastReadTimeMs: the wheel "
+                       "passed their slots without delivering them): lost by the wheel (OUT/timers/, state pending)")
     return out

@@ -13,7 +13,7 @@ from filtering.bloom import BloomFilter
 from filtering.subscriptions import RETRY_PREFIX, compile_subscription, merge_subscriptions
 from jobs.errors import UsageError
 from jobs.ledgers.pop import pop_topics, revive_progress
-from jobs.ledgers.timer import timer_topics
+from jobs.ledgers.timer import WHEEL_TOPIC, timer_topics
 from jobs.plan.brokers import store_broker
 from jobs.plan.cq_index import SegmentIndex
 from jobs.plan.replay_plan import ReplayPlan, replay_plan
@@ -34,6 +34,7 @@ from schemas.store.config import (
     load_registrations,
     load_store_config,
 )
+from schemas.store.timer_wheel import read_timer_state
 
 log = logging.getLogger("mqreplay")
 
@@ -136,6 +137,7 @@ def _build_plan(options, broker, several, layout):
     if several and not unknown_topics:  # a registration every broker holds, of a topic another broker has:
         topics &= topics_present  # nothing of it here to audit, and no commit log to walk for it
     warnings += _unreadable_topics(config.topics, topics)
+    wheel_read = _timer_wheel_read(fs, broker.root, topics, problems)
     # a damaged file of a queue this run does not read is not this run's business
     problems = [p for p in problems if p["queue_id"] is None or p["topic"] in topics]
     if problems and not options.skips_damage:
@@ -167,6 +169,7 @@ def _build_plan(options, broker, several, layout):
         units=units.sources,
         audit_queues=_audited(window.ranges, options.window) if options.audit_consume_queue else None,
         retry_cut=_retry_cut(options.window, window, topics_present),
+        timer_wheel_read=wheel_read,
     )
     lost = tuple(x for x in _lost_units(layout, window.ranges if options.window.given else ()) if x.topic in topics)
     return Planned(plan, layout, compiled, config.consumer_offsets, problems, lost, warnings, units.files.segments,
@@ -366,6 +369,22 @@ def _pop_progress(options, fs, root, topics_present, config, problems):
     if CONSUMER_OFFSET_FILE not in config_files(options):
         offsets = load_store_config_at(fs, root, (CONSUMER_OFFSET_FILE,), options.on_corrupt, problems).consumer_offsets
     return revive_progress(topics_present, offsets)
+
+
+def _timer_wheel_read(fs, root, topics, problems):
+    """The timer wheel's read time (config/timercheck's lastReadTimeMs: every slot before it was dequeued) when the
+    run reads the wheel's topic, else None; the wheel's state checked on the way (schemas/store/timer_wheel.py:
+    a timer log of partial units or bad magic, a checkpoint of the wrong size or zeroed beside units), its damage
+    added to `problems` (the run stops on it, or under --on-corrupt skip it is audited). A damaged checkpoint
+    gives no read time."""
+    if WHEEL_TOPIC not in topics:
+        return None
+    state = read_timer_state(fs, root)
+    problems += state.problems
+    cp = state.checkpoint
+    if cp is None or cp.zeroed or any(p["file"] == state.checkpoint_path for p in state.problems):
+        return None
+    return cp.last_read_time_ms
 
 
 def _start_offsets(options, compiled, committed):

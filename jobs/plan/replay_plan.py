@@ -47,6 +47,9 @@ class ReplayPlan:
     # offsets: a copy the revive service put before it committed its offsets may be beyond the window, so a message
     # of theirs is never called lost (jobs/ledgers/pop.py)
     retry_cut: frozenset = frozenset()
+    # the timer wheel's read time (config/timercheck's lastReadTimeMs) when the run reads its topic: a pending timer
+    # message due before it was passed by the wheel (jobs/ledgers/timer.py's overdue by the wheel); None: unknown
+    timer_wheel_read: int | None = None
 
     @property
     def skips_damage(self):

@@ -157,7 +157,13 @@ def _timer_alarm(data):
         return ""
     return ("<h2 class=\"bad\">Timer wheel: messages overdue</h2><ul>" + "".join(
         f"<li><strong>{_e(t['real_topic'])}</strong> (broker {_e(t['broker'])}): {t['overdue']:,} message(s) still "
-        f"pending well after their due time (OUT/timers/, state pending)</li>" for t in late) + "</ul>\n")
+        f"pending well after their due time (OUT/timers/, state pending){_by_wheel(t)}</li>" for t in late) + "</ul>\n")
+
+
+def _by_wheel(t):
+    """Which rule: how many of a topic's overdue messages the wheel's own read time (config/timercheck) passed."""
+    n = t.get("overdue_by_wheel") or 0
+    return f"; {n:,} of them due before the wheel's own read time (lost by the wheel)" if n else ""
 
 
 def _timers(data):

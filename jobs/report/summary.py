@@ -186,9 +186,9 @@ def summary_table(summary):
     timers = (summary.get("timers") or {}).get("topics") or []
     if timers:
         out += ["", "timer messages per real topic (OUT/timers/):"]
-        out += _table(["broker", "real_topic", "delivered", "pending", "cancelled", "overdue", "lag_ms_median",
-                       "lag_ms_max"], [[str(t[k]) for k in ("broker", "real_topic", "delivered", "pending", "cancelled",
-                                                            "overdue", "lag_ms_median", "lag_ms_max")] for t in timers])
+        names = ["broker", "real_topic", "delivered", "pending", "cancelled", "overdue", "overdue_by_wheel",
+                 "lag_ms_median", "lag_ms_max"]
+        out += _table(names, [[str(t.get(k)) for k in names] for t in timers])
     names = ["popped", "acked", "revived", "inflight", "lost", "redeliveries", "ack_ms_median", "ack_ms_max"]
     for title, pop in (("POP consumption per group (what the run's records tell)", summary.get("pop")),
                        ("POP consumption per group in the lake (NS.pop, across nights)",

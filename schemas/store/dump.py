@@ -8,6 +8,10 @@ them is `python -m jobs.dump` (jobs/dump.py, its arguments parsed in jobs/cli.py
     python -m jobs.dump STORE_DIR config                 one line per config file, parsed
     python -m jobs.dump STORE_DIR layout                 one line per commit-log directory read: its
                                                          layout and the RocketMQ setting that makes it
+    python -m jobs.dump STORE_DIR timers                 the timer wheel's state (5.x): a line for
+                                                         config/timercheck, one for config/timermetrics, one per
+                                                         timer-log unit, one per damage found
+                                                         (schemas/store/timer_wheel.py)
 
 Commit-log layouts read (schemas/log/files.py): plain (<root>/commitlog, the default); plain over
 several directories (storePathCommitLog=DIR1,DIR2, RIP-7, 4.9.2+); DLedger (enableDLegerCommitLog=true:
@@ -18,8 +22,11 @@ import base64
 import json
 from pathlib import Path
 
+import pyarrow.fs as pafs
+
 from schemas.store.config import load_fastjson
 from schemas.store.local_api import iter_message_batches, local_store, queue_batch, rebuilt_units
+from schemas.store.timer_wheel import METRICS_FILE, decode_metrics, read_timer_state
 
 
 def _jsonable(row):
@@ -65,8 +72,29 @@ def dump_units(store, out, commitlog=()):
         out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+def dump_timers(store, out):
+    """The timer wheel's checkpoint, its metrics and its timer log's units (each with its offset `pos` and its
+    deliver time, currWriteTime + delay), then a line per damage found: the state the job checks at planning."""
+    state = read_timer_state(pafs.LocalFileSystem(), str(Path(store).resolve()))
+    cp = state.checkpoint
+    out.write(json.dumps({"file": "config/timercheck", "content": cp.as_dict() if cp else None}) + "\n")
+    metrics = Path(store, "config", METRICS_FILE)
+    try:
+        content = decode_metrics(metrics.read_bytes()) if metrics.exists() else None
+    except ValueError as exc:
+        content = {"error": str(exc)}
+    out.write(json.dumps({"file": f"config/{METRICS_FILE}", "content": content}, ensure_ascii=False) + "\n")
+    names = state.units.dtype.names
+    for pos, unit in zip(state.positions.tolist(), state.units.tolist()):
+        row = dict(zip(names, unit))
+        out.write(json.dumps({"pos": pos, **row, "deliver_ms": row["curr_write_time"] + row["delay"]}) + "\n")
+    for p in state.problems:
+        out.write(json.dumps({"damaged": p["file"], "offset": p["offset"], "reason": p["reason"]}) + "\n")
+
+
 DUMPS = {"messages": lambda store, out, args: dump_messages(store, out, not args.no_body, args.commitlog),
          "cq": lambda store, out, args: dump_cq(store, out),
          "units": lambda store, out, args: dump_units(store, out, args.commitlog),
          "layout": lambda store, out, args: dump_layout(store, out, args.commitlog),
-         "config": lambda store, out, args: dump_config(store, out)}  # python -m jobs.dump STORE <name>
+         "config": lambda store, out, args: dump_config(store, out),
+         "timers": lambda store, out, args: dump_timers(store, out)}  # python -m jobs.dump STORE <name>

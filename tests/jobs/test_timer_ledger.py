@@ -266,9 +266,9 @@ def test_a_pending_timer_due_well_before_the_latest_record_read_is_overdue(spark
     got = count_rows(frame, Reads({"b1": 10_000, "b2": 3_000}, {"b1": {"T"}, "b2": {"T"}}), 5_000)
     assert got == [
         {"broker": "b1", "real_topic": "T", "delivered": 2, "pending": 2, "cancelled": 1, "overdue": 1,
-         "lag_ms_median": 50.0, "lag_ms_max": 60, "copies_looked_for": True},
+         "overdue_by_wheel": 0, "lag_ms_median": 50.0, "lag_ms_max": 60, "copies_looked_for": True},
         {"broker": "b2", "real_topic": "T", "delivered": 0, "pending": 1, "cancelled": 0, "overdue": 0,
-         "lag_ms_median": None, "lag_ms_max": None, "copies_looked_for": True}]
+         "overdue_by_wheel": 0, "lag_ms_median": None, "lag_ms_max": None, "copies_looked_for": True}]
 
 
 def test_a_pending_timer_of_a_topic_the_run_did_not_read_is_not_overdue_and_is_said(spark):
