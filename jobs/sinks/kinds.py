@@ -24,11 +24,13 @@ from jobs.errors import UsageError
 from jobs.ledgers.lake import commit_pop, commit_timers, merge_pop, merge_timers
 from jobs.ledgers.pop_ledger import write_pop_ledger
 from jobs.ledgers.timer_ledger import write_ledger
+from jobs.ledgers.transactions import commit_transactions, merge_transactions, write_transactions
 from jobs.output.layouts import NORMALIZED
 from jobs.output.place import Place
 from jobs.output.writers import (
     POP_EVENTS,
     TIMER_EVENTS,
+    TRANS_EVENTS,
     CountingSplitWriter,
     SinkSpec,
     SplitWriter,
@@ -87,6 +89,11 @@ class Sink(abc.ABC):
         outputs put into `written` (None: none made)."""
         return None
 
+    def transactions(self, spark, out, where, written, reads, window_ms):
+        """The transaction ledger's counts per (broker, topic, fate), its outputs put into `written` (None: none
+        made)."""
+        return None
+
     def publish(self, out, summary, planned, options, run):
         """What the sink adds to the summary once the outputs are committed, before OUT is published."""
 
@@ -143,6 +150,15 @@ class FileSink(Sink):
         written.update(made)
         return counts, None
 
+    def transactions(self, spark, out, where, written, reads, window_ms):
+        """The transaction ledger (transactions/, jobs/ledgers/transactions.py) from the committed transaction
+        events: its {output: (files, rows, bytes)} put into `written`, its counts per (broker, topic, fate)
+        returned."""
+        made, counts = write_transactions(spark, out, where, written, reads, window_ms,
+                                          event_files=self._events(TRANS_EVENTS))
+        written.update(made)
+        return counts
+
     def in_attempts(self):
         """{final name: attempt's file} (relative to the temporary OUT) of the parts OUT's publish copies from
         where their attempts wrote them (outputs.OutputRun.publish)."""
@@ -184,6 +200,7 @@ class IcebergSink(FileSink):
         self.target = target
         self.held_timers = None  # what NS.timers held when the run merged its ledger (ledger, then publish)
         self.held_pop = None  # what NS.pop held when the run merged its POP ledger (pop_ledger, then publish)
+        self.held_transactions = None  # what NS.transactions held when the run merged its transaction ledger
         self.out_where = None  # the temporary OUT (a Place), where the merged ledger waits for publish
 
     @classmethod
@@ -238,6 +255,15 @@ class IcebergSink(FileSink):
         written.update(made)
         return counts, table
 
+    def transactions(self, spark, out, where, written, reads, window_ms):
+        """NS.transactions' rows folded with the night's events (jobs/ledgers/transactions.py), committed by
+        `publish`: the merged table's counts."""
+        (made, counts), self.held_transactions = merge_transactions(
+            spark, self.target, out, where, written, reads, window_ms, event_files=self._events(TRANS_EVENTS))
+        self.out_where = Place(where[0], where[1], out)
+        written.update(made)
+        return counts
+
     def narrow(self, planned):
         """A continuing run: the offsets each group holds in the lake leave its scope (ReplayPlan.held), so that
         no task writes a row the lake holds."""
@@ -255,6 +281,8 @@ class IcebergSink(FileSink):
             merged.append(lambda: commit_timers(self.target, self.out_where, run, self.held_timers))
         if self.held_pop is not None:
             merged.append(lambda: commit_pop(self.target, self.out_where, run, self.held_pop))
+        if self.held_transactions is not None:
+            merged.append(lambda: commit_transactions(self.target, self.out_where, run, self.held_transactions))
         added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts, self.kept,
                                          merged)
         self.kept = {}  # each moved into its table: none left for OUT's publish
