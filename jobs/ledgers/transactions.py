@@ -284,14 +284,12 @@ def combined(rows):
         F.min_by(commit, F.col("committed_commitlog_offset")).alias("c"),
         F.min("committed_commitlog_offset").alias("committed_commitlog_offset"),
         union("half_commitlog_offsets"), union("half_queue_offsets"), union("commit_commitlog_offsets"))
-    return settled(out.select(*KEYS, *(F.col(f"f.{c}").alias(c) for c in ("producer_group", "queue_id",
-                                                                           "born_timestamp", "immunity_seconds",
-                                                                           "half_queue_offset")),
-                              "half_commitlog_offset", "checks", "op_timestamp", "discard_timestamp",
-                              "committed_commitlog_offset", F.col("c.committed_queue_offset").alias(
-                                  "committed_queue_offset"),
-                              F.col("c.committed_timestamp").alias("committed_timestamp"),
-                              "half_commitlog_offsets", "half_queue_offsets", "commit_commitlog_offsets"))
+    first_fields = ("producer_group", "queue_id", "born_timestamp", "immunity_seconds", "half_queue_offset")
+    return settled(out.select(
+        *KEYS, *(F.col(f"f.{c}").alias(c) for c in first_fields), "half_commitlog_offset", "checks", "op_timestamp",
+        "discard_timestamp", "committed_commitlog_offset", F.col("c.committed_queue_offset").alias(
+            "committed_queue_offset"), F.col("c.committed_timestamp").alias("committed_timestamp"),
+        "half_commitlog_offsets", "half_queue_offsets", "commit_commitlog_offsets"))
 
 
 def settled(rows):
@@ -408,3 +406,58 @@ def commit_transactions(target, where, run, held):
     """{table: files added}: NS.transactions' files replaced by the merged ones of OUT.tmp/transactions/."""
     return commit_replacing(target, where, run, held, TRANSACTIONS, LEDGER_SCHEMA)
 
+
+FATE_WORDS = {  # what each fate means, as the report says it
+    COMMITTED: ("#2e7d32", "committed: the producer (or its answer to a check) committed it; the real topic holds "
+                "the copy its consumers got"),
+    ROLLED_BACK: ("#b0bec5", "rolled back: an op record decided it and no committed copy exists; no consumer got it"),
+    DISCARDED: ("#ef6c00", "discarded: still undecided after transactionCheckMax checks, moved to "
+                "TRANS_CHECK_MAX_TIME_TOPIC; no consumer got it"),
+    PENDING: ("#5c6bc0", "pending: no decision yet when the store (or the run's window) ended; stuck when older than "
+              "the broker's check window"),
+}
+
+
+def report_section(transactions, escape):
+    """The report's section (HTML) of summary.json's `transactions`: the alarms first (committed more than once,
+    stuck), the fates in words, a stacked bar per (broker, topic) and the counts' table; "" without any.
+    `escape`: the report's HTML escape."""
+    rows = (transactions or {}).get("topics") or []
+    if not rows:
+        return ""
+    totals = transactions["totals"]
+    out = ["<h2>Transactions (OUT/transactions/)</h2>"]
+    alarms = [f"{r['committed_twice']:,} transaction(s) of <strong>{escape(r['topic'])}</strong> committed more than "
+              "once: their consumers got them twice" for r in rows if r["committed_twice"]]
+    alarms += [f"{r['stuck']:,} transaction(s) of <strong>{escape(r['topic'])}</strong> pending longer than the "
+               "broker's check window (stuck)" for r in rows if r["stuck"]]
+    if alarms:
+        out.append("<ul class=\"bad\">" + "".join(f"<li>{a}</li>" for a in alarms) + "</ul>")
+    out.append("<ul>" + "".join(f"<li><span style=\"color:{color}\">&#9632;</span> {totals.get(fate, 0):,} "
+                                f"{escape(words)}</li>" for fate, (color, words) in FATE_WORDS.items()) + "</ul>")
+    out.append(_fate_bars(rows, escape))
+    out.append("<table><tr><th>broker</th><th>topic</th><th>fate</th><th>transactions</th><th>stuck</th>"
+               "<th>committed twice</th></tr>")
+    out += [f"<tr><td class=\"t\">{escape(r['broker'])}</td><td class=\"t\">{escape(r['topic'])}</td>"
+            f"<td class=\"t\">{escape(r['fate'])}</td><td>{r['transactions']}</td><td>{r['stuck']}</td>"
+            f"<td>{r['committed_twice']}</td></tr>" for r in rows]
+    return "".join(out) + "</table>\n"
+
+
+def _fate_bars(rows, escape, width=600):
+    """An SVG bar per (broker, topic), its transactions stacked by fate."""
+    topics = {}
+    for r in rows:
+        topics.setdefault((r["broker"] or "", r["topic"] or ""), {})[r["fate"]] = r["transactions"]
+    most = max(sum(f.values()) for f in topics.values()) or 1
+    out = [f"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width + 180}\" height=\"{len(topics) * 20 + 4}\">"]
+    for i, ((broker, topic), fates) in enumerate(sorted(topics.items())):
+        x = 160.0
+        out.append(f"<text x=\"0\" y=\"{i * 20 + 13}\" font-size=\"12\">{escape(topic)}</text>")
+        for fate, (color, _) in FATE_WORDS.items():
+            w = fates.get(fate, 0) * width / most
+            if w:
+                out.append(f"<rect x=\"{x:.1f}\" y=\"{i * 20 + 2}\" width=\"{w:.1f}\" height=\"14\" fill=\"{color}\">"
+                           f"<title>{escape(broker)} {escape(topic)} {fate}: {fates[fate]}</title></rect>")
+            x += w
+    return "".join(out) + "</svg>"
