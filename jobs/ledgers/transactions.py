@@ -215,8 +215,11 @@ def evidence(events, held=None):
     if held is not None:
         index = index.unionByName(held.select("broker", F.explode("half_queue_offsets").alias("named_offset"),
                                               "topic", "uniq_key"))
-    index = index.dropDuplicates(["broker", "named_offset"])
-    ops = events.where(F.col("kind") == OP).drop("topic", "uniq_key").join(index, ["broker", "named_offset"])
+    index = index.dropDuplicates(["broker", "named_offset"]).withColumnRenamed("broker", "half_broker") \
+        .withColumnRenamed("named_offset", "half_offset")
+    ops = events.where(F.col("kind") == OP).drop("topic", "uniq_key")
+    ops = ops.join(index, F.col("broker").eqNullSafe(F.col("half_broker"))  # a bare store's broker: null
+                   & (F.col("named_offset") == F.col("half_offset"))).drop("half_broker", "half_offset")
     return combined(_folded(events.where(F.col("kind") != OP).unionByName(ops)))
 
 
@@ -321,9 +324,10 @@ def count_rows(ledger, reads, window_ms):
     without which a committed transaction reads as rolled back). Small: a row per (broker, topic, fate)."""
     from pyspark.sql import functions as F
 
-    pairs = [F.lit(x) for broker, last in sorted(reads.clocks.items())
-             for x in (broker, last - window_ms.get(broker, window_ms.get(None, 0)))]
-    born_before = F.element_at(F.create_map(*pairs), F.col("broker")) if pairs else F.lit(None).cast("long")
+    pairs = [F.lit(x) for broker, last in sorted(reads.clocks.items(), key=lambda kv: kv[0] or "")
+             for x in (broker or "", last - window_ms.get(broker, window_ms.get(None, 0)))]  # a bare store's: ""
+    born_before = F.element_at(F.create_map(*pairs), F.coalesce(F.col("broker"), F.lit(""))) if pairs \
+        else F.lit(None).cast("long")
     rows = ledger.groupBy("broker", "topic", "fate").agg(
         F.count(F.lit(1)).alias("transactions"),
         F.sum(((F.col("fate") == PENDING) & (F.col("born_timestamp") < born_before)).cast("long")).alias("stuck"),
