@@ -206,8 +206,8 @@ def _lake_night(spark, store, subscriptions, target, run, out, window):
                    before_ranges=[lambda: commit_transactions(target, where, run, held)])
 
 
-def test_the_lake_holds_one_row_per_transaction_with_its_latest_fate(spark, store_trans, subscriptions, expected,
-                                                                      tmp_path):
+def test_the_lake_holds_one_row_per_transaction_with_its_latest_fate(
+        spark, store_trans, subscriptions, expected, tmp_path):
     """--sink iceberg, two nights cut at CUT: after the second NS.transactions is transactions.json, one row each."""
     target = IcebergTarget("txs", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=str(tmp_path / "wh"),
                            refs=(REF,))
@@ -246,8 +246,8 @@ def test_an_op_body_that_is_not_offsets_stops_the_run(spark, store_trans, subscr
         ledger(spark, store, subscriptions)
 
 
-def test_an_op_body_that_is_not_offsets_is_audited_and_its_decisions_unknown(spark, store_trans, subscriptions,
-                                                                            expected, tmp_path):
+def test_an_op_body_that_is_not_offsets_is_audited_and_its_decisions_unknown(
+        spark, store_trans, subscriptions, expected, tmp_path):
     """--on-corrupt skip: the op audited; the 80 transactions it decided are, without it: committed by their
     copies (its time unknown: the commit's), or pending (its 13 rollbacks)."""
     store = _damaged_copy(store_trans, tmp_path, FIRST_OP, b"x" + FIRST_OP[1:])
