@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from jobs.errors import UsageError
 from jobs.ledgers.lake import MERGED
+from jobs.ledgers.transactions import TRANSACTIONS
 from jobs.output.writers import STATISTICS, parquet_options
 from jobs.sinks.iceberg import lake
 from jobs.sinks.iceberg.tables import TABLES
@@ -27,11 +28,11 @@ TARGET_FILE_BYTES = 512 << 20  # Iceberg's default of it
 
 
 def _tables(catalog, namespace, timers=True):
-    """The namespace's tables that mqreplay writes, loaded (NS.timers and NS.pop with `timers`: every night
+    """The namespace's tables that mqreplay writes, loaded (NS.timers, NS.pop, NS.transactions with `timers`: each
     rewrites them whole, jobs/ledgers/lake.py, so they are never compacted; their old snapshots expire and their
     files go)."""
     out = []
-    for name in list(TABLES.values()) + [lake.RANGES] + (list(MERGED) if timers else []):
+    for name in list(TABLES.values()) + [lake.RANGES] + (list(MERGED) + [TRANSACTIONS] if timers else []):
         table = lake.load(catalog, f"{namespace}.{name}")
         if table is not None:
             out.append((name, table))
