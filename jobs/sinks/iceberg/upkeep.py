@@ -28,8 +28,8 @@ TARGET_FILE_BYTES = 512 << 20  # Iceberg's default of it
 
 
 def _tables(catalog, namespace, timers=True):
-    """The namespace's tables that mqreplay writes, loaded (NS.timers, NS.pop, NS.transactions with `timers`: each
-    rewrites them whole, jobs/ledgers/lake.py, so they are never compacted; their old snapshots expire and their
+    """The namespace's tables that mqreplay writes, loaded (NS.timers, NS.pop, NS.transactions with `timers`: nights
+    rewrite them whole, jobs/ledgers/lake.py, so they are never compacted; their old snapshots expire and their
     files go)."""
     out = []
     for name in list(TABLES.values()) + [lake.RANGES] + (list(MERGED) + [TRANSACTIONS] if timers else []):
