@@ -465,3 +465,32 @@ def _fate_bars(rows, escape, width=600):
                            f"<title>{escape(broker)} {escape(topic)} {fate}: {fates[fate]}</title></rect>")
             x += w
     return "".join(out) + "</svg>"
+
+
+def history(events):
+    """One transaction's story (explain --key) from its events (dicts of TRANS_EVENT_SCHEMA, the ops keyed to
+    it), by the rules the Spark step folds them with: the ledger's columns, and each half copy, op, committed
+    copy and discard in commit-log order."""
+    ordered = sorted(events, key=lambda e: e["commitlog_offset"])
+    of = {k: [e for e in ordered if e["kind"] == k] for k in (HALF, OP, COMMIT, DISCARD)}
+    halves, ops, commits, discards = of[HALF], of[OP], of[COMMIT], of[DISCARD]
+    first = (halves or commits or discards)[0]
+    fate = COMMITTED if commits else ROLLED_BACK if ops else DISCARDED if discards else PENDING
+    op_ms = min((e["store_timestamp"] for e in ops), default=None)
+    decided = {COMMITTED: op_ms if op_ms is not None else commits[0]["store_timestamp"] if commits else None,
+               ROLLED_BACK: op_ms, DISCARDED: discards[0]["store_timestamp"] if discards else None,
+               PENDING: None}[fate]
+    return {"topic": first["topic"], "queue_id": first["queue_id"], "uniq_key": first["uniq_key"],
+            "producer_group": first["producer_group"], "born_timestamp": first["born_timestamp"],
+            "half_commitlog_offset": halves[0]["commitlog_offset"] if halves else None,
+            "half_queue_offset": halves[0]["queue_offset"] if halves else None, "half_copies": len(halves),
+            "checks": (halves[-1]["checks"] or 0) if halves else 0,
+            "immunity_seconds": halves[0]["immunity_seconds"] if halves else None, "fate": fate,
+            "decided_timestamp": decided, "commits": len(commits), "cut_off": not halves,
+            "halves": [{k: e[k] for k in ("commitlog_offset", "queue_offset", "store_timestamp", "checks")}
+                       for e in halves],
+            "ops": [{"commitlog_offset": e["commitlog_offset"], "store_timestamp": e["store_timestamp"],
+                     "names_half_queue_offset": e["named_offset"]} for e in ops],
+            "committed": [{k: e[k] for k in ("commitlog_offset", "queue_offset", "store_timestamp")}
+                          for e in commits],
+            "discarded": [{k: e[k] for k in ("commitlog_offset", "store_timestamp")} for e in discards]}

@@ -16,6 +16,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pytest
 
+from jobs import explain
 from jobs.ledgers.timer_ledger import Reads
 from jobs.ledgers.transactions import (
     LEDGER_SCHEMA,
@@ -307,3 +308,25 @@ def test_a_4x_op_names_one_half_offset_without_a_comma(spark):
     assert (rows["K1"]["fate"], rows["K1"]["decided_timestamp"], rows["K1"]["half_copies"]) == ("rolled_back", 21, 1)
     assert (rows["K2"]["fate"], rows["K2"]["decided_timestamp"], rows["K2"]["half_copies"], rows["K2"]["checks"]) == \
         ("discarded", 90, 2, 1)
+
+
+def test_explain_key_tells_a_transactions_halves_decision_and_commits(store_trans, subscriptions, expected, capsys):
+    """explain --key K --json of a transaction committed twice: every row of its key carries the transaction, its
+    half copies, the ops that decided them and both committed copies as transactions.json has them; each
+    committed copy is delivered to every group of TxPay, no half to anyone."""
+    e = next(e for e in expected["transactions"] if len(e["commits"]) == 2 and len(e["half_copies"]) == 3)
+    code = explain.main(["--store", str(store_trans / "store"), "--subscriptions", str(subscriptions),
+                         "--key", e["uniq_key"], "--json"])
+    assert code == 0
+    rows = json.loads(capsys.readouterr().out)
+    tx = rows[0]["transaction"]
+    assert all(r["transaction"] == tx for r in rows)
+    assert (tx["fate"], tx["commits"], tx["decided_timestamp"], tx["checks"]) == \
+        ("committed", 2, e["decided_timestamp"], e["checks"])
+    assert [h["queue_offset"] for h in tx["halves"]] == e["half_queue_offsets"]
+    assert sorted({o["commitlog_offset"] for o in tx["ops"]}) == e["op_commitlog_offsets"]
+    assert [c["commitlog_offset"] for c in tx["committed"]] == e["commits"]
+    committed = [r for r in rows if r["copy"] == "transaction_commit"]
+    assert sorted({r["commit_log_offset"] for r in committed}) == e["commits"]
+    assert all(r["delivered"] for r in committed)
+    assert {r["copy"] for r in rows if r["topic"] == "RMQ_SYS_TRANS_HALF_TOPIC"} == {"transaction_half"}
