@@ -32,6 +32,10 @@ HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"  # TopicValidator.RMQ_SYS_TRANS_HALF_TOP
 OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"  # TopicValidator.RMQ_SYS_TRANS_OP_HALF_TOPIC
 DISCARD_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"  # TopicValidator.RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC (4.4+)
 SYSTEM_TOPICS = (HALF_TOPIC, OP_TOPIC, DISCARD_TOPIC)
+# topics whose records copy a committed message's sysFlag without being a commit: a consumer's send-back
+# (SendMessageProcessor.consumerSendMsgBack keeps msgExt's sysFlag) to its retry topic, a dead letter, the 4.x
+# delay levels' and 5.x wheel's records of such a retry, POP's revived copies
+NOT_COMMITS = ("%RETRY%", "%DLQ%", "rmq_sys_", "SCHEDULE_TOPIC_XXXX")
 REMOVE_TAG = "d"  # TransactionalMessageUtil.REMOVE_TAG: the tag of a decision's op record
 HALF, OP, COMMIT, DISCARD = "half", "op", "commit", "discard"
 COMMITTED, ROLLED_BACK, DISCARDED, PENDING = "committed", "rolled_back", "discarded", "pending"
@@ -88,6 +92,8 @@ def transaction_events(plan, topic, messages, out):
         return _op_events(plan, messages, out)
     if topic in (HALF_TOPIC, DISCARD_TOPIC):
         return _half_events(plan, topic, messages, out)
+    if topic.startswith(NOT_COMMITS):
+        return None
     committed = (messages.column("sys_flag").to_numpy() & L.TRANSACTION_MASK) == L.TRANSACTION_COMMIT
     if not committed.any():
         return None

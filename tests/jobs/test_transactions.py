@@ -330,3 +330,14 @@ def test_explain_key_tells_a_transactions_halves_decision_and_commits(store_tran
     assert sorted({r["commit_log_offset"] for r in committed}) == e["commits"]
     assert all(r["delivered"] for r in committed)
     assert {r["copy"] for r in rows if r["topic"] == "RMQ_SYS_TRANS_HALF_TOPIC"} == {"transaction_half"}
+
+
+def test_a_retry_copy_of_a_committed_message_is_no_commit():
+    """A consumer's send-back keeps the message's sysFlag (4.9.8 SendMessageProcessor.consumerSendMsgBack): a
+    record of %RETRY%G or %DLQ%G with COMMIT set is a redelivery, not a second commit of the transaction."""
+    record = [("TAGS", "TagA"), ("UNIQ_KEY", "K1"), ("TRAN_MSG", "true"), ("PGROUP", "P")]
+    for topic in ("%RETRY%G", "%DLQ%G", "SCHEDULE_TOPIC_XXXX"):
+        batch = _records([(topic, 0, 0, 100, 8, 10, 11, "m1", record, b"x")])
+        assert transaction_events(None, topic, batch, None) is None
+    batch = _records([("T", 0, 0, 100, 8, 10, 11, "m1", record, b"x")])
+    assert transaction_events(None, "T", batch, None).column("kind").to_pylist() == ["commit"]
