@@ -27,6 +27,7 @@ from jobs.output.spark_outputs import read_events, remove, sizes, write_table
 from jobs.output.writers import TRANS_EVENTS, write_driver_part
 from jobs.task.split_decode import report_damage
 from schemas.log import layout as L
+from schemas.log.lookup import read_records
 
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"  # TopicValidator.RMQ_SYS_TRANS_HALF_TOPIC
 OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"  # TopicValidator.RMQ_SYS_TRANS_OP_HALF_TOPIC
@@ -125,9 +126,11 @@ def _op_events(plan, messages, out):
     decision = pc.fill_null(pc.equal(_lookup(props, "TAGS"), REMOVE_TAG), False).to_numpy(zero_copy_only=False)
     if not decision.any():
         return None
+    if not plan.with_body:  # read without bodies (--no-body): those of the op records (a few) read again, with theirs
+        messages = messages.set_column(messages.schema.get_field_index("body"), "body", read_records(
+            plan.fs, plan.log, messages.column("commitlog_offset"), messages.column("store_size"),
+            plan.max_body).column("body"))
     bodies = messages.column("body")
-    if bodies.null_count == len(bodies):
-        return None  # --no-body: the offsets are unknown
     ok = pc.fill_null(pc.match_substring_regex(pc.cast(bodies, pa.binary()), _OFFSETS), False) \
         .to_numpy(zero_copy_only=False)
     bad = decision & ~ok

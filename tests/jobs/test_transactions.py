@@ -10,6 +10,7 @@ import os
 import shutil
 import tempfile
 from collections import Counter
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -37,11 +38,11 @@ from jobs.plan.build import build_plan
 from jobs.plan.units.choose import UnitsFrom
 from jobs.plan.window import Window
 from jobs.report import html as report
-from jobs.settings import CorruptPolicy, JobOptions
+from jobs.settings import CorruptPolicy, JobOptions, load_settings
 from jobs.sinks.iceberg.tables import IcebergTarget, publish_tables
 from jobs.task import stage as T
 from schemas.arrow_schemas import spark_schema
-from schemas.errors import CorruptStoreError
+from schemas.errors import ConfigError, CorruptStoreError
 from tests.jobs.lake_parts import REF, parts
 
 CHECKED = ("topic", "queue_id", "uniq_key", "producer_group", "half_commitlog_offset", "half_queue_offset", "checks",
@@ -140,6 +141,11 @@ def test_a_pending_transaction_older_than_the_check_window_is_stuck(whole, expec
 def test_rebuilt_units_give_the_same_ledger(spark, store_trans, subscriptions, whole):
     """--units-from commitlog: the half, op and discard topics rebuilt by the dispatch rules."""
     rows, _, _ = ledger(spark, store_trans / "store", subscriptions, units_from=UnitsFrom.COMMIT_LOG)
+    assert got(rows) == got(whole[0])
+
+
+def test_a_run_without_bodies_reads_the_ops_bodies_all_the_same(spark, store_trans, subscriptions, whole):
+    rows, _, _ = ledger(spark, store_trans / "store", subscriptions, with_body=False)
     assert got(rows) == got(whole[0])
 
 
@@ -299,7 +305,8 @@ def test_a_4x_op_names_one_half_offset_without_a_comma(spark):
             ("TRANS_CHECK_MAX_TIME_TOPIC", 0, 0, 500, 0, 12, 90, "m2",
              list(dict(second, TRANSACTION_CHECK_TIMES="2").items()), b"y")]),
     }
-    events = pa.concat_tables([transaction_events(None, topic, batch, None) for topic, batch in batches.items()])
+    plan = SimpleNamespace(with_body=True)
+    events = pa.concat_tables([transaction_events(plan, topic, batch, None) for topic, batch in batches.items()])
     assert events.column("kind").to_pylist() == ["half", "half", "half", "op", "discard"]
     assert events.column("named_offset").to_pylist()[3] == 0
     frame = spark.createDataFrame(events.append_column("broker", pa.array(["b"] * events.num_rows)).to_pandas(),
@@ -341,3 +348,12 @@ def test_a_retry_copy_of_a_committed_message_is_no_commit():
         assert transaction_events(None, topic, batch, None) is None
     batch = _records([("T", 0, 0, 100, 8, 10, 11, "m1", record, b"x")])
     assert transaction_events(None, "T", batch, None).column("kind").to_pylist() == ["commit"]
+
+
+@pytest.mark.parametrize("text", ['{"transaction_check": {"transactionCheckMax": "3"}}',
+                                  '{"transaction_check": {"transactionTimeout": 3}}'])
+def test_a_transaction_check_setting_that_is_not_the_brokers_is_refused(text, tmp_path):
+    path = tmp_path / "replay.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match="transaction_check"):
+        load_settings(str(path))
