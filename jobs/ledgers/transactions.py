@@ -396,12 +396,13 @@ def broker_conf(fs, root):
     return {}
 
 
-def check_window(settings, broker_conf=None):
+def check_window(settings, stored=None):
     """The broker's check window in ms: transactionTimeOut + transactionCheckMax x transactionCheckInterval, each
-    from conf/replay.json's `transaction_check` (when given), else the store's broker.conf, else RocketMQ's."""
+    from conf/replay.json's `transaction_check` (when given), else `stored` (the store's broker.conf), else
+    RocketMQ's: a half is checked after transactionTimeOut, then every interval, at most Max times."""
     values = dict(CHECK_DEFAULTS)
     for name in CHECK_DEFAULTS:
-        for source in (broker_conf or {}, settings or {}):
+        for source in (stored or {}, settings or {}):
             if source.get(name) is not None:
                 values[name] = int(source[name])
     return values["transactionTimeOut"] + values["transactionCheckMax"] * values["transactionCheckInterval"]

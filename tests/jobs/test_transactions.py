@@ -22,6 +22,7 @@ from jobs.ledgers.timer_ledger import Reads
 from jobs.ledgers.transactions import (
     LEDGER_SCHEMA,
     TRANS_EVENT_SCHEMA,
+    broker_conf,
     check_window,
     commit_transactions,
     evidence,
@@ -357,3 +358,15 @@ def test_a_transaction_check_setting_that_is_not_the_brokers_is_refused(text, tm
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError, match="transaction_check"):
         load_settings(str(path))
+
+
+def test_the_check_window_comes_from_the_stores_broker_conf(tmp_path):
+    """broker.conf beside the store (its config/ folder): its transaction settings, Java properties, are the
+    window's; what it does not say is RocketMQ's default; comments and other keys are left alone."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "broker.conf").write_text(
+        "# broker-t\nbrokerName=broker-t\ntransactionTimeOut = 6000\ntransactionCheckMax=3\n", encoding="utf-8")
+    stored = broker_conf(pafs.LocalFileSystem(), str(tmp_path))
+    assert stored == {"transactionTimeOut": "6000", "transactionCheckMax": "3"}
+    assert check_window({}, stored) == 6000 + 3 * 30000
+    assert broker_conf(pafs.LocalFileSystem(), str(tmp_path / "none")) == {}
