@@ -17,6 +17,7 @@ DEFAULTS: dict[str, Any] = {
     "split_size_mb": 128, "bloom_f": BROKER_BLOOM_F, "bloom_n": BROKER_BLOOM_N, "rocketmq_version": "5",
     "from": "earliest", "retry_subscriptions": True, "filter_support_retry": False, "with_body": True,
     "on_corrupt": "fail", "verify_crc": False, "max_body_mb": 64, "timer_overdue_seconds": 300, "spark": {},
+    "transaction_check": {},
 }
 
 
@@ -26,6 +27,9 @@ CHOICES = {"rocketmq_version": ("4", "5"), "from": ("earliest", "committed"),
 
 FLAGS = ("retry_subscriptions", "filter_support_retry", "with_body", "verify_crc")
 SIZES = ("split_size_mb", "bloom_f", "bloom_n", "max_body_mb", "timer_overdue_seconds")
+# the broker's transaction check settings a run may override (the stuck transactions' window; default: the
+# store's broker.conf, else RocketMQ's: jobs/ledgers/transactions.py)
+TRANSACTION_CHECK = ("transactionTimeOut", "transactionCheckMax", "transactionCheckInterval")
 DEFAULT_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf", "replay.json")
 
 
@@ -59,6 +63,11 @@ def load_settings(path=None):
             raise ConfigError(path, f"must be a positive integer, got {settings[key]!r}", key=key)
     if not isinstance(settings["spark"], dict):
         raise ConfigError(path, "must be an object of Spark properties", key="spark")
+    check = settings["transaction_check"]
+    if not isinstance(check, dict) or any(k not in TRANSACTION_CHECK or isinstance(v, bool) or not isinstance(v, int)
+                                          or v < 0 for k, v in check.items()):
+        raise ConfigError(path, f"must be an object of {', '.join(TRANSACTION_CHECK)} (integers)",
+                          key="transaction_check")
     return settings
 
 
@@ -95,6 +104,8 @@ class JobOptions:
     audit_consume_queue: bool = False  # --audit-consume-queue: every unit checked against the commit log
     # a pending timer message due this long before the latest record the run read is overdue (a stuck wheel)
     timer_overdue: int = DEFAULTS["timer_overdue_seconds"] * 1000
+    # conf/replay.json's transaction_check: the broker's check settings over broker.conf's (stuck transactions)
+    transaction_check: dict = field(default_factory=dict)
 
     @property
     def skips_damage(self):
@@ -115,7 +126,8 @@ def job_options(settings, store, **given):
         with_body=settings["with_body"], max_body=settings["max_body_mb"] << 20,
         support_retry=settings["filter_support_retry"], bloom_f=settings["bloom_f"], bloom_n=settings["bloom_n"],
         split_size=settings["split_size_mb"] << 20, on_corrupt=settings["on_corrupt"],
-        verify_crc=settings["verify_crc"], timer_overdue=settings["timer_overdue_seconds"] * 1000)
+        verify_crc=settings["verify_crc"], timer_overdue=settings["timer_overdue_seconds"] * 1000,
+        transaction_check=dict(settings["transaction_check"]))
     base.update({k: v for k, v in given.items() if v is not None})
     base["on_corrupt"] = CorruptPolicy(base["on_corrupt"])
     if "units_from" in base:

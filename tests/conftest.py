@@ -110,3 +110,10 @@ def store_pop(tmp_path_factory):
     """Fixture store_pop (a RocketMQ 5.3.3 store two POP groups consumed, and RocketMQ's answers in expected/),
     unpacked once per session."""
     return _unpacked(tmp_path_factory, "store_pop")
+
+
+@pytest.fixture(scope="session")
+def store_trans(tmp_path_factory):
+    """Fixture store_trans (a RocketMQ 5.3.3 store with every fate of a transaction, and RocketMQ's answers in
+    expected/: transactions.json, the groups' deliveries), unpacked once per session."""
+    return _unpacked(tmp_path_factory, "store_trans")

@@ -18,6 +18,7 @@ from jobs.explain.pop_history import history_lines, pop_histories
 from jobs.explain.question import decide, read_queue_units
 from jobs.explain.report import VERDICTS
 from jobs.explain.times import ms_text, with_iso
+from jobs.explain.transaction_history import transaction_histories, transaction_line
 from jobs.ledgers.timer import CANCEL, DELIVERED, SCHEDULED, fate, timer_events
 from schemas.index.key_lookup import locate_keys, store_topics
 from schemas.log import layout as L
@@ -62,6 +63,7 @@ def find(ctx, key, topic=None, window=None, group=None):
     rows.sort(key=lambda r: (r["commit_log_offset"], r["copy"] == "lmq", r["topic"], r["queue_offset"],
                              r["group"] or ""))
     _label_timers(ctx, rows, found.messages)
+    _label_transactions(ctx, rows, found.messages)
     histories = pop_histories(ctx, found.messages)
     for r in rows:
         mine = histories.get((r["topic"], r["queue_id"], r["queue_offset"]), {})
@@ -87,6 +89,18 @@ def _label_timers(ctx, rows, messages):
         kind = kinds.get(r["commit_log_offset"])
         if kind is not None and r["copy"] == "message":
             r["copy"] = TIMER_COPIES[kind]
+
+
+def _label_transactions(ctx, rows, messages):
+    """Each transactional message's rows get `transaction`, its history (jobs/explain/transaction_history.py); its
+    half copies, committed copies and discarded half are named so."""
+    histories, kinds = transaction_histories(ctx, messages)
+    for r in rows:
+        if r["uniq_key"] in histories:
+            r["transaction"] = with_iso(histories[r["uniq_key"]], ("born_timestamp", "decided_timestamp"))
+        kind = kinds.get(r["commit_log_offset"])
+        if kind is not None and r["copy"] == "message":
+            r["copy"] = kind
 
 
 def timer_fates(ctx, messages):
@@ -184,7 +198,7 @@ def notes(found):
 def render(rows):
     """The answer as text: a line per copy (its broker first when the rows come from several; what kind of copy
     it is when not the message in its own topic), then a line per group's verdict."""
-    lines, last, timers = [], None, set()
+    lines, last, timers, transactions = [], None, set(), set()
     several = len({r.get("broker") for r in rows}) > 1
     for r in rows:
         place = (r.get("broker"), r["topic"], r["queue_id"], r["queue_offset"], r["commit_log_offset"])
@@ -197,6 +211,9 @@ def render(rows):
             if r.get("timer") and r["uniq_key"] not in timers:
                 timers.add(r["uniq_key"])
                 lines.append(f"  {timer_line(r['timer'])}")
+            if r.get("transaction") and r["uniq_key"] not in transactions:
+                transactions.add(r["uniq_key"])
+                lines.append(f"  {transaction_line(r['transaction'])}")
         outcome = "DELIVERED" if r["delivered"] else f"NOT DELIVERED ({r['reason']})"
         lines.append(f"  {r['group']}: {outcome}" if r["group"] is not None else f"  {r['verdict']}")
         if r.get("pop"):
@@ -219,7 +236,10 @@ def copy_words(r):
     return {"retry": " (retry copy)", "pop_retry": " (POP retry copy)", "dlq": " (dead letter)",
             "timer_scheduled": " (timer message, scheduled in the wheel)",
             "timer_delivered": " (timer message, delivered by the wheel)",
-            "recall_marker": " (recall marker: cancels the timer message of this UNIQ_KEY)"}.get(kind, "")
+            "recall_marker": " (recall marker: cancels the timer message of this UNIQ_KEY)",
+            "transaction_half": " (transaction half: stored for a decision, given to no consumer)",
+            "transaction_commit": " (committed copy of the transaction)",
+            "transaction_discarded": " (transaction half discarded after its checks)"}.get(kind, "")
 
 
 def timer_line(t):

@@ -25,6 +25,7 @@ import pyarrow.fs as pafs
 from jobs.errors import PublishFailed, UsageError, output_error
 from jobs.ledgers.pop import lost_warnings, pop_summary
 from jobs.ledgers.timer import overdue_warnings, timer_reads, timers_summary
+from jobs.ledgers.transactions import check_windows, transaction_warnings, transactions_summary
 from jobs.output import claim as claims
 from jobs.output.place import Place
 from jobs.output.writers import ATTEMPTS
@@ -349,7 +350,10 @@ def _run_with(spark, tasks, planned, out, options, sink, ranges, progress, given
         counters = Counters.of([r for r in reports if r.get("broker") == b.name], len(part.problems or []))
         part.ranges = tuple(part.ranges) + counters.rebuilt  # a rebuilt queue's offsets: known once walked, and
         brokers.append((b, part, counters))  # the ledgers' (the topics whose copies they looked for) from here on
-    timers = sink.ledger(spark, out.uri, (out.fs, out.root), written, timer_reads(reports, planned), options)
+    reads = timer_reads(reports, planned)
+    timers = sink.ledger(spark, out.uri, (out.fs, out.root), written, reads, options)
+    windows = check_windows(planned, options.transaction_check)
+    transactions = sink.transactions(spark, out.uri, (out.fs, out.root), written, reads, windows)
     pop = sink.pop_ledger(spark, out.uri, (out.fs, out.root), written, planned)
     several = len(planned.parts) > 1
     summaries, timelines = [], {}
@@ -367,5 +371,8 @@ def _run_with(spark, tasks, planned, out, options, sink, ranges, progress, given
         night, table = pop
         summary["pop"] = pop_summary(night, table)
         summary["warnings"] = lost_warnings(night if table is None else table) + summary["warnings"]
+    if transactions is not None:
+        summary["transactions"] = transactions_summary(transactions)
+        summary["warnings"] += transaction_warnings(transactions, windows)
     summary["outputs"] = {name: {"files": f, "rows": r, "bytes": b} for name, (f, r, b) in sorted(written.items())}
     return summary, timelines

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from jobs.errors import output_error
 from jobs.ledgers.pop import POP_EVENTS
 from jobs.ledgers.timer import TIMER_EVENTS
+from jobs.ledgers.transactions import TRANS_EVENTS
 from jobs.output.layouts import NORMALIZED, message_fields
 from jobs.output.place import Place
 from jobs.parquet_files import STATISTICS, parquet_options
@@ -148,6 +149,11 @@ class SplitWriter:
         """The POP ledger's events (jobs/ledgers/pop.py): paired by the driver's Spark step, which
         writes pop/ and removes them (jobs/ledgers/pop.py)."""
         self._append(POP_EVENTS, f"{POP_EVENTS}/part-{self.split:05d}.parquet", table)
+
+    def _trans_event(self, table):
+        """The transaction ledger's events (jobs/ledgers/transactions.py): folded by the driver's Spark step,
+        which writes transactions/ and removes them."""
+        self._append(TRANS_EVENTS, f"{TRANS_EVENTS}/part-{self.split:05d}.parquet", table)
 
     def _stats(self, table):
         for row in table.to_pylist():

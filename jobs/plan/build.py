@@ -14,6 +14,7 @@ from filtering.subscriptions import RETRY_PREFIX, compile_subscription, merge_su
 from jobs.errors import UsageError
 from jobs.ledgers.pop import pop_topics, revive_progress
 from jobs.ledgers.timer import WHEEL_TOPIC, timer_topics
+from jobs.ledgers.transactions import transaction_topics
 from jobs.plan.brokers import store_broker
 from jobs.plan.cq_index import SegmentIndex
 from jobs.plan.replay_plan import ReplayPlan, replay_plan
@@ -133,7 +134,7 @@ def _build_plan(options, broker, several, layout):
     runnable = tuple(c for c in compiled if not c.error)
     topics = read_topics(options, topics_present) if options.read_all else \
         needed_topics(runnable, stored, options.groups, options.topics) | timer_topics(topics_present, options.topics) \
-        | pop_topics(topics_present, options.topics)
+        | pop_topics(topics_present, options.topics) | transaction_topics(topics_present, options.topics)
     if several and not unknown_topics:  # a registration every broker holds, of a topic another broker has:
         topics &= topics_present  # nothing of it here to audit, and no commit log to walk for it
     warnings += _unreadable_topics(config.topics, topics)

@@ -13,6 +13,7 @@ import html
 import json
 
 from filtering.topic_replay import timeline_width
+from jobs.ledgers.transactions import report_section
 from jobs.report.timeline import Timeline
 
 STATUS = {0: "clean", 1: "input damaged", 2: "usage", 3: "finished, some subscriptions did not parse",
@@ -112,7 +113,8 @@ def render(summary, timelines, status):
     every subscription in one table, the notes, the POP groups), then the run and the charts."""
     data = report_data(summary, timelines, status)
     parts = [_head(), _headline(data), _pop_lost(data), _timer_alarm(data), _attention(data), _damage(data),
-             _overview(data), _notes(data), _pop(data), _run(data), _timers(data), _timelines(data), _funnels(data),
+             _overview(data), _notes(data), _pop(data), _run(data), _timers(data),
+             report_section(summary.get("transactions"), _e), _timelines(data), _funnels(data),
              _errors(data, summary), _bloom(data), _audit(data), _embedded(data), "</body></html>\n"]
     return "".join(parts)
 

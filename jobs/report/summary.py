@@ -189,6 +189,11 @@ def summary_table(summary):
         names = ["broker", "real_topic", "delivered", "pending", "cancelled", "overdue", "overdue_by_wheel",
                  "lag_ms_median", "lag_ms_max"]
         out += _table(names, [[str(t.get(k)) for k in names] for t in timers])
+    transactions = (summary.get("transactions") or {}).get("topics") or []
+    if transactions:
+        out += ["", "transactions per topic and fate (OUT/transactions/):"]
+        names = ["broker", "topic", "fate", "transactions", "stuck", "committed_twice"]
+        out += _table(names, [[str(t[k]) for k in names] for t in transactions])
     names = ["popped", "acked", "revived", "inflight", "lost", "redeliveries", "ack_ms_median", "ack_ms_max"]
     for title, pop in (("POP consumption per group (what the run's records tell)", summary.get("pop")),
                        ("POP consumption per group in the lake (NS.pop, across nights)",

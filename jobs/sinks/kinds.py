@@ -23,11 +23,13 @@ import pyarrow as pa
 from jobs.errors import UsageError
 from jobs.ledgers.pop import write_pop_ledger
 from jobs.ledgers.timer import write_ledger
+from jobs.ledgers.transactions import write_transactions
 from jobs.output.layouts import NORMALIZED
 from jobs.output.place import Place
 from jobs.output.writers import (
     POP_EVENTS,
     TIMER_EVENTS,
+    TRANS_EVENTS,
     CountingSplitWriter,
     SinkSpec,
     SplitWriter,
@@ -39,7 +41,14 @@ from jobs.output.writers import (
 )
 from jobs.plan.brokers import bare
 from jobs.sinks.iceberg import tables as lake_sink
-from jobs.sinks.iceberg.ledger_tables import commit_pop, commit_timers, merge_pop, merge_timers
+from jobs.sinks.iceberg.ledger_tables import (
+    commit_pop,
+    commit_timers,
+    commit_transactions,
+    merge_pop,
+    merge_timers,
+    merge_transactions,
+)
 from jobs.task.cq_audit import CQ_AUDIT_SCHEMA
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 
@@ -85,6 +94,11 @@ class Sink(abc.ABC):
     def pop_ledger(self, spark, out, where, written, planned):
         """(the POP ledger's counts per (broker, group) of the night, of the table it merged into or None), its
         outputs put into `written` (None: none made)."""
+        return None
+
+    def transactions(self, spark, out, where, written, reads, window_ms):
+        """The transaction ledger's counts per (broker, topic, fate), its outputs put into `written` (None: none
+        made)."""
         return None
 
     def publish(self, out, summary, planned, options, run):
@@ -143,6 +157,15 @@ class FileSink(Sink):
         written.update(made)
         return counts, None
 
+    def transactions(self, spark, out, where, written, reads, window_ms):
+        """The transaction ledger (transactions/, jobs/ledgers/transactions.py) from the committed transaction
+        events: its {output: (files, rows, bytes)} put into `written`, its counts per (broker, topic, fate)
+        returned."""
+        made, counts = write_transactions(spark, out, where, written, reads, window_ms,
+                                          event_files=self._events(TRANS_EVENTS))
+        written.update(made)
+        return counts
+
     def in_attempts(self):
         """{final name: attempt's file} (relative to the temporary OUT) of the parts OUT's publish copies from
         where their attempts wrote them (outputs.OutputRun.publish)."""
@@ -184,6 +207,7 @@ class IcebergSink(FileSink):
         self.target = target
         self.held_timers = None  # what NS.timers held when the run merged its ledger (ledger, then publish)
         self.held_pop = None  # what NS.pop held when the run merged its POP ledger (pop_ledger, then publish)
+        self.held_transactions = None  # what NS.transactions held when the run merged its transaction ledger
         self.out_where = None  # the temporary OUT (a Place), where the merged ledger waits for publish
 
     @classmethod
@@ -238,6 +262,15 @@ class IcebergSink(FileSink):
         written.update(made)
         return counts, table
 
+    def transactions(self, spark, out, where, written, reads, window_ms):
+        """NS.transactions' rows folded with the night's events (jobs/ledgers/transactions.py), committed by
+        `publish`: the merged table's counts."""
+        (made, counts), self.held_transactions = merge_transactions(
+            spark, self.target, out, where, written, reads, window_ms, event_files=self._events(TRANS_EVENTS))
+        self.out_where = Place(where[0], where[1], out)
+        written.update(made)
+        return counts
+
     def narrow(self, planned):
         """A continuing run: the offsets each group holds in the lake leave its scope (ReplayPlan.held), so that
         no task writes a row the lake holds."""
@@ -255,6 +288,8 @@ class IcebergSink(FileSink):
             merged.append(lambda: commit_timers(self.target, self.out_where, run, self.held_timers))
         if self.held_pop is not None:
             merged.append(lambda: commit_pop(self.target, self.out_where, run, self.held_pop))
+        if self.held_transactions is not None:
+            merged.append(lambda: commit_transactions(self.target, self.out_where, run, self.held_transactions))
         added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts, self.kept,
                                          merged)
         self.kept = {}  # each moved into its table: none left for OUT's publish

@@ -16,6 +16,8 @@ from jobs.ledgers.pop import POP, write_pop_ledger
 from jobs.ledgers.spark_io import spark_path
 from jobs.ledgers.timer import LEDGER_SCHEMA as TIMERS_SCHEMA
 from jobs.ledgers.timer import TIMERS, write_ledger
+from jobs.ledgers.transactions import LEDGER_SCHEMA as TRANSACTIONS_SCHEMA
+from jobs.ledgers.transactions import TRANSACTIONS, write_transactions
 from jobs.sinks.iceberg import lake
 from jobs.sinks.iceberg.tables import RUN, move_parts, table_and_place
 from schemas.arrow_schemas import spark_schema
@@ -23,7 +25,8 @@ from schemas.arrow_schemas import spark_schema
 MESSAGE_KEYS = pa.schema([("broker", pa.string()), ("topic", pa.string()), ("queue_id", pa.int32()),
                           ("queue_offset", pa.int64()), ("msg_id", pa.string()),
                           ("properties", pa.map_(pa.string(), pa.string()))])  # NS.messages' columns a key needs
-MERGED = (TIMERS, POP)  # the tables every night rewrites whole: never compacted (jobs/sinks/iceberg/upkeep.py)
+# the tables every night rewrites whole: never compacted (jobs/sinks/iceberg/upkeep.py)
+MERGED = (TIMERS, POP, TRANSACTIONS)
 
 
 def merge_timers(spark, target, out_uri, where, written, reads, overdue_ms, event_files=()):
@@ -131,3 +134,16 @@ def commit_replacing(target, where, run, held, name, schema):
 
 def _committed(table, run):
     return any(s.summary and s.summary.additional_properties.get(RUN) == run for s in table.snapshots())
+
+
+def merge_transactions(spark, target, out_uri, where, written, reads, window_ms, event_files=()):
+    """OUT.tmp/transactions/: the night's ledger folded with NS.transactions' rows. Returns (write_transactions'
+    answer, the HeldTable its commit replaces)."""
+    held, rows = read_held(spark, target, TRANSACTIONS, TRANSACTIONS_SCHEMA)
+    return write_transactions(spark, out_uri, where, written, reads, window_ms, held=rows,
+                              event_files=event_files), held
+
+
+def commit_transactions(target, where, run, held):
+    """{table: files added}: NS.transactions' files replaced by the merged ones of OUT.tmp/transactions/."""
+    return commit_replacing(target, where, run, held, TRANSACTIONS, TRANSACTIONS_SCHEMA)

@@ -27,8 +27,8 @@ TARGET_FILE_BYTES = 512 << 20  # Iceberg's default of it
 
 
 def _tables(catalog, namespace, timers=True):
-    """The namespace's tables that mqreplay writes, loaded (NS.timers and NS.pop with `timers`: every night
-    rewrites them whole, jobs/sinks/iceberg/ledger_tables.py, so they are never compacted; their old snapshots
+    """The namespace's tables that mqreplay writes, loaded (NS.timers, NS.pop, NS.transactions with `timers`: nights
+    rewrite them whole, jobs/sinks/iceberg/ledger_tables.py, so they are never compacted; their old snapshots
     expire and their files go)."""
     out = []
     for name in list(TABLES.values()) + [lake.RANGES] + (list(MERGED) if timers else []):
