@@ -24,6 +24,7 @@ import pyarrow.fs as pafs
 
 from jobs.errors import PublishFailed, UsageError, output_error
 from jobs.ledgers.pop_ledger import lost_warnings, pop_summary
+from jobs.ledgers.traces import trace_summary, trace_warnings
 from jobs.ledgers.timer_ledger import overdue_warnings, timer_reads, timers_summary
 from jobs.output import claim as claims
 from jobs.output.place import Place
@@ -351,6 +352,7 @@ def _run_with(spark, tasks, planned, out, options, sink, ranges, progress, given
         brokers.append((b, part, counters))  # the ledgers' (the topics whose copies they looked for) from here on
     timers = sink.ledger(spark, out.uri, (out.fs, out.root), written, timer_reads(reports, planned), options)
     pop = sink.pop_ledger(spark, out.uri, (out.fs, out.root), written, planned)
+    traced = sink.trace_ledger(spark, out.uri, (out.fs, out.root), written, planned)
     several = len(planned.parts) > 1
     summaries, timelines = [], {}
     for b, part, counters in brokers:
@@ -367,5 +369,8 @@ def _run_with(spark, tasks, planned, out, options, sink, ranges, progress, given
         night, table = pop
         summary["pop"] = pop_summary(night, table)
         summary["warnings"] = lost_warnings(night if table is None else table) + summary["warnings"]
+    if traced is not None:
+        summary["consumption"] = trace_summary(*traced)
+        summary["warnings"] += trace_warnings(summary["consumption"].get("lake") or summary["consumption"])
     summary["outputs"] = {name: {"files": f, "rows": r, "bytes": b} for name, (f, r, b) in sorted(written.items())}
     return summary, timelines

@@ -35,6 +35,7 @@ from schemas.store import storefs
 ATTEMPTS = "_attempts"
 TIMER_EVENTS = "_timer_events"  # a run's timer events, until the driver has paired them into timers/
 POP_EVENTS = "_pop_events"  # a run's POP events, until the driver has paired them into pop/
+TRACE_EVENTS = "_trace_events"  # a run's trace events, until the driver has joined them into traces/, consumption/
 # What a task returns, a dict per row (pickled back by Spark): `file` rows (kind, output, path, final, rows,
 # bytes: where a part was written, its rows and bytes) and counter rows (`stats` per group and topic,
 # `topic_stats` per topic: kind, group, topic, stats; `example` of an evaluation error: kind, group, topic,
@@ -170,6 +171,11 @@ class SplitWriter:
         """The POP ledger's events (jobs/ledgers/pop_events.py): paired by the driver's Spark step, which
         writes pop/ and removes them (jobs/ledgers/pop_ledger.py)."""
         self._append(POP_EVENTS, f"{POP_EVENTS}/part-{self.split:05d}.parquet", table)
+
+    def _trace_event(self, table):
+        """The trace ledgers' events (jobs/ledgers/traces.py): joined by the driver's Spark step, which writes
+        traces/ and consumption/ and removes them."""
+        self._append(TRACE_EVENTS, f"{TRACE_EVENTS}/part-{self.split:05d}.parquet", table)
 
     def _stats(self, table):
         for row in table.to_pylist():

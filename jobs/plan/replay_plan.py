@@ -46,6 +46,8 @@ class ReplayPlan:
     # offsets: a copy the revive service put before it committed its offsets may be beyond the window, so a message
     # of theirs is never called lost (jobs/ledgers/pop_ledger.py)
     retry_cut: frozenset = frozenset()
+    # a store with a trace topic: a jobs/ledgers/traces.TraceScope (the tasks extract trace events); None: none
+    traces: object = None
 
     @property
     def skips_damage(self):

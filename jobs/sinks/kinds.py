@@ -24,11 +24,13 @@ from jobs.errors import UsageError
 from jobs.ledgers.lake import commit_pop, commit_timers, merge_pop, merge_timers
 from jobs.ledgers.pop_ledger import write_pop_ledger
 from jobs.ledgers.timer_ledger import write_ledger
+from jobs.ledgers.traces import commit_consumption, commit_traces, merge_consumption, write_trace_ledgers
 from jobs.output.layouts import NORMALIZED
 from jobs.output.place import Place
 from jobs.output.writers import (
     POP_EVENTS,
     TIMER_EVENTS,
+    TRACE_EVENTS,
     CountingSplitWriter,
     SinkSpec,
     SplitWriter,
@@ -87,6 +89,11 @@ class Sink(abc.ABC):
         outputs put into `written` (None: none made)."""
         return None
 
+    def trace_ledger(self, spark, out, where, written, planned):
+        """(the trace ledgers' counts per (broker, group, final) of the night, of the table it merged into or None),
+        their outputs put into `written` (None: none made)."""
+        return None
+
     def publish(self, out, summary, planned, options, run):
         """What the sink adds to the summary once the outputs are committed, before OUT is published."""
 
@@ -143,6 +150,16 @@ class FileSink(Sink):
         written.update(made)
         return counts, None
 
+    def trace_ledger(self, spark, out, where, written, planned):
+        """OUT/traces/ and OUT/consumption/ (jobs/ledgers/traces.py) from the committed trace events: their
+        {output: (files, rows, bytes)} put into `written`, (their counts per (broker, group, final), None)."""
+        found = write_trace_ledgers(spark, out, where, written, [p.plan for _, p in planned.parts],
+                                    event_files=self._events(TRACE_EVENTS))
+        if found is None:
+            return None
+        written.update(found[0])
+        return found[1], None
+
     def in_attempts(self):
         """{final name: attempt's file} (relative to the temporary OUT) of the parts OUT's publish copies from
         where their attempts wrote them (outputs.OutputRun.publish)."""
@@ -184,6 +201,7 @@ class IcebergSink(FileSink):
         self.target = target
         self.held_timers = None  # what NS.timers held when the run merged its ledger (ledger, then publish)
         self.held_pop = None  # what NS.pop held when the run merged its POP ledger (pop_ledger, then publish)
+        self.held_consumption = None  # what NS.consumption held when the run merged it (trace_ledger, then publish)
         self.out_where = None  # the temporary OUT (a Place), where the merged ledger waits for publish
 
     @classmethod
@@ -238,6 +256,18 @@ class IcebergSink(FileSink):
         written.update(made)
         return counts, table
 
+    def trace_ledger(self, spark, out, where, written, planned):
+        """NS.consumption's rows merged with the night's trace events, NS.traces' night (jobs/ledgers/traces.py),
+        committed by `publish`: (the night's counts, the merged table's)."""
+        found, held = merge_consumption(spark, self.target, out, where, written, [p.plan for _, p in planned.parts],
+                                        event_files=self._events(TRACE_EVENTS))
+        if found is None:
+            return None
+        self.held_consumption = held
+        self.out_where = Place(where[0], where[1], out)
+        written.update(found[0])
+        return found[1], found[2]
+
     def narrow(self, planned):
         """A continuing run: the offsets each group holds in the lake leave its scope (ReplayPlan.held), so that
         no task writes a row the lake holds."""
@@ -255,6 +285,9 @@ class IcebergSink(FileSink):
             merged.append(lambda: commit_timers(self.target, self.out_where, run, self.held_timers))
         if self.held_pop is not None:
             merged.append(lambda: commit_pop(self.target, self.out_where, run, self.held_pop))
+        if self.held_consumption is not None:
+            merged.append(lambda: commit_traces(self.target, self.out_where, run))
+            merged.append(lambda: commit_consumption(self.target, self.out_where, run, self.held_consumption))
         added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts, self.kept,
                                          merged)
         self.kept = {}  # each moved into its table: none left for OUT's publish

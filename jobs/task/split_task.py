@@ -13,6 +13,7 @@ from filtering.decision import in_scope
 from filtering.topic_replay import counters_table, replay_topic
 from jobs.ledgers.pop_events import add_pop_pieces
 from jobs.ledgers.timer_events import add_timer_pieces
+from jobs.ledgers.traces import add_trace_pieces
 from jobs.plan.window import Window
 from jobs.task.split_decode import check_ext, decode_messages, held_split, inflated, unwrapped
 from schemas.columns import batch_bounds, one_array
@@ -34,7 +35,7 @@ def iter_split(plan, units, left_out=None):
     batch by batch: `message` (MessageRows), `bitmap` (BITMAP_SCHEMA), `corrupt` (CORRUPT_SCHEMA), `bodies`
     (BODIES_SCHEMA), `stats` (group, topic and STAT_FIELDS), `topic_stats` (topic and TOPIC_STAT_FIELDS),
     `example` (group, topic, reason: why an expression throws), `timer_event` and `timer_clock` (the timer
-    ledger's: jobs/ledgers/timer_events.py), `pop_event` (the POP ledger's: jobs/ledgers/pop_events.py). The sink
+    ledger's: jobs/ledgers/timer_events.py), `pop_event` (the POP ledger's: jobs/ledgers/pop_events.py), `trace_event` (the traces': jobs/ledgers/traces.py). The sink
     writes each as it comes. left_out:
     (topic, queue_id, queue_offset) of units left out before (the consume-queue audit's): counted as skipped."""
     out = Pieces()
@@ -43,6 +44,7 @@ def iter_split(plan, units, left_out=None):
     for topic, topic_units, messages in decoded_topics(plan, units, out):
         yield from out.flush()
         replay_topic(plan, topic, topic_units, messages, out)
+        add_trace_pieces(plan, topic, messages, out)
         add_timer_pieces(plan, topic, topic_units, messages, out)
         add_pop_pieces(plan, topic, messages, out)
         yield from out.flush()
