@@ -102,8 +102,8 @@ def add_trace_pieces(plan, topic, messages, out):
     elif topic.startswith(SYSTEM_PREFIXES) or topic not in {t for _, t in scope.pairs}:
         return
     else:
-        events = pa.concat_tables([message_events(messages)] + [delivered_events(p) for k, p in out.pieces
-                                                                 if k == "message" and p.topic == topic])
+        delivered = [delivered_events(p) for k, p in out.pieces if k == "message" and p.topic == topic]
+        events = pa.concat_tables([message_events(messages)] + delivered)
     if events is not None and events.num_rows:
         out.add("trace_event", events)
 
@@ -242,7 +242,8 @@ def consumption(spark, events, scopes, held=None):
         if held is not None:
             known = known.unionByName(held.select("group", "uniq_key"))
         messages = ev.where(F.col("kind") == MESSAGE).select(
-            "broker", "topic", *place, F.col("msg_id").alias("uniq_key")).dropDuplicates(["broker", "topic", "uniq_key"])
+            "broker", "topic", *place, F.col("msg_id").alias("uniq_key")) \
+            .dropDuplicates(["broker", "topic", "uniq_key"])
         unplaced = attempts.join(known, ["group", "uniq_key"], "left_anti").select("group", "uniq_key")
         seen = unplaced.join(messages, "uniq_key").join(pairs, ["group", "topic"])
         rows = delivered.withColumn("delivered", F.lit(True)).unionByName(

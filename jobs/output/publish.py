@@ -24,8 +24,8 @@ import pyarrow.fs as pafs
 
 from jobs.errors import PublishFailed, UsageError, output_error
 from jobs.ledgers.pop_ledger import lost_warnings, pop_summary
-from jobs.ledgers.traces import trace_summary, trace_warnings
 from jobs.ledgers.timer_ledger import overdue_warnings, timer_reads, timers_summary
+from jobs.ledgers.traces import trace_summary, trace_warnings
 from jobs.output import claim as claims
 from jobs.output.place import Place
 from jobs.output.writers import ATTEMPTS

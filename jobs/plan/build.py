@@ -133,7 +133,8 @@ def _build_plan(options, broker, several, layout):
     runnable = tuple(c for c in compiled if not c.error)
     topics = read_topics(options, topics_present) if options.read_all else \
         needed_topics(runnable, stored, options.groups, options.topics) | timer_topics(topics_present, options.topics) \
-        | pop_topics(topics_present, options.topics) | trace_topics(topics_present, options.trace_topics, options.topics)
+        | pop_topics(topics_present, options.topics) \
+        | trace_topics(topics_present, options.trace_topics, options.topics)
     if several and not unknown_topics:  # a registration every broker holds, of a topic another broker has:
         topics &= topics_present  # nothing of it here to audit, and no commit log to walk for it
     warnings += _unreadable_topics(config.topics, topics)

@@ -35,8 +35,8 @@ def iter_split(plan, units, left_out=None):
     batch by batch: `message` (MessageRows), `bitmap` (BITMAP_SCHEMA), `corrupt` (CORRUPT_SCHEMA), `bodies`
     (BODIES_SCHEMA), `stats` (group, topic and STAT_FIELDS), `topic_stats` (topic and TOPIC_STAT_FIELDS),
     `example` (group, topic, reason: why an expression throws), `timer_event` and `timer_clock` (the timer
-    ledger's: jobs/ledgers/timer_events.py), `pop_event` (the POP ledger's: jobs/ledgers/pop_events.py), `trace_event` (the traces': jobs/ledgers/traces.py). The sink
-    writes each as it comes. left_out:
+    ledger's: jobs/ledgers/timer_events.py), `pop_event` (the POP ledger's: jobs/ledgers/pop_events.py),
+    `trace_event` (the traces': jobs/ledgers/traces.py). The sink writes each as it comes. left_out:
     (topic, queue_id, queue_offset) of units left out before (the consume-queue audit's): counted as skipped."""
     out = Pieces()
     if left_out is not None:
