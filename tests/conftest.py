@@ -110,3 +110,10 @@ def store_pop(tmp_path_factory):
     """Fixture store_pop (a RocketMQ 5.3.3 store two POP groups consumed, and RocketMQ's answers in expected/),
     unpacked once per session."""
     return _unpacked(tmp_path_factory, "store_pop")
+
+
+@pytest.fixture(scope="session")
+def store_trace(tmp_path_factory):
+    """Fixture store_trace (a RocketMQ 5.3.3 store whose clients wrote message traces, and the answers in
+    expected/: every trace record, the consumption reconciled), unpacked once per session."""
+    return _unpacked(tmp_path_factory, "store_trace")

@@ -164,12 +164,13 @@ def _events(kind, n, columns):
 
 def _audit(plan, out, messages, bad):
     """The trace messages whose body does not decode, to the corruption policy (split_decode's), each named."""
-    rows = np.flatnonzero(bad)
     ids = messages.column("msg_id").to_numpy(zero_copy_only=False)
-    for row in rows:
+    uniq = pc.map_lookup(messages.column("properties"), pa.scalar("UNIQ_KEY"), "last").to_numpy(zero_copy_only=False)
+    for row in np.flatnonzero(bad):
         path = plan.log.file_at(int(messages.column("commitlog_offset")[int(row)].as_py())).path
-        report_damage(plan, out, messages, [row], f"trace message {ids[row]} whose body does not decode as "
-                      "TraceDataEncoder writes it: its records left out of OUT/traces/", path, kept=True)
+        report_damage(plan, out, messages, [row], f"trace message {uniq[row] or ids[row]} (offset msg id {ids[row]}) "
+                      "whose body does not decode as TraceDataEncoder writes it: its records left out of OUT/traces/",
+                      path, kept=True)
 
 
 def _array(values):
