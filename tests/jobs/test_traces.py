@@ -159,8 +159,8 @@ def test_each_delivery_and_consume_trace_is_reconciled_as_expected(whole, store_
 def test_attempt_times_are_the_first_and_last_subbefore(whole, store_trace):
     _, rows, _, _ = whole
     d = json.loads((store_trace / "expected" / "consumption.json").read_text(encoding="utf-8"))
-    want = {(e["group"], e["msgId"]): (min(t["timestamp"] for t in e["traced"]), max(t["timestamp"]
-                                                                                       for t in e["traced"]))
+    want = {(e["group"], e["msgId"]): (min(t["timestamp"] for t in e["traced"]),
+                                       max(t["timestamp"] for t in e["traced"]))
             for e in d["entries"] if e["traced"]}
     got = {(r["group"], r["uniq_key"]): (r["first_attempt_time"], r["last_attempt_time"]) for r in rows
            if r["attempts"]}
@@ -207,7 +207,8 @@ def _damaged_copy(store_trace, tmp_path):
 
 
 def test_a_trace_body_that_does_not_decode_stops_the_run_by_default(spark, store_trace, subscriptions, tmp_path):
-    with pytest.raises(CorruptStoreError, match="trace message FD00000000000000000000000000000235BE5FFD2B278D3E6F700045"):
+    name = "trace message FD00000000000000000000000000000235BE5FFD2B278D3E6F700045"
+    with pytest.raises(CorruptStoreError, match=name):
         traced(spark, _damaged_copy(store_trace, tmp_path), subscriptions)
 
 
