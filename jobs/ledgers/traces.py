@@ -351,16 +351,6 @@ def trace_warnings(summary):
     return out
 
 
-def summary_lines(summary):
-    """The printed summary's section: per group the rows of each final."""
-    if not summary or not summary["groups"]:
-        return []
-    head = ["group", *FINALS]
-    lines = ["", "consumption per group, from the clients' trace records (OUT/consumption/):",
-             "  " + "  ".join(head)]
-    return lines + ["  " + "  ".join(str(g[c]) for c in head) for g in summary["groups"]]
-
-
 def merge_consumption(spark, target, out_uri, where, written, plans, event_files=()):
     """OUT.tmp/traces/ and the night's consumption merged with NS.consumption's rows under OUT.tmp/consumption/.
     Returns (write_trace_ledgers' answer, the HeldTable its commit replaces)."""
