@@ -21,8 +21,9 @@ A row's `final`: consumed (a SubAfter succeeded, none failed), failed_then_consu
 failed (every attempt failed: a push consumer sends it to %DLQ% after maxReconsumeTimes), not_consumed (delivered,
 no attempt traced), consumed_without_delivery (a consumer saw what the filter would not deliver), untraced
 (delivered to a group that left no trace record at all: trace off). Across nights (Iceberg, NS.consumption) the
-rows keep their counts (attempts, successes, failures, first and last times), which add up as one run over both
-nights would count them: a message delivered one night and consumed the next ends consumed."""
+rows keep the consume records they rest on (`records`), joined with a later night's as one run over both nights
+would join them, each once (a later night reads the trace topic from its start again): a message delivered one
+night and consumed the next ends consumed. NS.traces gets each night's records it does not hold yet."""
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,12 +52,20 @@ PLACE_FIELDS = [("trace_topic", pa.string()), ("trace_queue_id", pa.int32()), ("
 TRACES_SCHEMA = pa.schema([f for f in RECORD_SCHEMA if f.name != "body_index"] + PLACE_FIELDS)
 TRACE_EVENT_SCHEMA = pa.schema([("kind", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
                                 ("commitlog_offset", pa.int64())] + list(TRACES_SCHEMA))
+# a consume record a consumption row rests on, kept with the row so that a later night's records join it and a
+# record read twice (a trace topic read again by a later night) counts once
+ATTEMPT_TYPE = pa.struct([
+    ("trace_broker", pa.string()), ("trace_commitlog_offset", pa.int64()), ("record_index", pa.int32()),
+    ("trace_type", pa.string()), ("timestamp", pa.int64()), ("success", pa.bool_()),
+])
+ATTEMPTS_DDL = ("array<struct<trace_broker: string, trace_commitlog_offset: bigint, record_index: int, "
+                "trace_type: string, timestamp: bigint, success: boolean>>")  # a list of ATTEMPT_TYPE, for Spark
 CONSUMPTION_SCHEMA = pa.schema([
     ("broker", pa.string()), ("group", pa.string()), ("topic", pa.string()), ("queue_id", pa.int32()),
     ("queue_offset", pa.int64()), ("commitlog_offset", pa.int64()), ("uniq_key", pa.string()),
     ("delivered", pa.bool_()), ("attempts", pa.int64()), ("successes", pa.int64()), ("failures", pa.int64()),
     ("final", pa.string()), ("below_committed", pa.bool_()), ("first_attempt_time", pa.int64()),
-    ("last_attempt_time", pa.int64()), ("consumed_time", pa.int64()), ("last_client_host", pa.string()),
+    ("last_attempt_time", pa.int64()), ("consumed_time", pa.int64()), ("records", pa.list_(ATTEMPT_TYPE)),
 ])
 KEY = ["broker", "group", "topic", "uniq_key"]
 SYSTEM_PREFIXES = ("rmq_sys_", "RMQ_SYS_", "%RETRY%", "%DLQ%", "SCHEDULE_TOPIC_XXXX", "%LMQ%")
@@ -177,11 +186,12 @@ def _array(values):
     return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
-def write_trace_ledgers(spark, out_uri, where, written, plans, held=None, event_files=()):
+def write_trace_ledgers(spark, out_uri, where, written, plans, held=None, held_traces=None, event_files=()):
     """OUT/traces/ and OUT/consumption/ from the run's committed trace events, then the events removed. Returns
     ({output: (files, rows, bytes)}, the night's counts per (broker, group, final), the written consumption's
-    counts or None). `held`: a DataFrame of the consumption rows a table holds (Iceberg), merged with the night's:
-    consumption/ is then the merged table. None when no broker of the run has a trace topic."""
+    counts or None), None when no broker of the run has a trace topic. `held`: a DataFrame of the consumption
+    rows a table holds (Iceberg), merged with the night's: consumption/ is then the merged table; `held_traces`:
+    the trace records a table holds, left out of traces/ (a later night reads a trace topic from its start)."""
     scopes = [p for p in plans if p.traces is not None]
     if not scopes and held is None:
         return None
@@ -192,7 +202,7 @@ def write_trace_ledgers(spark, out_uri, where, written, plans, held=None, event_
     if events[1]:
         night = read_events(spark, TRACE_EVENT_SCHEMA.append(pa.field("broker", pa.string())), base, TRACE_EVENTS,
                             event_files)
-        write_table(traces_of(night), base, where, TRACES)
+        write_table(traces_of(night, held_traces), base, where, TRACES)
     counts, table = [], None
     rows = consumption(spark, night, scopes, held) if night is not None or held is not None else None
     if rows is not None:
@@ -209,18 +219,24 @@ def write_trace_ledgers(spark, out_uri, where, written, plans, held=None, event_
     return made, counts, None if held is None else table
 
 
-def traces_of(events):
-    """OUT/traces/'s rows: the `trace` events, a row per decoded record."""
+def traces_of(events, held=None):
+    """OUT/traces/'s rows: the `trace` events, a row per decoded record, but those `held` holds already."""
     from pyspark.sql import functions as F
 
-    return events.where(F.col("kind") == TRACE).select("broker", *TRACES_SCHEMA.names)
+    rows = events.where(F.col("kind") == TRACE).select("broker", *TRACES_SCHEMA.names)
+    if held is None:
+        return rows
+    place = ["broker", "trace_topic", "trace_commitlog_offset"]
+    seen = held.select(F.coalesce(F.col("broker"), F.lit("")).alias("broker"), *place[1:]).distinct()
+    return rows.withColumn("b", F.coalesce(F.col("broker"), F.lit(""))).join(
+        seen.withColumnRenamed("broker", "b"), ["b", *place[1:]], "left_anti").drop("b").select(rows.columns)
 
 
 def consumption(spark, events, scopes, held=None):
     """OUT/consumption/'s rows (CONSUMPTION_SCHEMA) of the night's events (None: none) and the `held` rows (None:
-    none): the deliveries and held rows by (group, UNIQ_KEY), each joined with the consume records of that group
-    naming that msgId; a consume trace of no such row placed by the messages of a subscribed topic (delivered
-    false); the counts of held rows added to the night's; `final` and `below_committed` decided last."""
+    none): the deliveries and held rows by (group, UNIQ_KEY), each with the consume records of that group naming
+    that msgId; a consume trace of no such row placed by the messages of a subscribed topic (delivered false);
+    the records of held rows joined with the night's; `final` and `below_committed` decided last (settle)."""
     from pyspark.sql import functions as F
 
     pairs = spark.createDataFrame([(g, t) for p in scopes for g, t in p.traces.pairs], "`group` string, topic string") \
@@ -229,14 +245,10 @@ def consumption(spark, events, scopes, held=None):
         [(p.broker or "", g, t, q, o) for p in scopes for g, t, q, o in p.traces.committed],
         "broker string, `group` string, topic string, queue_id int, committed long")
     place = ["queue_id", "queue_offset", "commitlog_offset"]
-    stats = ["attempts", "successes", "failures", "first_attempt_time", "last_attempt_time", "consumed_time",
-             "last_client_host"]
-    rows = None
-    traced = spark.createDataFrame([], "`group` string")
+    rows, attempts = None, None
     if events is not None:
         ev = events.withColumn("broker", F.coalesce(F.col("broker"), F.lit("")))
         attempts = attempts_of(ev)
-        traced = attempts.select("group").distinct()
         delivered = ev.where(F.col("kind") == DELIVERED).select(
             "broker", "group", "topic", *place, F.col("msg_id").alias("uniq_key")).dropDuplicates(KEY)
         known = delivered.select("group", "uniq_key")
@@ -247,30 +259,22 @@ def consumption(spark, events, scopes, held=None):
             .dropDuplicates(["broker", "topic", "uniq_key"])
         unplaced = attempts.join(known, ["group", "uniq_key"], "left_anti").select("group", "uniq_key")
         seen = unplaced.join(messages, "uniq_key").join(pairs, ["group", "topic"])
-        rows = delivered.withColumn("delivered", F.lit(True)).unionByName(
-            seen.withColumn("delivered", F.lit(False)))
-        rows = rows.join(attempts, ["group", "uniq_key"], "left")
-        rows = rows.select(*KEY, *place, "delivered", *stats)
+        rows = delivered.withColumn("delivered", F.lit(True)).unionByName(seen.withColumn("delivered", F.lit(False)))
+        rows = rows.join(attempts, ["group", "uniq_key"], "left").select(*KEY, *place, "delivered", "records")
     if held is not None:
         old = held.withColumn("broker", F.coalesce(F.col("broker"), F.lit(""))).select(
-            *KEY, *place, "delivered", *stats)
-        traced = traced.unionByName(old.where(F.col("attempts") > 0).select("group"))
-        if events is not None:  # tonight's attempts of a held row (delivered an earlier night)
-            old_keys = old.select("group", "uniq_key")
-            late = attempts.join(old_keys, ["group", "uniq_key"]).join(
-                old.select(*KEY, *place), ["group", "uniq_key"])
+            *KEY, *place, "delivered", "records")
+        if attempts is not None:  # tonight's records of a row held (delivered an earlier night)
+            late = attempts.join(old.select(*KEY, *place), ["group", "uniq_key"])
             old = old.unionByName(late.withColumn("delivered", F.lit(False)).select(*KEY, *place, "delivered",
-                                                                                    *stats))
+                                                                                    "records"))
         rows = old if rows is None else rows.unionByName(old)
-    if rows is None:
-        return None
-    return settle(rows, traced.distinct(), committed)
+    return None if rows is None else settle(rows, committed)
 
 
 def attempts_of(events):
-    """Per (group, msgId) of the consume records: attempts (SubBefore records), successes and failures (SubAfter
-    records), first and last attempt time, the first success's time, the last attempt's client host. A SubAfter
-    without its groupName (a cloud client's 7 fields) takes its SubBefore's (same requestId and msgId)."""
+    """Per (group, msgId): the consume records (ATTEMPT_TYPE) naming it. A SubAfter without its groupName (a
+    cloud client's 7 fields) takes its SubBefore's (same requestId and msgId)."""
     from pyspark.sql import functions as F
 
     sub = events.where((F.col("kind") == TRACE) & F.col("trace_type").isin(SUB_BEFORE, SUB_AFTER))
@@ -279,33 +283,34 @@ def attempts_of(events):
         ["request_id", "msg_id"])
     after = sub.where(F.col("trace_type") == SUB_AFTER).join(named, ["request_id", "msg_id"], "left") \
         .withColumn("group", F.coalesce(F.col("group"), F.col("before_group"))).drop("before_group")
-    both = before.unionByName(after)
-    is_before, is_after = F.col("trace_type") == SUB_BEFORE, F.col("trace_type") == SUB_AFTER
-    return both.where(F.col("group").isNotNull()).groupBy("group", F.col("msg_id").alias("uniq_key")).agg(
-        F.sum(is_before.cast("long")).alias("attempts"),
-        F.sum((is_after & F.col("success")).cast("long")).alias("successes"),
-        F.sum((is_after & ~F.col("success")).cast("long")).alias("failures"),
-        F.min(F.when(is_before, F.col("timestamp"))).alias("first_attempt_time"),
-        F.max(F.when(is_before, F.col("timestamp"))).alias("last_attempt_time"),
-        F.min(F.when(is_after & F.col("success"), F.col("timestamp"))).alias("consumed_time"),
-        F.max_by(F.col("client_host"), F.col("timestamp")).alias("last_client_host"))
+    record = F.struct(F.col("broker").alias("trace_broker"), *(F.col(f.name) for f in ATTEMPT_TYPE
+                                                               if f.name != "trace_broker"))
+    return before.unionByName(after).where(F.col("group").isNotNull()).groupBy(
+        "group", F.col("msg_id").alias("uniq_key")).agg(F.collect_set(record).alias("records"))
 
 
-def settle(rows, traced, committed):
-    """One row per (broker, group, topic, UNIQ_KEY): the counts added up, `delivered` if any night delivered it,
-    then `final` (the module's rules; untraced: a group of no consume record at all) and `below_committed`."""
+def settle(rows, committed):
+    """One row per (broker, group, topic, UNIQ_KEY): its records once each, `delivered` if any night delivered
+    it, then the counts, times, `final` (the module's rules; untraced: a group of no consume record at all) and
+    `below_committed`."""
     from pyspark.sql import functions as F
 
+    none = F.array().cast(ATTEMPTS_DDL)
     one = rows.groupBy(*KEY).agg(
         F.max("delivered").alias("delivered"),
         *(F.first(c, ignorenulls=True).alias(c) for c in ("queue_id", "queue_offset", "commitlog_offset")),
-        *(F.sum(F.coalesce(F.col(c), F.lit(0))).alias(c) for c in ("attempts", "successes", "failures")),
-        F.min("first_attempt_time").alias("first_attempt_time"), F.max("last_attempt_time").alias("last_attempt_time"),
-        F.min("consumed_time").alias("consumed_time"),
-        F.max_by("last_client_host", "last_attempt_time").alias("last_client_host"))
-    one = one.join(traced.withColumn("traced", F.lit(True)), "group", "left")
-    one = one.join(committed, ["broker", "group", "topic", "queue_id"], "left")
-    tried = (F.col("attempts") + F.col("successes") + F.col("failures")) > 0
+        F.array_sort(F.array_distinct(F.flatten(F.collect_list(F.coalesce(F.col("records"), none))))).alias("records"))
+    before = F.filter("records", lambda r: r["trace_type"] == SUB_BEFORE)
+    ok = F.filter("records", lambda r: (r["trace_type"] == SUB_AFTER) & r["success"])
+    bad = F.filter("records", lambda r: (r["trace_type"] == SUB_AFTER) & ~r["success"])
+    one = one.select("*", F.size(before).cast("long").alias("attempts"), F.size(ok).cast("long").alias("successes"),
+                     F.size(bad).cast("long").alias("failures"),
+                     F.array_min(F.transform(before, lambda r: r["timestamp"])).alias("first_attempt_time"),
+                     F.array_max(F.transform(before, lambda r: r["timestamp"])).alias("last_attempt_time"),
+                     F.array_min(F.transform(ok, lambda r: r["timestamp"])).alias("consumed_time"))
+    traced = one.where(F.size("records") > 0).select("group").distinct().withColumn("traced", F.lit(True))
+    one = one.join(traced, "group", "left").join(committed, ["broker", "group", "topic", "queue_id"], "left")
+    tried = F.size("records") > 0
     final = F.when(tried & ~F.col("delivered"), WITHOUT_DELIVERY) \
         .when(F.col("successes") > 0, F.when(F.col("failures") > 0, FAILED_THEN_CONSUMED).otherwise(CONSUMED)) \
         .when(F.col("failures") > 0, FAILED) \
@@ -314,7 +319,7 @@ def settle(rows, traced, committed):
     return one.select(F.when(F.col("broker") != "", F.col("broker")).alias("broker"), "group", "topic",
                       F.col("queue_id").cast("int"), "queue_offset", "commitlog_offset", "uniq_key", "delivered",
                       "attempts", "successes", "failures", final.alias("final"), below.alias("below_committed"),
-                      "first_attempt_time", "last_attempt_time", "consumed_time", "last_client_host")
+                      "first_attempt_time", "last_attempt_time", "consumed_time", "records")
 
 
 def count_rows(rows):
@@ -355,7 +360,9 @@ def merge_consumption(spark, target, out_uri, where, written, plans, event_files
     """OUT.tmp/traces/ and the night's consumption merged with NS.consumption's rows under OUT.tmp/consumption/.
     Returns (write_trace_ledgers' answer, the HeldTable its commit replaces)."""
     held, rows = read_held(spark, target, CONSUMPTION, CONSUMPTION_SCHEMA)
-    return write_trace_ledgers(spark, out_uri, where, written, plans, held=rows, event_files=event_files), held
+    _, traces = read_held(spark, target, TRACES, TRACES_SCHEMA.append(pa.field("broker", pa.string())))
+    return write_trace_ledgers(spark, out_uri, where, written, plans, held=rows, held_traces=traces,
+                               event_files=event_files), held
 
 
 def commit_consumption(target, where, run, held):
