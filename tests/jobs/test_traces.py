@@ -17,11 +17,13 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
+from jobs import explain
 from jobs.ledgers.traces import CONSUMPTION_SCHEMA, trace_summary, write_trace_ledgers
 from jobs.output.layouts import NORMALIZED
 from jobs.output.writers import SinkSpec, commit
 from jobs.plan.build import build_plan
 from jobs.plan.window import Window
+from jobs.report import html as report
 from jobs.settings import CorruptPolicy, JobOptions
 from jobs.task import stage as T
 from schemas.arrow_schemas import spark_schema
@@ -236,3 +238,45 @@ def test_two_nights_merged_are_one_run(spark, store_trace, subscriptions, whole,
     before = {key(r): r["final"] for r in first[1]}
     after = {key(r): r["final"] for r in merged}
     assert any(f == "not_consumed" and after[k] == "consumed" for k, f in before.items())
+
+
+def test_a_night_that_reads_the_trace_topic_again_counts_each_record_once(
+        spark, store_trace, subscriptions, whole, tmp_path):
+    """A later Iceberg night reads the trace topic from its start again: merged with the rows it already holds,
+    each consume record counts once, and the rows are one run's."""
+    held = tmp_path / "night"
+    os.makedirs(held / "consumption")
+    pq.write_table(pa.Table.from_pylist(whole[1], schema=CONSUMPTION_SCHEMA), held / "consumption" / "part-0.parquet")
+    _, merged, _, _ = traced(spark, store_trace / "store", subscriptions, held=held)
+    key = lambda r: (r["group"], r["topic"], r["uniq_key"])  # noqa: E731
+    assert sorted(merged, key=key) == sorted(whole[1], key=key)
+
+
+@pytest.mark.parametrize("final", ["failed_then_consumed", "failed", "not_consumed"])
+def test_explain_key_tells_a_messages_trace_timeline(store_trace, subscriptions, final, capsys):
+    """explain --key K: the message's Pub record (when, by which producer group), then under its group's verdict
+    each consume attempt with its status, as consumption.json lists them."""
+    d = json.loads((store_trace / "expected" / "consumption.json").read_text(encoding="utf-8"))
+    e = next(e for e in d["entries"] if e["final"] == final and d["messages"][e["msgId"]]["pub"])
+    code = explain.main(["--store", str(store_trace / "store"), "--subscriptions", str(subscriptions),
+                         "--key", e["msgId"]])
+    assert code == 0
+    text = capsys.readouterr().out
+    pub = d["messages"][e["msgId"]]["pub"]
+    assert f"published at {pub['timestamp']} " in text and f"by producer group {pub['groupName']} " in text
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"  {e['group']}: DELIVERED"))
+    attempts = [line for line in lines[at + 1:] if line.startswith("    consume attempt")]
+    attempts = attempts[:len(e["traced"])] if e["traced"] else []
+    assert [("CONSUMED" if t["success"] else "FAILED") for t in e["traced"]] == \
+        [("CONSUMED" if "CONSUMED" in line else "FAILED") for line in attempts]
+    if not e["traced"]:
+        assert lines[at + 1] == "    no consume trace record of this group"
+    assert "RMQ_SYS_TRACE_TOPIC" not in text  # the trace messages are the timeline, not copies
+
+
+def test_the_report_says_what_was_never_consumed_failed_or_consumed_without_delivery(whole):
+    """The report's consumption section: in words per group, then a bar per group."""
+    page = report.render({"subscriptions": [], "consumption": trace_summary(whole[2])}, {}, 0)
+    assert "G_PAY_AUDIT: 177 delivered but never consumed (a backlog, or lost); 28 failed every attempt" in page
+    assert "G_NOTICE_NOTRACE: 178 delivered to a group that left no trace record (trace off)" in page
