@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs import explain
+from jobs.datasource import register
 from jobs.ledgers.traces import CONSUMPTION_SCHEMA, trace_summary, write_trace_ledgers
 from jobs.output.layouts import NORMALIZED
 from jobs.output.writers import SinkSpec, commit
@@ -280,3 +281,13 @@ def test_the_report_says_what_was_never_consumed_failed_or_consumed_without_deli
     page = report.render({"subscriptions": [], "consumption": trace_summary(whole[2])}, {}, 0)
     assert "G_PAY_AUDIT: 177 delivered but never consumed (a backlog, or lost); 28 failed every attempt" in page
     assert "G_NOTICE_NOTRACE: 178 delivered to a group that left no trace record (trace off)" in page
+
+
+def test_the_data_source_reads_every_trace_record(spark, store_trace):
+    """option traces: a row per trace record, the job's OUT/traces/ columns."""
+    register(spark)
+    rows = spark.read.format("rocketmq").option("traces", "true").load(str(store_trace / "store")).collect()
+    want = Counter((e["traceCommitLogOffset"], e["recordIndex"], e["traceType"], e["msgId"], e["groupName"],
+                    e["timestamp"], e["success"]) for e in expected_traces(store_trace))
+    assert Counter((r["trace_commitlog_offset"], r["record_index"], r["trace_type"], r["msg_id"], r["group"],
+                    r["timestamp"], r["success"]) for r in rows) == want
