@@ -23,7 +23,9 @@ from schemas.arrow_schemas import spark_schema
 MESSAGE_KEYS = pa.schema([("broker", pa.string()), ("topic", pa.string()), ("queue_id", pa.int32()),
                           ("queue_offset", pa.int64()), ("msg_id", pa.string()),
                           ("properties", pa.map_(pa.string(), pa.string()))])  # NS.messages' columns a key needs
-MERGED = (TIMERS, POP)  # the tables every night rewrites whole: never compacted (jobs/sinks/iceberg/upkeep.py)
+# the tables every night rewrites whole: never compacted (jobs/sinks/iceberg/upkeep.py); NS.consumption is
+# jobs/ledgers/traces.py's (named here: that module builds on this one)
+MERGED = (TIMERS, POP, "consumption")
 
 
 def merge_timers(spark, target, out_uri, where, written, reads, overdue_ms, event_files=()):
