@@ -249,14 +249,13 @@ def consumption(spark, events, scopes, held=None):
     if events is not None:
         ev = events.withColumn("broker", F.coalesce(F.col("broker"), F.lit("")))
         attempts = attempts_of(ev)
-        delivered = ev.where(F.col("kind") == DELIVERED).select(
-            "broker", "group", "topic", *place, F.col("msg_id").alias("uniq_key")).dropDuplicates(KEY)
+        delivered = first_copy(ev.where(F.col("kind") == DELIVERED).select(
+            "broker", "group", "topic", *place, F.col("msg_id").alias("uniq_key")), KEY)
         known = delivered.select("group", "uniq_key")
         if held is not None:
             known = known.unionByName(held.select("group", "uniq_key"))
-        messages = ev.where(F.col("kind") == MESSAGE).select(
-            "broker", "topic", *place, F.col("msg_id").alias("uniq_key")) \
-            .dropDuplicates(["broker", "topic", "uniq_key"])
+        messages = first_copy(ev.where(F.col("kind") == MESSAGE).select(
+            "broker", "topic", *place, F.col("msg_id").alias("uniq_key")), ["broker", "topic", "uniq_key"])
         unplaced = attempts.join(known, ["group", "uniq_key"], "left_anti").select("group", "uniq_key")
         seen = unplaced.join(messages, "uniq_key").join(pairs, ["group", "topic"])
         rows = delivered.withColumn("delivered", F.lit(True)).unionByName(seen.withColumn("delivered", F.lit(False)))
@@ -270,6 +269,16 @@ def consumption(spark, events, scopes, held=None):
                                                                                     "records"))
         rows = old if rows is None else rows.unionByName(old)
     return None if rows is None else settle(rows, committed)
+
+
+def first_copy(rows, key):
+    """A row per `key`: the one stored first (lowest commit-log offset), where a producer sent the same message
+    (UNIQ_KEY) twice."""
+    from pyspark.sql import functions as F
+
+    rest = [c for c in rows.columns if c not in key]
+    first = F.min_by(F.struct(*rest), F.col("commitlog_offset")).alias("first")
+    return rows.groupBy(*key).agg(first).select(*key, *(F.col(f"first.{c}").alias(c) for c in rest))
 
 
 def attempts_of(events):
