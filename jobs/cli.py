@@ -113,6 +113,9 @@ def parse_replay_args(argv):
     p.add_argument("--audit-consume-queue", action="store_true",
                    help="check every unit of the run's queues against the commit log, and find the units it "
                         "lacks: rows of OUT/audit/consume_queue/")
+    p.add_argument("--trace-topic", action="append", default=[], metavar="NAME",
+                   help="a trace topic of the clients' own (customizedTraceTopic), read besides RMQ_SYS_TRACE_TOPIC: "
+                        "OUT/traces/ and OUT/consumption/; repeatable")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT (once the new one is complete)")
     p.add_argument("--allow-missing", action="store_true",
                    help="topics and groups that match nothing are warnings, not errors (nightly runs)")

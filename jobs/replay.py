@@ -67,7 +67,7 @@ def options_from(args, settings, starting=None):
     split = lambda s: tuple(x for x in (s or "").split(",") if x)  # noqa: E731
     return job_options(
         settings, args.store, commitlog=commitlog_dirs(args.commitlog), units_from=args.units_from,
-        audit_consume_queue=args.audit_consume_queue,
+        audit_consume_queue=args.audit_consume_queue, trace_topics=tuple(args.trace_topic),
         **subscription_options(args, settings),
         groups=split(args.groups), topics=split(args.topics),
         with_body=settings["with_body"] and not args.no_body,

@@ -102,6 +102,7 @@ class JobOptions:
     commitlog: tuple = ()  # --commitlog: the directories of a log kept elsewhere than under the store root
     units_from: UnitsFrom = UnitsFrom.AUTO  # --units-from: where units come from (jobs/plan/units/choose.py)
     audit_consume_queue: bool = False  # --audit-consume-queue: every unit checked against the commit log
+    trace_topics: tuple = ()  # --trace-topic: the clients' own trace topics, read besides RMQ_SYS_TRACE_TOPIC
     # a pending timer message due this long before the latest record the run read is overdue (a stuck wheel)
     timer_overdue: int = DEFAULTS["timer_overdue_seconds"] * 1000
     # conf/replay.json's transaction_check: the broker's check settings over broker.conf's (stuck transactions)

@@ -117,3 +117,10 @@ def store_trans(tmp_path_factory):
     """Fixture store_trans (a RocketMQ 5.3.3 store with every fate of a transaction, and RocketMQ's answers in
     expected/: transactions.json, the groups' deliveries), unpacked once per session."""
     return _unpacked(tmp_path_factory, "store_trans")
+
+
+@pytest.fixture(scope="session")
+def store_trace(tmp_path_factory):
+    """Fixture store_trace (a RocketMQ 5.3.3 store whose clients wrote message traces, and the answers in
+    expected/: every trace record, the consumption reconciled), unpacked once per session."""
+    return _unpacked(tmp_path_factory, "store_trace")

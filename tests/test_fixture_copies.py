@@ -20,7 +20,7 @@ def test_jsonl_copy_equals_shared_fixture(relpath):
 
 
 @needs_shared
-@pytest.mark.parametrize("name", ["store_a", "store_dledger", "store_5x", "store_trans"])
+@pytest.mark.parametrize("name", ["store_a", "store_dledger", "store_5x", "store_trans", "store_trace"])
 def test_store_copy_equals_shared_fixture(name):
     with tarfile.open(DATA / "stores" / f"{name}.tar.gz") as tar:
         members = {m.name: m for m in tar.getmembers() if m.isfile()}

@@ -29,7 +29,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs.cli import commitlog_dirs
 from jobs.datasource.filters import option_narrowing
-from jobs.datasource.read import TIMER_EVENTS_SCHEMA, SplitRead, read_split
+from jobs.datasource.read import TIMER_EVENTS_SCHEMA, TRACE_ROWS_SCHEMA, SplitRead, read_split
 from jobs.errors import UsageError
 from jobs.ledgers.timer import pair
 from jobs.plan.brokers import brokers_of, split_store
@@ -49,7 +49,7 @@ log = logging.getLogger("mqreplay")
 
 WORKER_PYTHON_CONF = "spark.pyspark.python"
 PLANNER_WORKER = "pyspark.sql.worker.create_data_source"  # the worker that runs schema() for load()
-FLAGS = ("withBody", "verifyCrc", "retry", "filterSupportRetry", "timers")
+FLAGS = ("withBody", "verifyCrc", "retry", "filterSupportRetry", "timers", "traces")
 CHOICES = {"rocketmqVersion": SETTING_CHOICES["rocketmq_version"], "onCorrupt": SETTING_CHOICES["on_corrupt"],
            "onSubscriptionError": ("fail", "skip"), "unitsFrom": UNITS_FROM}
 SUBSCRIPTION_ERROR_DEFAULT = "fail"  # onSubscriptionError, the one option no settings key backs
@@ -133,6 +133,8 @@ class RocketMQDataSource(DataSource):
             raise
         if read.timers:
             return spark_schema(TIMER_EVENTS_SCHEMA)
+        if read.traces:
+            return spark_schema(TRACE_ROWS_SCHEMA)
         return spark_schema(arrow_schema(read.job.with_body, bool(read.job.subscription_files)))
 
     def reader(self, schema):
@@ -158,6 +160,7 @@ class ReadOptions:
     on_subscription_error: str
     brokers: tuple  # jobs/plan/brokers.Broker: one for a path, each of option brokers' NAME=STORE
     timers: bool = False  # option timers: a row per timer event (timer_ledger pairs them), not per message
+    traces: bool = False  # option traces: a row per trace record (the job's OUT/traces/), not per message
 
 
 def read_options(options):
@@ -208,7 +211,12 @@ def read_options(options):
     timers = bool(value["timers"])
     if timers and subscriptions is not None:
         raise UsageError("rocketmq: option timers reads timer events, which no group decides: leave out subscriptions")
-    return ReadOptions(job, narrowing, value["onSubscriptionError"] or SUBSCRIPTION_ERROR_DEFAULT, brokers, timers)
+    traces = bool(value["traces"])
+    if traces and (subscriptions is not None or timers):
+        raise UsageError("rocketmq: option traces reads trace records, which no group decides: leave out "
+                         "subscriptions and timers")
+    return ReadOptions(job, narrowing, value["onSubscriptionError"] or SUBSCRIPTION_ERROR_DEFAULT, brokers, timers,
+                       traces)
 
 
 def _from_launch_dir(path):
@@ -280,6 +288,7 @@ class RocketMQReader(DataSourceReader):
         self.narrowing = read.narrowing
         self.brokers = read.brokers
         self.timers = read.timers
+        self.traces = read.traces
         self.arrow = to_arrow_schema(schema, timezone="UTC")  # what Spark checks each batch against
 
     def partitions(self):
@@ -293,6 +302,11 @@ class RocketMQReader(DataSourceReader):
         narrowing = self.narrowing
         topics = None if narrowing.topics is None else tuple(sorted(narrowing.topics))
         planned = build_plan(replace(options, read_topics=topics), broker=broker, several=len(self.brokers) > 1)
+        if self.traces and topics is None:  # option traces: the trace topics alone are read
+            traced = tuple(sorted(planned.plan.traces.topics)) if planned.plan.traces is not None else ()
+            if not traced:
+                return []
+            planned = build_plan(replace(options, read_topics=traced), broker=broker, several=len(self.brokers) > 1)
         if options.subscription_files:
             check_subscriptions(planned, self.on_subscription_error)
         plan = planned.plan
@@ -305,7 +319,7 @@ class RocketMQReader(DataSourceReader):
         for start, end in ranges:
             if any(s.split_holds(start, end) for s in plan.units) and (narrowing.offsets is None or any(
                     start <= o < end for o in narrowing.offsets)):
-                job = SplitRead(plan.for_split(start, end), narrowing, self.timers)
+                job = SplitRead(plan.for_split(start, end), narrowing, self.timers, self.traces)
                 parts.append(SplitPartition(first + len(parts), start, end, job))
         return parts
 

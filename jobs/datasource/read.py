@@ -10,12 +10,14 @@ import pyarrow as pa
 from filtering.decision import decide_topic
 from filtering.topic_replay import message_columns
 from jobs.ledgers.timer import TIMER_EVENT_SCHEMA, timer_events
+from jobs.ledgers.traces import TRACES_SCHEMA, trace_records
 from jobs.task.split_task import Pieces, decoded_topics
 from jobs.task.split_units import snap_to_records, split_units
 from schemas.queues import rocksdb_store
 
 log = logging.getLogger("mqreplay")
 TIMER_EVENTS_SCHEMA = TIMER_EVENT_SCHEMA.append(pa.field("broker", pa.string()))  # option timers' rows
+TRACE_ROWS_SCHEMA = TRACES_SCHEMA.append(pa.field("broker", pa.string()))  # option traces' rows: OUT/traces/'s
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,7 @@ class SplitRead:
     plan: object  # ReplayPlan, its units sources cut to the partition's split (ReplayPlan.for_split)
     narrowing: object  # jobs.datasource.filters.Narrowing
     timers: bool = False  # a row per timer event (jobs/ledgers/timer.py), not per message
+    traces: bool = False  # a row per trace record of the trace topics (jobs/ledgers/traces.py), not per message
 
 
 def read_split(job, start, end, schema):
@@ -52,6 +55,8 @@ def read_split(job, start, end, schema):
             topic_units, messages = topic_units.filter(pa.array(keep)), messages.filter(pa.array(keep))
         if job.timers:
             yield from _timer_rows(job.plan, topic, topic_units, messages, out)
+        elif job.traces:
+            yield from _trace_rows(job.plan, topic, messages, out)
         elif topic_units.num_rows:
             yield from _rows(job.plan, topic, topic_units, messages, out, schema).to_batches()
 
@@ -69,6 +74,20 @@ def _timer_rows(plan, topic, units, messages, out):
     if events is not None:
         yield from events.append_column("broker", pa.array([plan.broker] * events.num_rows, pa.string())) \
             .to_batches()
+
+
+def _trace_rows(plan, topic, messages, out):
+    """The trace records of one trace topic's batch (OUT/traces/'s columns), with their broker; a body that does
+    not decode fails the read, or (onCorrupt=skip) is left out with a warning, as the job audits it."""
+    if plan.traces is None or topic not in plan.traces.topics or not messages.num_rows:
+        return
+    records = trace_records(plan, messages, out)
+    for kind, piece in out.flush():
+        if kind == "corrupt":
+            for problem in piece.to_pylist():
+                log.warning("rocketmq: %s at offset %d: %s", problem["file"], problem["offset"], problem["reason"])
+    rows = records.select(TRACES_SCHEMA.names)
+    yield from rows.append_column("broker", pa.array([plan.broker] * rows.num_rows, pa.string())).to_batches()
 
 
 def _warn_of_null_bodies(out):

@@ -18,6 +18,7 @@ from jobs.explain.pop_history import history_lines, pop_histories
 from jobs.explain.question import decide, read_queue_units
 from jobs.explain.report import VERDICTS
 from jobs.explain.times import ms_text, with_iso
+from jobs.explain.traces import attempt_lines, not_traces, published_lines, trace_timelines, traced_row
 from jobs.explain.transaction_history import transaction_histories, transaction_line
 from jobs.ledgers.timer import CANCEL, DELIVERED, SCHEDULED, fate, timer_events
 from schemas.index.key_lookup import locate_keys, store_topics
@@ -69,6 +70,11 @@ def find(ctx, key, topic=None, window=None, group=None):
         mine = histories.get((r["topic"], r["queue_id"], r["queue_offset"]), {})
         if r["group"] in mine:
             r["pop"] = _pop_times(mine[r["group"]])
+    timelines = trace_timelines(ctx, found.messages)
+    rows = not_traces(ctx, rows, key)
+    for r in rows:
+        if r["uniq_key"] in timelines:
+            r["traces"] = timelines[r["uniq_key"]]
     return rows, found, notes
 
 
@@ -208,6 +214,7 @@ def render(rows):
                          f"{r['queue_offset']}{copy_words(r)}: msgId {r['msg_id']}, commit-log offset "
                          f"{r['commit_log_offset']}, storeTimestamp {ms_text(r['store_timestamp'])}, keys "
                          f"{r['keys']!r}, UNIQ_KEY {r['uniq_key']}")
+            lines += published_lines(r["traces"], r["topic"]) if traced_row(r) else []
             if r.get("timer") and r["uniq_key"] not in timers:
                 timers.add(r["uniq_key"])
                 lines.append(f"  {timer_line(r['timer'])}")
@@ -218,6 +225,8 @@ def render(rows):
         lines.append(f"  {r['group']}: {outcome}" if r["group"] is not None else f"  {r['verdict']}")
         if r.get("pop"):
             lines += history_lines({r["group"]: r["pop"]})
+        if traced_row(r) and r["group"] is not None:
+            lines += attempt_lines(r["traces"], r["group"])
     return lines or ["no message carries the key"]
 
 

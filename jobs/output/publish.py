@@ -25,6 +25,7 @@ import pyarrow.fs as pafs
 from jobs.errors import PublishFailed, UsageError, output_error
 from jobs.ledgers.pop import lost_warnings, pop_summary
 from jobs.ledgers.timer import overdue_warnings, timer_reads, timers_summary
+from jobs.ledgers.traces import trace_summary, trace_warnings
 from jobs.ledgers.transactions import check_windows, transaction_warnings, transactions_summary
 from jobs.output import claim as claims
 from jobs.output.place import Place
@@ -355,6 +356,7 @@ def _run_with(spark, tasks, planned, out, options, sink, ranges, progress, given
     windows = check_windows(planned, options.transaction_check)
     transactions = sink.transactions(spark, out.uri, (out.fs, out.root), written, reads, windows)
     pop = sink.pop_ledger(spark, out.uri, (out.fs, out.root), written, planned)
+    traced = sink.trace_ledger(spark, out.uri, (out.fs, out.root), written, planned)
     several = len(planned.parts) > 1
     summaries, timelines = [], {}
     for b, part, counters in brokers:
@@ -374,5 +376,8 @@ def _run_with(spark, tasks, planned, out, options, sink, ranges, progress, given
     if transactions is not None:
         summary["transactions"] = transactions_summary(transactions)
         summary["warnings"] += transaction_warnings(transactions, windows)
+    if traced is not None:
+        summary["consumption"] = trace_summary(*traced)
+        summary["warnings"] += trace_warnings(summary["consumption"].get("lake") or summary["consumption"])
     summary["outputs"] = {name: {"files": f, "rows": r, "bytes": b} for name, (f, r, b) in sorted(written.items())}
     return summary, timelines

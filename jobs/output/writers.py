@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from jobs.errors import output_error
 from jobs.ledgers.pop import POP_EVENTS
 from jobs.ledgers.timer import TIMER_EVENTS
+from jobs.ledgers.traces import TRACE_EVENTS
 from jobs.ledgers.transactions import TRANS_EVENTS
 from jobs.output.layouts import NORMALIZED, message_fields
 from jobs.output.place import Place
@@ -154,6 +155,11 @@ class SplitWriter:
         """The transaction ledger's events (jobs/ledgers/transactions.py): folded by the driver's Spark step,
         which writes transactions/ and removes them."""
         self._append(TRANS_EVENTS, f"{TRANS_EVENTS}/part-{self.split:05d}.parquet", table)
+
+    def _trace_event(self, table):
+        """The trace ledgers' events (jobs/ledgers/traces.py): joined by the driver's Spark step, which writes
+        traces/ and consumption/ and removes them."""
+        self._append(TRACE_EVENTS, f"{TRACE_EVENTS}/part-{self.split:05d}.parquet", table)
 
     def _stats(self, table):
         for row in table.to_pylist():

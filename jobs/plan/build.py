@@ -14,6 +14,7 @@ from filtering.subscriptions import RETRY_PREFIX, compile_subscription, merge_su
 from jobs.errors import UsageError
 from jobs.ledgers.pop import pop_topics, revive_progress
 from jobs.ledgers.timer import WHEEL_TOPIC, timer_topics
+from jobs.ledgers.traces import trace_scope, trace_topics
 from jobs.ledgers.transactions import transaction_topics
 from jobs.plan.brokers import store_broker
 from jobs.plan.cq_index import SegmentIndex
@@ -134,7 +135,8 @@ def _build_plan(options, broker, several, layout):
     runnable = tuple(c for c in compiled if not c.error)
     topics = read_topics(options, topics_present) if options.read_all else \
         needed_topics(runnable, stored, options.groups, options.topics) | timer_topics(topics_present, options.topics) \
-        | pop_topics(topics_present, options.topics) | transaction_topics(topics_present, options.topics)
+        | pop_topics(topics_present, options.topics) | transaction_topics(topics_present, options.topics) \
+        | trace_topics(topics_present, options.trace_topics, options.topics)
     if several and not unknown_topics:  # a registration every broker holds, of a topic another broker has:
         topics &= topics_present  # nothing of it here to audit, and no commit log to walk for it
     warnings += _unreadable_topics(config.topics, topics)
@@ -171,6 +173,7 @@ def _build_plan(options, broker, several, layout):
         audit_queues=_audited(window.ranges, options.window) if options.audit_consume_queue else None,
         retry_cut=_retry_cut(options.window, window, topics_present),
         timer_wheel_read=wheel_read,
+        traces=_trace_scope(options, fs, broker.root, topics_present, config, problems, runnable),
     )
     lost = tuple(x for x in _lost_units(layout, window.ranges if options.window.given else ()) if x.topic in topics)
     return Planned(plan, layout, compiled, config.consumer_offsets, problems, lost, warnings, units.files.segments,
@@ -386,6 +389,17 @@ def _timer_wheel_read(fs, root, topics, problems):
     if cp is None or cp.zeroed or any(p["file"] == state.checkpoint_path for p in state.problems):
         return None
     return cp.last_read_time_ms
+
+
+def _trace_scope(options, fs, root, topics_present, config, problems, runnable):
+    """The traces' scope of a store with a trace topic (traces.trace_scope), its groups' committed offsets from
+    consumerOffset.json (read here as for the POP ledger when --from committed did not read it)."""
+    if not trace_topics(topics_present, options.trace_topics):
+        return None
+    offsets = config.consumer_offsets
+    if CONSUMER_OFFSET_FILE not in config_files(options):
+        offsets = load_store_config_at(fs, root, (CONSUMER_OFFSET_FILE,), options.on_corrupt, problems).consumer_offsets
+    return trace_scope(topics_present, options.trace_topics, [c.sub for c in runnable], offsets)
 
 
 def _start_offsets(options, compiled, committed):

@@ -50,6 +50,8 @@ class ReplayPlan:
     # the timer wheel's read time (config/timercheck's lastReadTimeMs) when the run reads its topic: a pending timer
     # message due before it was passed by the wheel (jobs/ledgers/timer.py's overdue by the wheel); None: unknown
     timer_wheel_read: int | None = None
+    # a store with a trace topic: a jobs/ledgers/traces.TraceScope (the tasks extract trace events); None: none
+    traces: object = None
 
     @property
     def skips_damage(self):

@@ -55,6 +55,8 @@ def report_data(summary, timelines, status):
             "warnings": summary.get("warnings", []), "store_problems": summary.get("store_problems", []),
             "bitmap_audit": summary.get("bitmap_audit", {}).get("topics", []), "subscriptions": subs,
             "brokers": summary.get("brokers") or {}, "timers": timers, "pop": pop,
+            "consumption": (summary.get("consumption") or {}).get("lake") or summary.get("consumption")
+            or {"groups": [], "totals": {}},
             "pop_lost": [g for g in settled["groups"] if g["lost"]]}
 
 
@@ -113,7 +115,7 @@ def render(summary, timelines, status):
     every subscription in one table, the notes, the POP groups), then the run and the charts."""
     data = report_data(summary, timelines, status)
     parts = [_head(), _headline(data), _pop_lost(data), _timer_alarm(data), _attention(data), _damage(data),
-             _overview(data), _notes(data), _pop(data), _run(data), _timers(data),
+             _overview(data), _notes(data), _pop(data), _consumption(data), _run(data), _timers(data),
              report_section(summary.get("transactions"), _e), _timelines(data), _funnels(data),
              _errors(data, summary), _bloom(data), _audit(data), _embedded(data), "</body></html>\n"]
     return "".join(parts)
@@ -206,6 +208,38 @@ def _pop(data):
         out.append(f"<tr{cls}><td class=\"t\">{_e(g['broker'])}</td><td class=\"t\">{_e(g['group'])}</td>"
                    + "".join(f"<td>{_e(g[n])}</td>" for n in names) + "</tr>")
     return "".join(out) + "</table>\n"
+
+
+CONSUMPTION_COLOURS = {"consumed": "#4c9a2a", "failed_then_consumed": "#a3c95b", "failed": "#c0392b",
+                       "not_consumed": "#e6a23c", "consumed_without_delivery": "#8e44ad", "untraced": "#bbbbbb"}
+
+
+def _consumption(data):
+    """Per group, what its consumers' trace records say of what its filter delivered (OUT/consumption/): the
+    messages delivered but never consumed (a backlog, or lost), failed to the DLQ, consumed without delivery, in
+    words, then a bar per group of every final."""
+    groups = data["consumption"]["groups"]
+    if not groups:
+        return ""
+    words = []
+    for g in groups:
+        said = [f"{g[k]} {what}" for k, what in (
+            ("not_consumed", "delivered but never consumed (a backlog, or lost)"),
+            ("failed", "failed every attempt (to its %DLQ%)"),
+            ("consumed_without_delivery", "consumed though its filter does not deliver them"),
+            ("untraced", "delivered to a group that left no trace record (trace off)")) if g[k]]
+        if said:
+            words.append(f"<li>{_e(g['group'])}: {_e('; '.join(said))}</li>")
+    out = ["<h2>Consumption from the clients' traces (OUT/consumption/)</h2>",
+           f"<ul>{''.join(words)}</ul>" if words else "<p>every delivered message was consumed</p>", "<table>"]
+    for g in groups:
+        total = sum(g[k] for k in CONSUMPTION_COLOURS) or 1
+        bar = "".join(f"<span title=\"{_e(k)}: {g[k]}\" style=\"display:inline-block;height:12px;width:"
+                      f"{400 * g[k] / total:.1f}px;background:{c}\"></span>" for k, c in CONSUMPTION_COLOURS.items()
+                      if g[k])
+        out.append(f"<tr><td class=\"t\">{_e(g['group'])}</td><td>{bar}</td><td class=\"t\">"
+                   + _e(", ".join(f"{k.replace('_', ' ')} {g[k]}" for k in CONSUMPTION_COLOURS if g[k])) + "</td></tr>")
+    return "\n".join(out) + "</table>\n"
 
 
 def _overview(data):

@@ -202,6 +202,14 @@ def summary_table(summary):
             out += ["", f"{title}:"]
             out += _table(["broker", "group"] + names, [[str(g[k]) for k in ["broker", "group"] + names]
                                                         for g in pop["groups"]])
+    consumption = summary.get("consumption") or {}
+    for title, c in (("consumption per group, from the clients' trace records (OUT/consumption/)", consumption),
+                     ("consumption per group in the lake (NS.consumption, across nights)", consumption.get("lake"))):
+        if (c or {}).get("groups"):
+            names = [k for k in c["totals"]]
+            out += ["", f"{title}:"]
+            out += _table(["broker", "group"] + names, [[str(g[k]) for k in ["broker", "group"] + names]
+                                                        for g in c["groups"]])
     out += [""] + summary["units_source_notes"] if summary.get("units_source_notes") else []
     if several:
         for name, window in sorted((summary.get("window") or {}).items()):

@@ -23,12 +23,14 @@ import pyarrow as pa
 from jobs.errors import UsageError
 from jobs.ledgers.pop import write_pop_ledger
 from jobs.ledgers.timer import write_ledger
+from jobs.ledgers.traces import write_trace_ledgers
 from jobs.ledgers.transactions import write_transactions
 from jobs.output.layouts import NORMALIZED
 from jobs.output.place import Place
 from jobs.output.writers import (
     POP_EVENTS,
     TIMER_EVENTS,
+    TRACE_EVENTS,
     TRANS_EVENTS,
     CountingSplitWriter,
     SinkSpec,
@@ -42,9 +44,12 @@ from jobs.output.writers import (
 from jobs.plan.brokers import bare
 from jobs.sinks.iceberg import tables as lake_sink
 from jobs.sinks.iceberg.ledger_tables import (
+    commit_consumption,
     commit_pop,
     commit_timers,
+    commit_traces,
     commit_transactions,
+    merge_consumption,
     merge_pop,
     merge_timers,
     merge_transactions,
@@ -99,6 +104,10 @@ class Sink(abc.ABC):
     def transactions(self, spark, out, where, written, reads, window_ms):
         """The transaction ledger's counts per (broker, topic, fate), its outputs put into `written` (None: none
         made)."""
+
+    def trace_ledger(self, spark, out, where, written, planned):
+        """(the trace ledgers' counts per (broker, group, final) of the night, of the table it merged into or None),
+        their outputs put into `written` (None: none made)."""
         return None
 
     def publish(self, out, summary, planned, options, run):
@@ -166,6 +175,16 @@ class FileSink(Sink):
         written.update(made)
         return counts
 
+    def trace_ledger(self, spark, out, where, written, planned):
+        """OUT/traces/ and OUT/consumption/ (jobs/ledgers/traces.py) from the committed trace events: their
+        {output: (files, rows, bytes)} put into `written`, (their counts per (broker, group, final), None)."""
+        found = write_trace_ledgers(spark, out, where, written, [p.plan for _, p in planned.parts],
+                                    event_files=self._events(TRACE_EVENTS))
+        if found is None:
+            return None
+        written.update(found[0])
+        return found[1], None
+
     def in_attempts(self):
         """{final name: attempt's file} (relative to the temporary OUT) of the parts OUT's publish copies from
         where their attempts wrote them (outputs.OutputRun.publish)."""
@@ -208,6 +227,7 @@ class IcebergSink(FileSink):
         self.held_timers = None  # what NS.timers held when the run merged its ledger (ledger, then publish)
         self.held_pop = None  # what NS.pop held when the run merged its POP ledger (pop_ledger, then publish)
         self.held_transactions = None  # what NS.transactions held when the run merged its transaction ledger
+        self.held_consumption = None  # what NS.consumption held when the run merged it (trace_ledger, then publish)
         self.out_where = None  # the temporary OUT (a Place), where the merged ledger waits for publish
 
     @classmethod
@@ -271,6 +291,18 @@ class IcebergSink(FileSink):
         written.update(made)
         return counts
 
+    def trace_ledger(self, spark, out, where, written, planned):
+        """NS.consumption's rows merged with the night's trace events, NS.traces' night (jobs/ledgers/traces.py),
+        committed by `publish`: (the night's counts, the merged table's)."""
+        found, held = merge_consumption(spark, self.target, out, where, written, [p.plan for _, p in planned.parts],
+                                        event_files=self._events(TRACE_EVENTS))
+        if found is None:
+            return None
+        self.held_consumption = held
+        self.out_where = Place(where[0], where[1], out)
+        written.update(found[0])
+        return found[1], found[2]
+
     def narrow(self, planned):
         """A continuing run: the offsets each group holds in the lake leave its scope (ReplayPlan.held), so that
         no task writes a row the lake holds."""
@@ -290,6 +322,9 @@ class IcebergSink(FileSink):
             merged.append(lambda: commit_pop(self.target, self.out_where, run, self.held_pop))
         if self.held_transactions is not None:
             merged.append(lambda: commit_transactions(self.target, self.out_where, run, self.held_transactions))
+        if self.held_consumption is not None:
+            merged.append(lambda: commit_traces(self.target, self.out_where, run))
+            merged.append(lambda: commit_consumption(self.target, self.out_where, run, self.held_consumption))
         added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts, self.kept,
                                          merged)
         self.kept = {}  # each moved into its table: none left for OUT's publish

@@ -13,6 +13,7 @@ from filtering.decision import in_scope
 from filtering.topic_replay import counters_table, replay_topic
 from jobs.ledgers.pop import add_pop_pieces
 from jobs.ledgers.timer import add_timer_pieces
+from jobs.ledgers.traces import add_trace_pieces
 from jobs.ledgers.transactions import add_transaction_pieces
 from jobs.plan.window import Window
 from jobs.task.split_decode import check_ext, decode_messages, held_split, inflated, unwrapped
@@ -36,7 +37,8 @@ def iter_split(plan, units, left_out=None):
     (BODIES_SCHEMA), `stats` (group, topic and STAT_FIELDS), `topic_stats` (topic and TOPIC_STAT_FIELDS),
     `example` (group, topic, reason: why an expression throws), `timer_event` and `timer_clock` (the timer
     ledger's: jobs/ledgers/timer.py), `pop_event` (the POP ledger's: jobs/ledgers/pop.py), `trans_event` (the
-    transaction ledger's: jobs/ledgers/transactions.py). The sink writes each as it comes. left_out:
+    transaction ledger's: jobs/ledgers/transactions.py), `trace_event` (the traces': jobs/ledgers/traces.py). The
+    sink writes each as it comes. left_out:
     (topic, queue_id, queue_offset) of units left out before (the consume-queue audit's): counted as skipped."""
     out = Pieces()
     if left_out is not None:
@@ -44,6 +46,7 @@ def iter_split(plan, units, left_out=None):
     for topic, topic_units, messages in decoded_topics(plan, units, out):
         yield from out.flush()
         replay_topic(plan, topic, topic_units, messages, out)
+        add_trace_pieces(plan, topic, messages, out)
         add_timer_pieces(plan, topic, topic_units, messages, out)
         add_pop_pieces(plan, topic, messages, out)
         add_transaction_pieces(plan, topic, messages, out)

@@ -16,6 +16,7 @@ from jobs.ledgers.pop import POP, write_pop_ledger
 from jobs.ledgers.spark_io import spark_path
 from jobs.ledgers.timer import LEDGER_SCHEMA as TIMERS_SCHEMA
 from jobs.ledgers.timer import TIMERS, write_ledger
+from jobs.ledgers.traces import CONSUMPTION, CONSUMPTION_SCHEMA, TRACES, TRACES_SCHEMA, write_trace_ledgers
 from jobs.ledgers.transactions import LEDGER_SCHEMA as TRANSACTIONS_SCHEMA
 from jobs.ledgers.transactions import TRANSACTIONS, write_transactions
 from jobs.sinks.iceberg import lake
@@ -26,7 +27,7 @@ MESSAGE_KEYS = pa.schema([("broker", pa.string()), ("topic", pa.string()), ("que
                           ("queue_offset", pa.int64()), ("msg_id", pa.string()),
                           ("properties", pa.map_(pa.string(), pa.string()))])  # NS.messages' columns a key needs
 # the tables every night rewrites whole: never compacted (jobs/sinks/iceberg/upkeep.py)
-MERGED = (TIMERS, POP, TRANSACTIONS)
+MERGED = (TIMERS, POP, TRANSACTIONS, CONSUMPTION)
 
 
 def merge_timers(spark, target, out_uri, where, written, reads, overdue_ms, event_files=()):
@@ -147,3 +148,38 @@ def merge_transactions(spark, target, out_uri, where, written, reads, window_ms,
 def commit_transactions(target, where, run, held):
     """{table: files added}: NS.transactions' files replaced by the merged ones of OUT.tmp/transactions/."""
     return commit_replacing(target, where, run, held, TRANSACTIONS, TRANSACTIONS_SCHEMA)
+
+
+def merge_consumption(spark, target, out_uri, where, written, plans, event_files=()):
+    """OUT.tmp/traces/ and the night's consumption merged with NS.consumption's rows under OUT.tmp/consumption/.
+    Returns (write_trace_ledgers' answer, the HeldTable its commit replaces)."""
+    held, rows = read_held(spark, target, CONSUMPTION, CONSUMPTION_SCHEMA)
+    _, traces = read_held(spark, target, TRACES, TRACES_SCHEMA.append(pa.field("broker", pa.string())))
+    return write_trace_ledgers(spark, out_uri, where, written, plans, held=rows, held_traces=traces,
+                               event_files=event_files), held
+
+
+def commit_consumption(target, where, run, held):
+    """{table: files added}: NS.consumption's files replaced by the merged ones of OUT.tmp/consumption/."""
+    return commit_replacing(target, where, run, held, CONSUMPTION, CONSUMPTION_SCHEMA)
+
+
+def commit_traces(target, where, run):
+    """{table: files added}: OUT.tmp/traces/'s files appended to NS.traces, one snapshot naming the run (none
+    when a snapshot names it already: a retry after a commit whose answer was lost)."""
+    identifier = f"{target.namespace}.{TRACES}"
+    schema = TRACES_SCHEMA.append(pa.field("broker", pa.string()))
+    table, location = target.waiting(lambda c: table_and_place(target, c, identifier, schema, None),
+                                     f"--sink iceberg ({identifier})")
+    if any(s.summary and s.summary.additional_properties.get(RUN) == run for s in table.snapshots()):
+        return {TRACES: 0}
+    files = move_parts(where, TRACES, location, run)
+    if not files:
+        return {TRACES: 0}
+
+    def append(catalog):
+        fresh = catalog.load_table(identifier)
+        if not any(s.summary and s.summary.additional_properties.get(RUN) == run for s in fresh.snapshots()):
+            fresh.add_files(files, snapshot_properties={RUN: run})
+    target.waiting(append, f"--sink iceberg (committing {identifier})")
+    return {TRACES: len(files)}
