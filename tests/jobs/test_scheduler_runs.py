@@ -130,15 +130,16 @@ def test_overwrite_refuses_a_file_or_a_foreign_directory_before_spark_starts(sto
 
 
 @pytest.mark.parametrize("layout, tables", [
-    ("normalized", {"matched": ["group", "topic", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "tags",
-                                "keys", "born_timestamp", "store_timestamp", "broker"],
+    ("normalized", {"matched": ["group", "topic", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "uniq_key",
+                                "tags", "keys", "born_timestamp", "store_timestamp", "broker"],
                     "audit/collisions": ["group", "topic", "queue_id", "queue_offset", "commitlog_offset", "msg_id",
-                                         "tags", "keys", "born_timestamp", "store_timestamp", "broker"],
-                    "messages": ["queue_id", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys",
+                                         "uniq_key", "tags", "keys", "born_timestamp", "store_timestamp", "broker"],
+                    "messages": ["queue_id", "queue_offset", "commitlog_offset", "msg_id", "uniq_key", "tags", "keys",
                                  "born_timestamp", "store_timestamp", "born_host", "store_host", "reconsume_times",
                                  "sys_flag", "properties", "body", "source_topic", "source_queue_id",
                                  "source_queue_offset", "broker", "topic"]}),
-    ("wide", {"matched": ["group", "topic", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "tags", "keys",
+    ("wide", {"matched": ["group", "topic", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "uniq_key",
+                          "tags", "keys",
                           "born_timestamp", "store_timestamp", "born_host", "store_host", "reconsume_times",
                           "sys_flag", "properties", "body", "source_topic", "source_queue_id", "source_queue_offset",
                           "broker"]}),
