@@ -61,13 +61,18 @@ base_archive="\$(dirname "\$(dirname "\$real_java")")/lib/server/classes.jsa"
 # Progress: under spark-submit the Python driver's output is a pipe, so tell it the terminal this was run on.
 if [ -t 2 ] && [ -z "\${MQREPLAY_TTY:-}" ]; then export MQREPLAY_TTY="\$(tty 0<&2)"; fi
 replay=""  # a run of the job: the one to make the archive with, to run without C2, to give a log of its own
+prev=""
 for a in "\$@"; do
   case "\$a" in
     *replay.py) replay=1 ;;
     -h|--help|--version) if [ -n "\$replay" ]; then shift_to_py=1; fi ;;
+    --rocketmq-version=*) case "\${a#*=}" in 4|5) ;; *) if [ -n "\$replay" ]; then shift_to_py=1; fi ;; esac ;;
   esac
+  # a value argparse refuses (--rocketmq-version's choices): the usage error said by Python alone, no JVM
+  if [ "\$prev" = "--rocketmq-version" ] && [ -n "\$replay" ]; then case "\$a" in 4|5) ;; *) shift_to_py=1 ;; esac; fi
+  prev="\$a"
 done
-if [ -n "\${shift_to_py:-}" ]; then  # the job's --help and --version: answered by Python alone, no JVM
+if [ -n "\${shift_to_py:-}" ]; then  # the job's --help, --version, a refused choice: answered by Python alone, no JVM
   while [ "\$#" -gt 0 ]; do case "\$1" in *replay.py) break ;; esac; shift; done
   exec "\$PYSPARK_DRIVER_PYTHON" "\$@"
 fi

@@ -132,3 +132,12 @@ def test_the_venvs_spark_submit_answers_version_and_help_without_a_jvm(flag):
                           timeout=120, cwd=ROOT)
     assert proc.returncode == 0 and ("mqreplay " if flag == "--version" else "--store") in proc.stdout
     assert proc.stderr == ""  # a JVM would have said something (its module warning, Spark's first lines)
+
+
+@pytest.mark.parametrize("given", [["--rocketmq-version", "6"], ["--rocketmq-version=3"]])
+def test_the_venvs_spark_submit_refuses_a_rocketmq_version_without_a_jvm(given):
+    submit = Path(sys.executable).parent / "spark-submit"
+    proc = subprocess.run([str(submit), str(ROOT / "jobs" / "replay.py"), "--store", "/nowhere", "--out", "/nowhere",
+                           *given], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 2 and "--rocketmq-version: invalid choice" in proc.stderr
+    assert "incubator" not in proc.stderr and "WARN" not in proc.stderr  # no JVM's first lines
