@@ -1,6 +1,7 @@
 """What the driver's Spark steps share (the timer ledger, jobs/ledgers/timer.py; the POP ledger,
 jobs/ledgers/pop.py): the tasks' event parts read by Spark where the commit left them, a table written by Spark's
 writer into the temporary OUT without its marker files, and the (files, rows, bytes) OUT's summary gives it."""
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -55,3 +56,28 @@ def write_empty_part(where, output, schema):
     fs.create_dir(f"{root}/{output}", recursive=True)
     with fs.open_output_stream(f"{root}/{output}/part-empty.parquet") as stream:
         pq.write_table(schema.empty_table(), stream, **parquet_options(schema))
+
+
+def write_ledger_table(spark, out_uri, where, written, events, output, schema, fold, merge, count, held=None,
+                       event_files=()):
+    """One ledger's Spark step after the stage, the same for every ledger: its committed `events` (an Arrow schema
+    by name: {name: schema}) folded into rows (`fold(DataFrame) -> DataFrame`), merged with what a table `held`
+    (`merge(held, night)`), written as OUT/<output>/ with Spark's writer (a table of no row when there is none),
+    counted (`count(DataFrame of the written rows) -> rows`), the events removed. Returns ({output: (files, rows,
+    bytes)}, the counts). `written`: the sink's {output: (files, rows, bytes)}; `where`: OUT's (filesystem, path);
+    `event_files`: the events' parts where the commit left them (an object store's attempts, read where they are)."""
+    (name, event_schema), = events.items()
+    fs, root = where
+    base = out_uri.rstrip("/")
+    night = None
+    if written.pop(name, (0, 0, 0))[1]:
+        night = fold(read_events(spark, event_schema.append(pa.field("broker", pa.string())), base, name, event_files))
+    rows = night if held is None else held if night is None else merge(held, night)
+    counts = []
+    if rows is None:
+        write_empty_part(where, output, schema)
+    else:
+        write_table(rows, base, where, output)
+        counts = count(read_events(spark, schema, base, output))
+    remove(fs, f"{root}/{name}")
+    return {output: sizes(fs, f"{root}/{output}")}, counts

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.ledgers.spark_io import read_events, remove, sizes, write_empty_part, write_table
+from jobs.ledgers.spark_io import write_ledger_table
 from jobs.policy import report_damage
 from schemas.log.layout import LMQ_PREFIX
 
@@ -205,22 +205,9 @@ def write_ledger(spark, out_uri, where, written, reads, overdue_ms, held=None, e
     `held`: a DataFrame of the ledger rows a table holds (Iceberg: jobs/sinks/iceberg/ledger_tables.py), merged with the
     run's. No row at all: a table of no row. `event_files`: the events' parts where the commit left them
     (relative to OUT: an object store's attempts, each read where it is, never copied); default timer events/."""
-    events = written.pop(TIMER_EVENTS, (0, 0, 0))
-    fs, root = where
-    base = out_uri.rstrip("/")
-    night = None
-    if events[1]:
-        schema = TIMER_EVENT_SCHEMA.append(pa.field("broker", pa.string()))
-        night = pair(read_events(spark, schema, base, TIMER_EVENTS, event_files))
-    rows = night if held is None else held if night is None else merged(held, night)
-    counts = []
-    if rows is None:
-        write_empty_part(where, TIMERS, LEDGER_SCHEMA)
-    else:
-        write_table(rows, base, where, TIMERS)
-        counts = count_rows(read_events(spark, LEDGER_SCHEMA, base, TIMERS), reads, overdue_ms)
-    remove(fs, f"{root}/{TIMER_EVENTS}")
-    return {TIMERS: sizes(fs, f"{root}/{TIMERS}")}, counts
+    return write_ledger_table(spark, out_uri, where, written, {TIMER_EVENTS: TIMER_EVENT_SCHEMA}, TIMERS,
+                              LEDGER_SCHEMA, pair, merged, lambda rows: count_rows(rows, reads, overdue_ms), held,
+                              event_files)
 
 
 def pair(events):

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.ledgers.spark_io import read_events, remove, sizes, write_empty_part, write_table
+from jobs.ledgers.spark_io import write_ledger_table
 from jobs.policy import report_damage
 from schemas.log import layout as L
 from schemas.log.lookup import read_records
@@ -193,22 +193,10 @@ def write_transactions(spark, out_uri, where, written, reads, window_ms, held=No
     rows, bytes)}), then the events removed. Returns ({output: (files, rows, bytes)}, count_rows' rows). `held`: a
     DataFrame of the ledger rows a table holds (Iceberg), folded with the night's. `reads`: the brokers' clocks and
     topics (timer_ledger.Reads); `window_ms`: {broker: the check window} beyond which a pending one is stuck."""
-    events = written.pop(TRANS_EVENTS, (0, 0, 0))
-    fs, root = where
-    base = out_uri.rstrip("/")
-    night = None
-    if events[1]:
-        schema = TRANS_EVENT_SCHEMA.append(pa.field("broker", pa.string()))
-        night = evidence(read_events(spark, schema, base, TRANS_EVENTS, event_files), held)
-    rows = night if held is None else held if night is None else combined(held.unionByName(night))
-    counts = []
-    if rows is None:
-        write_empty_part(where, TRANSACTIONS, LEDGER_SCHEMA)
-    else:
-        write_table(rows, base, where, TRANSACTIONS)
-        counts = count_rows(read_events(spark, LEDGER_SCHEMA, base, TRANSACTIONS), reads, window_ms)
-    remove(fs, f"{root}/{TRANS_EVENTS}")
-    return {TRANSACTIONS: sizes(fs, f"{root}/{TRANSACTIONS}")}, counts
+    return write_ledger_table(spark, out_uri, where, written, {TRANS_EVENTS: TRANS_EVENT_SCHEMA}, TRANSACTIONS,
+                              LEDGER_SCHEMA, lambda events: evidence(events, held),
+                              lambda old, night: combined(old.unionByName(night)),
+                              lambda rows: count_rows(rows, reads, window_ms), held, event_files)
 
 
 def evidence(events, held=None):
