@@ -40,6 +40,8 @@ Event kinds: `ck` (a row per message a checkpoint covers), `ack` and `bAck` (a r
 `message` (every record of a topic a POP group may pop, and of POP retry topics: its UNIQ_KEY, the revived
 copies' 1ST_POP_TIME). A checkpoint or ack whose body is not such JSON is damaged data under the corruption
 policy: the run stops, or (--on-corrupt skip) it is audited and left out of the ledger."""
+import os
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,6 +49,7 @@ import pyarrow.json as pj
 
 from jobs.ledgers.spark_io import read_events, remove, sizes, write_empty_part, write_table
 from jobs.policy import report_damage
+from schemas.arrow_schemas import spark_schema
 from schemas.log.lookup import read_records
 
 WHEEL_TOPIC = "rmq_sys_wheel_timer"  # 5.x TimerMessageStore.TIMER_TOPIC
@@ -352,6 +355,7 @@ COUNT_FIELDS = ("popped", "acked", "revived", "inflight", "lost", "redeliveries"
 PLACE = ["broker", "group", "topic", "queue_id", "queue_offset"]
 HANDLE = PLACE + ["ck_start_offset", "pop_time"]
 KEY_COLUMNS = ("broker", "topic", "queue_id", "queue_offset", "uniq_key")
+LAKE, CARRIED = "lake", "carried"  # summary.json's names of a ledger merged across nights (pop_summary)
 
 
 def write_pop_ledger(spark, out_uri, where, written, plans, held=None, stored_keys=None, event_files=()):
@@ -435,6 +439,39 @@ def with_stored_keys(found, stored_keys):
     bounds = keyless_bounds(handles, keys)
     extra = stored_keys(bounds) if bounds else None
     return handles, keys if extra is None else keys.unionByName(extra.select(*KEY_COLUMNS)), copies
+
+
+def carried_ledger(spark, earlier):
+    """(the POP ledger an earlier night's OUT holds, its stored keys) for a Parquet night chained by its
+    offsets.json (`earlier`: that OUT's local folder, the file's): its pop/ rows as a DataFrame, whose evidence
+    joins the night's as NS.pop's does (so pop/ tonight is every night's ledger so far, as one run would make it),
+    and stored_keys over its messages/ (the wide layout: matched/) for places popped first tonight, read by it;
+    (None, None) when it holds no pop/ (the night alone then says what its records tell: write_pop_ledger)."""
+    from pyspark.sql import functions as F
+
+    def at(name):
+        path = os.path.join(earlier, name)
+        return "file://" + os.path.abspath(path) if os.path.isdir(path) else None
+
+    ledger = at(POP)
+    if ledger is None:
+        return None, None
+    held = spark.read.schema(spark_schema(LEDGER_SCHEMA)).parquet(ledger)
+    source = at("messages") or at("matched")
+    if source is None:
+        return held, None
+
+    def stored_keys(bounds):
+        rows = spark.read.option("basePath", source).parquet(source)
+        broker = F.col("broker") if "broker" in rows.columns else F.lit(None)  # a run of a bare --store: none
+        rows = rows.select(
+            F.coalesce(broker, F.lit("")).alias("broker"), "topic", F.col("queue_id").cast("int"),
+            "queue_offset", F.coalesce(F.col("uniq_key"), F.col("msg_id")).alias("uniq_key"))
+        within = spark.createDataFrame([(b, t, q, lo, hi) for (b, t, q), (lo, hi) in sorted(bounds.items())],
+                                       "broker string, topic string, queue_id int, lo long, hi long")
+        return rows.join(F.broadcast(within), ["broker", "topic", "queue_id"]).where(
+            F.col("queue_offset").between(F.col("lo"), F.col("hi"))).select(*KEY_COLUMNS).distinct()
+    return held, stored_keys
 
 
 def keyless_bounds(handles, keys):
@@ -554,12 +591,19 @@ def count_rows(ledger):
                   key=lambda r: (r["broker"] or "", r["group"] or ""))
 
 
-def pop_summary(counts, table=None):
-    """summary.json's `pop`: the night's counts per (broker, group) and their totals; with a table merged across
-    nights (`table`: its counts), the same of it as `lake`."""
+def pop_summary(counts, table=None, across=LAKE):
+    """summary.json's `pop`: the night's counts per (broker, group) and their totals; with a ledger merged across
+    nights (`table`: its counts), the same of it under `across`: `lake` (NS.pop) or `carried` (a Parquet night's
+    pop/, an earlier night's carried into it: carried_ledger)."""
     out = {"groups": counts, "totals": {k: sum(r[k] for r in counts)
                                         for k in ("popped", "acked", "revived", "inflight", "lost", "redeliveries")}}
-    return out if table is None else dict(out, lake=pop_summary(table))
+    return out if table is None else dict(out, **{across: pop_summary(table)})
+
+
+def across_nights(pop):
+    """summary.json's `pop` as known across nights: the lake's or the carried ledger's when there is one, else the
+    night's own."""
+    return pop.get(LAKE) or pop.get(CARRIED) or pop
 
 
 def lost_warnings(counts):

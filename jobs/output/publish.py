@@ -23,7 +23,7 @@ from dataclasses import replace
 import pyarrow.fs as pafs
 
 from jobs.errors import PublishFailed, UsageError, output_error
-from jobs.ledgers.pop import lost_warnings, pop_summary
+from jobs.ledgers.pop import CARRIED, LAKE, lost_warnings, pop_summary
 from jobs.ledgers.timer import overdue_warnings, timer_reads, timers_summary
 from jobs.ledgers.traces import trace_summary, trace_warnings
 from jobs.ledgers.transactions import check_windows, transaction_warnings, transactions_summary
@@ -355,7 +355,7 @@ def _run_with(spark, tasks, planned, out, options, sink, ranges, progress, given
     timers = sink.ledger(spark, out.uri, (out.fs, out.root), written, reads, options)
     windows = check_windows(planned, options.transaction_check)
     transactions = sink.transactions(spark, out.uri, (out.fs, out.root), written, reads, windows)
-    pop = sink.pop_ledger(spark, out.uri, (out.fs, out.root), written, planned)
+    pop = sink.pop_ledger(spark, out.uri, (out.fs, out.root), written, planned, options.window.starting_file)
     traced = sink.trace_ledger(spark, out.uri, (out.fs, out.root), written, planned)
     several = len(planned.parts) > 1
     summaries, timelines = [], {}
@@ -371,7 +371,7 @@ def _run_with(spark, tasks, planned, out, options, sink, ranges, progress, given
         summary["warnings"] += overdue_warnings(timers, options.timer_overdue)
     if pop is not None:
         night, table = pop
-        summary["pop"] = pop_summary(night, table)
+        summary["pop"] = pop_summary(night, table, LAKE if sink.name == "iceberg" else CARRIED)
         summary["warnings"] = lost_warnings(night if table is None else table) + summary["warnings"]
     if transactions is not None:
         summary["transactions"] = transactions_summary(transactions)

@@ -88,6 +88,9 @@ class Window:
     # the per-broker shape: {broker: {topic: {queue_id: offset}}} (None: the per-topic shape, or nothing, given)
     starting_by_broker: dict | None = None
     ending_by_broker: dict | None = None
+    # the file --starting-offsets named (None: JSON text, a lake's, or none): an earlier night's OUT/offsets.json
+    # whose ledgers a Parquet night carries on (jobs/ledgers/pop.py carried_ledger)
+    starting_file: str | None = field(default=None, compare=False)
 
     @property
     def given(self):
@@ -153,7 +156,8 @@ def parse_window(since=None, until=None, starting=None, ending=None, flags=FLAGS
         else:
             sides[flag] = (_flat_offsets(data, flag), None)
     (start, start_b), (end, end_b) = (sides[f] for f in flags[2:])
-    return Window(first, last, start, end, start_b, end_b)
+    named = starting is not None and not starting.lstrip().startswith("{")
+    return Window(first, last, start, end, start_b, end_b, starting_file=starting if named else None)
 
 
 BROKERS_KEY = "brokers"

@@ -13,6 +13,7 @@ import html
 import json
 
 from filtering.topic_replay import timeline_width
+from jobs.ledgers.pop import across_nights
 from jobs.ledgers.transactions import report_section
 from jobs.report.timeline import Timeline
 
@@ -45,7 +46,7 @@ def report_data(summary, timelines, status):
         text = f"finished, {len(attention)} subscription(s) need attention"
     if overdue and status == 0 and not attention:  # nor while the timer wheel looks stuck
         text = f"finished, {overdue} timer message(s) overdue"
-    settled = pop.get("lake") or pop  # what is lost: the lake's, which knows the earlier nights, when there is one
+    settled = across_nights(pop)  # what is lost: as known across nights (the lake's, a carried ledger's)
     if settled["totals"].get("lost") and status == 0:  # nor while a POP group lost messages
         lost = f"{settled['totals']['lost']} POP message(s) lost"
         text = f"{text}; {lost}" if attention or overdue else f"finished, {lost}"

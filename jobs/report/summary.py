@@ -2,6 +2,7 @@
 from the tasks' reports, the console table, and the exit code that goes with it."""
 import unicodedata
 
+from jobs.ledgers.pop import CARRIED, LAKE
 from jobs.plan.window import describe
 from jobs.report.timeline import Timeline
 from schemas.arrow_schemas import STAT_FIELDS, TOPIC_STAT_FIELDS
@@ -197,7 +198,9 @@ def summary_table(summary):
     names = ["popped", "acked", "revived", "inflight", "lost", "redeliveries", "ack_ms_median", "ack_ms_max"]
     for title, pop in (("POP consumption per group (what the run's records tell)", summary.get("pop")),
                        ("POP consumption per group in the lake (NS.pop, across nights)",
-                        (summary.get("pop") or {}).get("lake"))):
+                        (summary.get("pop") or {}).get(LAKE)),
+                       ("POP consumption per group across nights (pop/, carried from the earlier night's OUT)",
+                        (summary.get("pop") or {}).get(CARRIED))):
         if (pop or {}).get("groups"):
             out += ["", f"{title}:"]
             out += _table(["broker", "group"] + names, [[str(g[k]) for k in ["broker", "group"] + names]

@@ -14,6 +14,7 @@ parts otherwise); the layout (jobs/output/layouts.py) is the options' object, wh
 tests (docs/design.md, "Adding a sink")."""
 import abc
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -21,7 +22,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from jobs.errors import UsageError
-from jobs.ledgers.pop import write_pop_ledger
+from jobs.ledgers.pop import carried_ledger, write_pop_ledger
 from jobs.ledgers.timer import write_ledger
 from jobs.ledgers.traces import write_trace_ledgers
 from jobs.ledgers.transactions import write_transactions
@@ -96,9 +97,9 @@ class Sink(abc.ABC):
         """The timer ledger's counts per (broker, real topic), its outputs put into `written` (None: none made)."""
         return None
 
-    def pop_ledger(self, spark, out, where, written, planned):
-        """(the POP ledger's counts per (broker, group) of the night, of the table it merged into or None), its
-        outputs put into `written` (None: none made)."""
+    def pop_ledger(self, spark, out, where, written, planned, earlier=None):
+        """(the POP ledger's counts per (broker, group) of the night, of the ledger it merged into or None), its
+        outputs put into `written` (None: none made). `earlier`: the offsets.json the night starts from."""
         return None
 
     def transactions(self, spark, out, where, written, reads, window_ms):
@@ -157,14 +158,24 @@ class FileSink(Sink):
         object store), taken out of `kept`: the ledger reads them there, and neither OUT nor a table gets them."""
         return [path for path, _ in self.kept.pop(output, ())] if self.kept else []
 
-    def pop_ledger(self, spark, out, where, written, planned):
+    def pop_ledger(self, spark, out, where, written, planned, earlier=None):
         """The POP ledger (pop/, jobs/ledgers/pop.py) from the committed POP events: its {output: (files, rows,
-        bytes)} put into `written`, (its counts per (broker, group), None) returned. `where`: OUT's (filesystem,
-        path)."""
-        made, counts, _ = write_pop_ledger(spark, out, where, written, [p.plan for _, p in planned.parts],
-                                           event_files=self._events(POP_EVENTS))
+        bytes)} put into `written`, (its counts per (broker, group), those of the ledger carried on or None)
+        returned. `where`: OUT's (filesystem, path); `earlier`: the offsets.json the night starts from, whose
+        OUT's pop/ it carries on (carried_ledger), when it has one."""
+        plans = [p.plan for _, p in planned.parts]
+        held = stored_keys = None
+        if earlier and any(p.pop_revive is not None for p in plans):
+            held, stored_keys = carried_ledger(spark, os.path.dirname(earlier))
+            if held is None:
+                planned.warnings.append(
+                    f"--starting-offsets {earlier}: no pop/ beside it (not an earlier night's OUT/offsets.json): "
+                    "the POP ledger says what tonight's records tell, messages popped in an earlier night are in "
+                    "flight or not looked for (docs/output.md)")
+        made, counts, table = write_pop_ledger(spark, out, where, written, plans, held=held, stored_keys=stored_keys,
+                                               event_files=self._events(POP_EVENTS))
         written.update(made)
-        return counts, None
+        return counts, table
 
     def transactions(self, spark, out, where, written, reads, window_ms):
         """The transaction ledger (transactions/, jobs/ledgers/transactions.py) from the committed transaction
@@ -272,7 +283,7 @@ class IcebergSink(FileSink):
         written.update(made)
         return counts
 
-    def pop_ledger(self, spark, out, where, written, planned):
+    def pop_ledger(self, spark, out, where, written, planned, earlier=None):
         """NS.pop's rows merged with the night's POP events (jobs/sinks/iceberg/ledger_tables.py), committed by
         `publish`: (the night's counts, the merged table's)."""
         (made, counts, table), self.held_pop = merge_pop(spark, self.target, out, where, written,

@@ -16,7 +16,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from jobs import explain
-from jobs.ledgers.pop import LEDGER_SCHEMA, lost_warnings, pop_summary, write_pop_ledger
+from jobs.ledgers.pop import carried_ledger, lost_warnings, pop_summary, write_pop_ledger
 from jobs.output.layouts import NORMALIZED
 from jobs.output.place import Place
 from jobs.output.writers import SinkSpec, TableSplitWriter, commit, write_empty_tables
@@ -27,8 +27,8 @@ from jobs.settings import CorruptPolicy, JobOptions
 from jobs.sinks.iceberg.ledger_tables import commit_pop, merge_pop
 from jobs.sinks.iceberg.tables import IcebergTarget, publish_tables
 from jobs.task import stage as T
-from schemas.arrow_schemas import spark_schema
 from schemas.errors import CorruptStoreError
+from tests.jobs.conftest import submit_job
 from tests.jobs.lake_parts import REF, parts
 
 RETRY_TAG_A = "%RETRY%G_POP_TAG_PopTopicA"
@@ -55,7 +55,8 @@ def subscriptions(expected, tmp_path_factory):
 def pop_ledger(spark, store, subscriptions, keep=None, held=None, **options):
     """(OUT/pop/ rows by (group, topic, queue_id, queue_offset), its counts per group, what was written) of a run
     of `store`: its tasks in process, then the driver's Spark step; OUT kept in `keep` when given; `held`: an
-    earlier night's OUT, whose pop/ rows the night's evidence joins (as the lake merges NS.pop's)."""
+    earlier night's OUT, whose pop/ rows the night's evidence joins and whose messages/ give the keys of the places
+    it pops first (carried_ledger: a Parquet night chained by that OUT's offsets.json)."""
     planned = build_plan(JobOptions(store=str(store), subscription_files=(str(subscriptions),), **options))
     out = str(keep) if keep else tempfile.mkdtemp(prefix="mqreplay-pop-")
     os.makedirs(out, exist_ok=True)  # the temporary OUT, made by the run's claim
@@ -63,9 +64,9 @@ def pop_ledger(spark, store, subscriptions, keep=None, held=None, **options):
         plans = [planned.plan]
         reports = T.replay(T.in_process, plans, SinkSpec(out, NORMALIZED, True), T.broker_splits(T.in_process, plans))
         written = commit(out, reports)
-        rows = None if held is None else spark.read.schema(spark_schema(LEDGER_SCHEMA)).parquet(f"{held}/pop")
+        rows, stored_keys = (None, None) if held is None else carried_ledger(spark, str(held))
         made, counts, table = write_pop_ledger(spark, out, (pafs.LocalFileSystem(), out), written, [planned.plan],
-                                               held=rows)
+                                               held=rows, stored_keys=stored_keys)
         rows = ds.dataset(f"{out}/pop", format="parquet").to_table().to_pylist()
         return {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]): r for r in rows}, \
             counts if table is None else table, dict(written, **made)
@@ -337,6 +338,46 @@ def test_a_message_read_in_one_night_and_popped_first_in_the_next_is_one_row_wit
     rows = target.catalog().load_table("pops.pop").scan().to_arrow().to_pylist()
     assert {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]): r for r in rows} == whole[0]
     assert len(rows) == 952 and table == whole[1]
+
+
+def test_a_parquet_night_finds_the_keys_of_what_it_pops_first_in_the_earlier_nights_messages(
+        spark, store_pop, subscriptions, whole, tmp_path):
+    """The same nights cut amid the pops, chained by offsets.json: the second night carries the first's pop/ on,
+    and the keys of the messages it pops first come from the first night's messages/: its pop/ is one run's."""
+    first = tmp_path / "n1"
+    pop_ledger(spark, store_pop / "store", subscriptions, keep=first, window=Window(until=POPS_CUT))
+    rows, counts, _ = pop_ledger(spark, store_pop / "store", subscriptions, held=first, window=Window(since=POPS_CUT))
+    assert rows == whole[0]
+    assert counts == whole[1]
+
+
+@pytest.mark.system  # three spark-submit runs, as users chain nights: make test-system
+def test_parquet_nights_chained_by_offsets_json_end_with_one_runs_ledger(store_pop, subscriptions, whole, tmp_path):
+    """Night 1 to CUT (91 revived copies after it), night 2 from its offsets.json: night 2's pop/ is every popped
+    message once with its latest fate, one run's; its summary counts what its own records tell (none lost, none
+    revived: it read none of the popped messages) and, as `carried`, that ledger; an offsets.json copied away from
+    its OUT carries nothing and says so."""
+    common = ("--store", store_pop / "store", "--subscriptions", subscriptions)
+    first = submit_job(*common, "--out", tmp_path / "n1", "--until", CUT)
+    assert first.returncode == 0, first.console[-3000:]
+    second = submit_job(*common, "--out", tmp_path / "n2", "--starting-offsets", tmp_path / "n1" / "offsets.json")
+    assert second.returncode == 0, second.console[-3000:]
+    rows = ds.dataset(tmp_path / "n2" / "pop", format="parquet").to_table().to_pylist()
+    assert len(rows) == 952
+    assert {(r["group"], r["topic"], r["queue_id"], r["queue_offset"]): dict(r, broker=None) for r in rows} == \
+        whole[0]  # the job names the store's broker (broker.conf's brokerName); the in-process plan does not
+    pop = json.loads((tmp_path / "n2" / "summary.json").read_text(encoding="utf-8"))["pop"]
+    assert (pop["totals"]["lost"], pop["totals"]["revived"]) == (0, 0)
+    assert pop["carried"]["totals"] == {"popped": 952, "acked": 786, "revived": 133, "inflight": 33, "lost": 0,
+                                        "redeliveries": 0}
+    alone = tmp_path / "elsewhere" / "offsets.json"
+    alone.parent.mkdir()
+    shutil.copy(tmp_path / "n1" / "offsets.json", alone)
+    third = submit_job(*common, "--out", tmp_path / "n3", "--starting-offsets", alone)
+    assert third.returncode == 0, third.console[-3000:]
+    summary = json.loads((tmp_path / "n3" / "summary.json").read_text(encoding="utf-8"))
+    assert "carried" not in summary["pop"]
+    assert any(w.startswith(f"--starting-offsets {alone}: no pop/ beside it") for w in summary["warnings"])
 
 
 def test_a_rows_handles_are_its_checkpoints_in_pop_order(whole, expected):
