@@ -47,6 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from jobs.ledgers.report_bars import stacked_bars, states_in_words
 from jobs.ledgers.spark_io import read_events, remove, sizes, write_empty_part, write_table
 from jobs.policy import report_damage
 from schemas.arrow_schemas import spark_schema
@@ -604,6 +605,39 @@ def across_nights(pop):
     """summary.json's `pop` as known across nights: the lake's or the carried ledger's when there is one, else the
     night's own."""
     return pop.get(LAKE) or pop.get(CARRIED) or pop
+
+
+STATE_WORDS = {  # what each state means, as the report says it
+    ACKED: ("#2e7d32", "acked: a consumer acked it (its last handle's ack; an earlier handle's is a changed invisible "
+            "time)"),
+    REVIVED: ("#ef6c00", "revived: not acked within its invisible time, the revive service put a copy into the "
+              "group's POP retry topic, delivered again"),
+    INFLIGHT: ("#5c6bc0", "in flight: popped, not acked, not (yet) revived: its invisible time runs, or its copy is "
+               "after the window, or the night did not read the message (cut_off says which)"),
+    LOST: ("#c62828", "lost: never acked, its checkpoint passed by the revive service, no copy in the POP retry "
+           "topic"),
+}
+POP_COLUMNS = ("popped", "acked", "revived", "inflight", "lost", "redeliveries", "ack_ms_median", "ack_ms_max")
+
+
+def report_section(pop, escape):
+    """The report's section (HTML) of summary.json's `pop`: the states in words, a stacked bar per (broker, group)
+    and the counts' table, as known across nights (across_nights); "" without any. `escape`: the report's HTML
+    escape."""
+    settled = across_nights(pop or {})
+    groups = settled.get("groups") or []
+    if not groups:
+        return ""
+    where = " (across nights)" if settled is not pop else ""
+    out = [f"<h2>POP consumption (OUT/pop/){where}</h2>", states_in_words(settled["totals"], STATE_WORDS, escape),
+           stacked_bars({(g["broker"] or "", g["group"] or ""): g for g in groups}, STATE_WORDS, escape),
+           "<table><tr><th>broker</th><th>group</th>"
+           + "".join(f"<th>{escape(n.replace('_', ' '))}</th>" for n in POP_COLUMNS) + "</tr>"]
+    for g in groups:
+        cls = " class=\"bad\"" if g["lost"] else ""
+        out.append(f"<tr{cls}><td class=\"t\">{escape(g['broker'])}</td><td class=\"t\">{escape(g['group'])}</td>"
+                   + "".join(f"<td>{escape(g[n])}</td>" for n in POP_COLUMNS) + "</tr>")
+    return "".join(out) + "</table>\n"
 
 
 def lost_warnings(counts):

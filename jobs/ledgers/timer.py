@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.ledgers.report_bars import stacked_bars, states_in_words
 from jobs.ledgers.spark_io import write_ledger_table
 from jobs.policy import report_damage
 from schemas.log.layout import LMQ_PREFIX
@@ -335,6 +336,34 @@ def timers_summary(counts):
     summed = ("delivered", "pending", "cancelled", "overdue", "overdue_by_wheel")
     totals = {k: sum(r[k] for r in counts) for k in summed}
     return {"topics": counts, "totals": dict(totals, lag_ms_max=max(lags) if lags else None)}
+
+
+STATE_WORDS = {  # what each state means, as the report says it
+    DELIVERED_STATE: ("#2e7d32", "delivered: the wheel put the message into its real topic when it was due; the lag "
+                      "is how late"),
+    PENDING: ("#5c6bc0", "pending: still in the wheel when the store (or the run's window) ended, due later; overdue "
+              "when its due time is long past (a stuck wheel), lost by the wheel when due before the wheel's own "
+              "read time (config/timercheck)"),
+    CANCELLED: ("#b0bec5", "cancelled: a delete marker (TIMER_DEL_UNIQKEY) took it out of the wheel before it was "
+                "due; no consumer got it"),
+}
+
+
+def report_section(timers, escape):
+    """The report's section (HTML) of summary.json's `timers`: the states in words, a stacked bar per (broker,
+    real topic) and the counts' table; "" without any. `escape`: the report's HTML escape."""
+    topics = (timers or {}).get("topics") or []
+    if not topics:
+        return ""
+    out = ["<h2>Timer messages per real topic (OUT/timers/)</h2>",
+           states_in_words(timers["totals"], STATE_WORDS, escape),
+           stacked_bars({(t["broker"] or "", t["real_topic"] or ""): t for t in topics}, STATE_WORDS, escape),
+           "<table><tr><th>real topic</th><th>broker</th><th>delivered</th><th>pending</th><th>cancelled</th>"
+           "<th>overdue</th><th>lag median (ms)</th><th>lag max (ms)</th></tr>"]
+    out += [f"<tr><td>{escape(t['real_topic'])}</td><td class=\"t\">{escape(t['broker'])}</td><td>{t['delivered']}"
+            f"</td><td>{t['pending']}</td><td>{t['cancelled']}</td><td>{t['overdue']}</td>"
+            f"<td>{escape(t['lag_ms_median'])}</td><td>{escape(t['lag_ms_max'])}</td></tr>" for t in topics]
+    return "".join(out) + "</table>\n"
 
 
 def overdue_warnings(counts, overdue_ms):

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.ledgers.report_bars import stacked_bars, states_in_words
 from jobs.ledgers.spark_io import write_ledger_table
 from jobs.policy import report_damage
 from schemas.log import layout as L
@@ -421,34 +422,17 @@ def report_section(transactions, escape):
                "broker's check window (stuck)" for r in rows if r["stuck"]]
     if alarms:
         out.append("<ul class=\"bad\">" + "".join(f"<li>{a}</li>" for a in alarms) + "</ul>")
-    out.append("<ul>" + "".join(f"<li><span style=\"color:{color}\">&#9632;</span> {totals.get(fate, 0):,} "
-                                f"{escape(words)}</li>" for fate, (color, words) in FATE_WORDS.items()) + "</ul>")
-    out.append(_fate_bars(rows, escape))
+    out.append(states_in_words(totals, FATE_WORDS, escape))
+    topics = {}
+    for r in rows:
+        topics.setdefault((r["broker"] or "", r["topic"] or ""), {})[r["fate"]] = r["transactions"]
+    out.append(stacked_bars(topics, FATE_WORDS, escape))
     out.append("<table><tr><th>broker</th><th>topic</th><th>fate</th><th>transactions</th><th>stuck</th>"
                "<th>committed twice</th></tr>")
     out += [f"<tr><td class=\"t\">{escape(r['broker'])}</td><td class=\"t\">{escape(r['topic'])}</td>"
             f"<td class=\"t\">{escape(r['fate'])}</td><td>{r['transactions']}</td><td>{r['stuck']}</td>"
             f"<td>{r['committed_twice']}</td></tr>" for r in rows]
     return "".join(out) + "</table>\n"
-
-
-def _fate_bars(rows, escape, width=600):
-    """An SVG bar per (broker, topic), its transactions stacked by fate."""
-    topics = {}
-    for r in rows:
-        topics.setdefault((r["broker"] or "", r["topic"] or ""), {})[r["fate"]] = r["transactions"]
-    most = max(sum(f.values()) for f in topics.values()) or 1
-    out = [f"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width + 180}\" height=\"{len(topics) * 20 + 4}\">"]
-    for i, ((broker, topic), fates) in enumerate(sorted(topics.items())):
-        x = 160.0
-        out.append(f"<text x=\"0\" y=\"{i * 20 + 13}\" font-size=\"12\">{escape(topic)}</text>")
-        for fate, (color, _) in FATE_WORDS.items():
-            w = fates.get(fate, 0) * width / most
-            if w:
-                out.append(f"<rect x=\"{x:.1f}\" y=\"{i * 20 + 2}\" width=\"{w:.1f}\" height=\"14\" fill=\"{color}\">"
-                           f"<title>{escape(broker)} {escape(topic)} {fate}: {fates[fate]}</title></rect>")
-            x += w
-    return "".join(out) + "</svg>"
 
 
 def history(events):

@@ -13,8 +13,10 @@ import html
 import json
 
 from filtering.topic_replay import timeline_width
+from jobs.ledgers import pop as pop_ledger
+from jobs.ledgers import timer as timer_ledger
+from jobs.ledgers import transactions as transaction_ledger
 from jobs.ledgers.pop import across_nights
-from jobs.ledgers.transactions import report_section
 from jobs.report.timeline import Timeline
 
 STATUS = {0: "clean", 1: "input damaged", 2: "usage", 3: "finished, some subscriptions did not parse",
@@ -116,8 +118,9 @@ def render(summary, timelines, status):
     every subscription in one table, the notes, the POP groups), then the run and the charts."""
     data = report_data(summary, timelines, status)
     parts = [_head(), _headline(data), _pop_lost(data), _timer_alarm(data), _attention(data), _damage(data),
-             _overview(data), _notes(data), _pop(data), _consumption(data), _run(data), _timers(data),
-             report_section(summary.get("transactions"), _e), _timelines(data), _funnels(data),
+             _overview(data), _notes(data), pop_ledger.report_section(summary.get("pop"), _e), _consumption(data),
+             _run(data), timer_ledger.report_section(summary.get("timers"), _e),
+             transaction_ledger.report_section(summary.get("transactions"), _e), _timelines(data), _funnels(data),
              _errors(data, summary), _bloom(data), _audit(data), _embedded(data), "</body></html>\n"]
     return "".join(parts)
 
@@ -171,20 +174,6 @@ def _by_wheel(t):
     return f"; {n:,} of them due before the wheel's own read time (lost by the wheel)" if n else ""
 
 
-def _timers(data):
-    """The timer ledger per real topic (OUT/timers/): what the wheel delivered, holds, and had cancelled."""
-    topics = data["timers"]["topics"]
-    if not topics:
-        return ""
-    out = ["<h2>Timer messages per real topic (OUT/timers/)</h2><table><tr><th>real topic</th><th>broker</th>"
-           "<th>delivered</th><th>pending</th><th>cancelled</th><th>overdue</th><th>lag median (ms)</th>"
-           "<th>lag max (ms)</th></tr>"]
-    out += [f"<tr><td>{_e(t['real_topic'])}</td><td class=\"t\">{_e(t['broker'])}</td><td>{t['delivered']}</td>"
-            f"<td>{t['pending']}</td><td>{t['cancelled']}</td><td>{t['overdue']}</td><td>{_e(t['lag_ms_median'])}</td>"
-            f"<td>{_e(t['lag_ms_max'])}</td></tr>" for t in topics]
-    return "".join(out) + "</table>\n"
-
-
 def _pop_lost(data):
     """The POP alarm, first on the page: messages a POP group never acked that the revive service passed
     without reviving them (OUT/pop/, state lost; with --sink iceberg NS.pop's, across nights)."""
@@ -195,20 +184,6 @@ def _pop_lost(data):
         f"<li><strong>{_e(g['group'])}</strong>{_e(' (broker ' + g['broker'] + ')' if g['broker'] else '')}: "
         f"{g['lost']} message(s) never acked, their checkpoint passed by the revive service, not in the POP retry "
         "topic (OUT/pop/, state lost)</li>" for g in lost) + "</ul>\n")
-
-
-def _pop(data):
-    """Per POP group (OUT/pop/): what it popped and how that ended, time to ack, redeliveries."""
-    if not data["pop"]["groups"]:
-        return ""
-    names = ("popped", "acked", "revived", "inflight", "lost", "redeliveries", "ack_ms_median", "ack_ms_max")
-    out = ["<h2>POP consumption</h2><table><tr><th>broker</th><th>group</th>"
-           + "".join(f"<th>{_e(n.replace('_', ' '))}</th>" for n in names) + "</tr>"]
-    for g in data["pop"]["groups"]:
-        cls = " class=\"bad\"" if g["lost"] else ""
-        out.append(f"<tr{cls}><td class=\"t\">{_e(g['broker'])}</td><td class=\"t\">{_e(g['group'])}</td>"
-                   + "".join(f"<td>{_e(g[n])}</td>" for n in names) + "</tr>")
-    return "".join(out) + "</table>\n"
 
 
 CONSUMPTION_COLOURS = {"consumed": "#4c9a2a", "failed_then_consumed": "#a3c95b", "failed": "#c0392b",

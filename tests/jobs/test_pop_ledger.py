@@ -202,7 +202,7 @@ def test_lost_messages_are_the_reports_first_alarm(spark, store_pop, subscriptio
     page = report.render({"subscriptions": [], "pop": pop_summary(counts), "warnings": lost_warnings(counts)}, {}, 0)
     assert "mqreplay report: <span class=\"bad\">finished, 34 POP message(s) lost</span>" in page
     alarm = page.index("<h2 class=\"bad\">POP messages lost</h2>")
-    assert alarm < page.index("<h2>Subscriptions</h2>") < page.index("<h2>POP consumption</h2>")
+    assert alarm < page.index("<h2>Subscriptions</h2>") < page.index("<h2>POP consumption (OUT/pop/)</h2>")
     assert "<strong>G_POP_TAG</strong>: 34 message(s) never acked" in page
     assert "G_POP_SQL</strong>" not in page
 

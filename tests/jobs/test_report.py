@@ -246,3 +246,46 @@ def test_the_window_is_said_in_words_not_as_json():
     assert window_text(one) == "since 1795237035000, until 1795237035400: 10 unit(s) of 2 queue(s)"
     assert window_text({"broker-a": one, "broker-b": None}) == \
         "broker broker-a: since 1795237035000, until 1795237035400: 10 unit(s) of 2 queue(s)"
+
+
+def _ledger_summary():
+    """A summary with each ledger's counts, written out by hand (two POP groups, one timer topic, one
+    transactional topic)."""
+    pop_group = dict(broker=None, redeliveries=0, ack_ms_median=10.0, ack_ms_max=20)
+    night = [dict(pop_group, group="G_ONE", popped=7, acked=4, revived=0, inflight=3, lost=0),
+             dict(pop_group, group="G_TWO", popped=2, acked=2, revived=0, inflight=0, lost=0)]
+    carried = [dict(pop_group, group="G_ONE", popped=12, acked=6, revived=5, inflight=1, lost=0),
+               dict(pop_group, group="G_TWO", popped=2, acked=2, revived=0, inflight=0, lost=0)]
+    totals = ("popped", "acked", "revived", "inflight", "lost", "redeliveries")
+    timer = {"broker": None, "real_topic": "T_DELAY", "delivered": 8, "pending": 3, "cancelled": 1, "overdue": 0,
+             "overdue_by_wheel": 0, "lag_ms_median": 5, "lag_ms_max": 9}
+    return {"subscriptions": [], "warnings": [],
+            "pop": {"groups": night, "totals": {k: sum(g[k] for g in night) for k in totals},
+                    "carried": {"groups": carried, "totals": {k: sum(g[k] for g in carried) for k in totals}}},
+            "timers": {"topics": [timer], "totals": {"delivered": 8, "pending": 3, "cancelled": 1, "overdue": 0,
+                                                     "overdue_by_wheel": 0, "lag_ms_max": 9}},
+            "transactions": {"topics": [{"broker": None, "topic": "T_TX", "fate": "committed", "transactions": 4,
+                                         "stuck": 0, "committed_twice": 0}],
+                             "totals": {"committed": 4, "rolled_back": 0, "discarded": 0, "pending": 0}}}
+
+
+def test_each_ledger_says_what_its_states_mean_and_draws_a_bar_per_row():
+    page = report.render(_ledger_summary(), {}, 0)
+    for words in ("8 delivered: the wheel put the message into its real topic", "3 pending: still in the wheel",
+                  "1 cancelled: a delete marker", "8 acked: a consumer acked it", "5 revived: not acked within",
+                  "1 in flight: popped, not acked", "0 lost: never acked", "4 committed: the producer"):
+        assert words in page, words
+    for bar in ("<title> T_DELAY delivered: 8</title>", "<title> T_DELAY pending: 3</title>",
+                "<title> T_DELAY cancelled: 1</title>", "<title> G_ONE acked: 6</title>",
+                "<title> G_ONE revived: 5</title>", "<title> G_ONE inflight: 1</title>",
+                "<title> G_TWO acked: 2</title>", "<title> T_TX committed: 4</title>"):
+        assert bar in page, bar
+
+
+def test_the_pop_section_shows_the_ledger_across_nights_when_the_night_carried_one():
+    """A Parquet night chained by offsets.json (summary.json's pop.carried): the section is that ledger's, said so;
+    the night's own counts (7 popped by G_ONE, none revived) are not its rows."""
+    page = report.render(_ledger_summary(), {}, 0)
+    section = page.split("<h2>POP consumption (OUT/pop/) (across nights)</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "<td class=\"t\">G_ONE</td><td>12</td><td>6</td><td>5</td><td>1</td><td>0</td>" in section
+    assert "<td>7</td>" not in section
