@@ -26,7 +26,7 @@ import pyarrow.fs as pafs
 
 from schemas.store.config import load_fastjson
 from schemas.store.local_api import iter_message_batches, local_store, queue_batch, rebuilt_units
-from schemas.store.timer_wheel import METRICS_FILE, decode_metrics, read_timer_state
+from schemas.store.timer_wheel import METRICS_FILE, decode_metrics, read_checkpoint, read_timer_state
 
 
 def _jsonable(row):
@@ -75,8 +75,8 @@ def dump_units(store, out, commitlog=()):
 def dump_timers(store, out):
     """The timer wheel's checkpoint, its metrics and its timer log's units (each with its offset `pos` and its
     deliver time, currWriteTime + delay), then a line per damage found: the state the job checks at planning."""
-    state = read_timer_state(pafs.LocalFileSystem(), str(Path(store).resolve()))
-    cp = state.checkpoint
+    fs, root = pafs.LocalFileSystem(), str(Path(store).resolve())
+    cp = read_checkpoint(fs, root)[0]
     out.write(json.dumps({"file": "config/timercheck", "content": cp.as_dict() if cp else None}) + "\n")
     metrics = Path(store, "config", METRICS_FILE)
     try:
@@ -84,10 +84,14 @@ def dump_timers(store, out):
     except ValueError as exc:
         content = {"error": str(exc)}
     out.write(json.dumps({"file": f"config/{METRICS_FILE}", "content": content}, ensure_ascii=False) + "\n")
-    names = state.units.dtype.names
-    for pos, unit in zip(state.positions.tolist(), state.units.tolist()):
-        row = dict(zip(names, unit))
-        out.write(json.dumps({"pos": pos, **row, "deliver_ms": row["curr_write_time"] + row["delay"]}) + "\n")
+
+    def write_units(positions, chunk):  # a chunk at a time, as the timer log is read
+        names = chunk.dtype.names
+        for pos, unit in zip(positions.tolist(), chunk.tolist()):
+            row = dict(zip(names, unit))
+            out.write(json.dumps({"pos": pos, **row, "deliver_ms": row["curr_write_time"] + row["delay"]}) + "\n")
+
+    state = read_timer_state(fs, root, write_units)
     for p in state.problems:
         out.write(json.dumps({"damaged": p["file"], "offset": p["offset"], "reason": p["reason"]}) + "\n")
 

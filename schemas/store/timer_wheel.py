@@ -81,70 +81,68 @@ def decode_metrics(data):
     return json.loads(bytes(data).decode("utf-8"))
 
 
-@dataclass(frozen=True)
-class TimerLogFile:
-    path: str
-    start: int  # the file's first offset in the timer log (its name)
-    data: object  # its bytes, a uint8 array
+CHUNK_UNITS = 1 << 16  # units read at a time (3.4 MB): a timer log of any size is checked in bounded memory
 
 
-def decode_timer_log(files, file_size=None):
-    """(units, positions, end, problems) of the timer log's files (TimerLogFile in offset order): `units` a
-    UNIT_DTYPE structured array, `positions` each unit's offset in the timer log, `end` the offset after the last
-    unit (0: no unit). `file_size`: the log's mapped-file size (None: the largest file's length). Damaged: a file
-    shorter than the mapped size, a unit cut short by the file's end, a unit whose size is not 52 or whose magic
-    is not MAGIC_DEFAULT with ROLL/DELETE bits (the units after it are not read), bytes after the last unit of a
-    file that are neither its blank nor zeros."""
-    size = file_size or max([len(f.data) for f in files] + [0])
-    units, positions, problems = [], [], []
-    end = 0
-    for i, f in enumerate(files):
-        data = np.asarray(f.data, np.uint8)
-        last = i == len(files) - 1
-        whole = len(data) // UNIT_SIZE
-        view = data[:whole * UNIT_SIZE].view(UNIT_DTYPE) if whole else np.zeros(0, UNIT_DTYPE)
-        not_unit = np.flatnonzero(view["size"] != UNIT_SIZE)
-        n = int(not_unit[0]) if len(not_unit) else whole
-        good = view[:n]
-        bad_magic = np.flatnonzero(((good["magic"] & MAGIC_DEFAULT) == 0)
-                                   | ((good["magic"] & ~(MAGIC_DEFAULT | MAGIC_ROLL | MAGIC_DELETE)) != 0))
-        if len(bad_magic):
-            at = int(bad_magic[0])
-            problems.append(_problem(f.path, f.start + at * UNIT_SIZE,
-                                     f"timer-log unit with bad magic {int(good['magic'][at])}"))
-            n = at
-            good = good[:n]
-        units.append(good)
-        positions.append(f.start + np.arange(n, dtype=np.int64) * UNIT_SIZE)
+def scan_timer_log(fs, segments, file_size=None, each_chunk=None):
+    """(end, problems) of the timer log's files (storefs Segments in offset order), read CHUNK_UNITS units at a
+    time; `end` the offset after the last unit (0: no unit). `each_chunk(positions, units)`: called with every
+    chunk's units (a UNIT_DTYPE array over the file's bytes, valid during the call) and their timer-log offsets, in
+    log order. `file_size`: the log's mapped-file size (None: the largest file's length). Damaged: a file shorter
+    than the mapped size, a unit cut short by the file's end, a unit whose size is not 52 or whose magic is not
+    MAGIC_DEFAULT with ROLL/DELETE bits (the units after it are not read), bytes after the last unit of a file that
+    are neither its blank nor zeros."""
+    size = file_size or max([s.length for s in segments] + [0])
+    problems, end = [], 0
+    for i, seg in enumerate(segments):
+        n, whole, bad_magic = 0, seg.length // UNIT_SIZE, False
+        while n < whole:
+            count = min(CHUNK_UNITS, whole - n)
+            view = storefs.read_range(fs, seg.path, n * UNIT_SIZE, count * UNIT_SIZE).view(UNIT_DTYPE)
+            magic = view["magic"]
+            wrong = np.flatnonzero((view["size"] != UNIT_SIZE) | ((magic & MAGIC_DEFAULT) == 0)
+                                   | ((magic & ~(MAGIC_DEFAULT | MAGIC_ROLL | MAGIC_DELETE)) != 0))
+            good = view[:int(wrong[0])] if len(wrong) else view
+            if each_chunk is not None and len(good):
+                each_chunk(seg.start + (n + np.arange(len(good), dtype=np.int64)) * UNIT_SIZE, good)
+            n += len(good)
+            if len(wrong):
+                bad_magic = bool(view["size"][wrong[0]] == UNIT_SIZE)  # else not a unit: the tail says what it is
+                if bad_magic:
+                    problems.append(_problem(seg.path, seg.start + n * UNIT_SIZE,
+                                             f"timer-log unit with bad magic {int(magic[wrong[0]])}"))
+                break
         if n:
-            end = f.start + n * UNIT_SIZE
-        problems += _tail_problems(f, data, n * UNIT_SIZE, size, last)
-        if len(data) < size:  # after a unit it cut short (the first byte that is no whole unit comes first)
-            problems.append(_problem(f.path, f.start + len(data),
-                                     f"truncated timer-log file: {len(data)} bytes, {size} expected"))
-    return (np.concatenate(units) if units else np.zeros(0, UNIT_DTYPE),
-            np.concatenate(positions) if positions else np.zeros(0, np.int64), end, problems)
+            end = seg.start + n * UNIT_SIZE
+        if not bad_magic:  # (after a bad magic the file's rest is not read: that unit is the damage said)
+            problems += _tail_problems(fs, seg, n * UNIT_SIZE, size, i == len(segments) - 1)
+        if seg.length < size:  # after a unit it cut short (the first byte that is no whole unit comes first)
+            problems.append(_problem(seg.path, seg.start + seg.length,
+                                     f"truncated timer-log file: {seg.length} bytes, {size} expected"))
+    return end, problems
 
 
-def _tail_problems(f, data, at, size, last):
-    """What follows a file's units: a blank that fills the file, zeros (the last file's unwritten part), or damage
-    (a unit cut by the file's end, a unit of another size, stray bytes)."""
-    rest = data[at:]
-    if not len(rest):
+def _tail_problems(fs, seg, at, size, last):
+    """What follows a file's units (from byte `at`): a blank that fills the file, zeros (the last file's unwritten
+    part), or damage (a unit cut by the file's end, a unit of another size, stray bytes); read a chunk at a time."""
+    left = seg.length - at
+    if not left:
         return []
-    if len(rest) >= MIN_BLANK:
-        head = rest[:MIN_BLANK].view(np.dtype([("size", ">i4"), ("zero", ">i8"), ("magic", ">i4")]))[0]
-        if int(head["magic"]) == BLANK_MAGIC and int(head["size"]) == size - at:
+    head = storefs.read_range(fs, seg.path, at, MIN_BLANK)
+    if left >= MIN_BLANK:
+        blank = head.view(np.dtype([("size", ">i4"), ("zero", ">i8"), ("magic", ">i4")]))[0]
+        if int(blank["magic"]) == BLANK_MAGIC and int(blank["size"]) == size - at:
             return []
-    if not rest.any():
-        if last or len(rest) < MIN_BLANK:  # the unwritten part of the last file; a truncated one is said above
+    step = CHUNK_UNITS * UNIT_SIZE
+    if not any(storefs.read_range(fs, seg.path, x, step).any() for x in range(at, seg.length, step)):
+        if last or left < MIN_BLANK:  # the unwritten part of the last file; a truncated one is said above
             return []
-        return [_problem(f.path, f.start + at, "timer-log file ends in zeros without its blank")]
-    if len(rest) < UNIT_SIZE and len(data) < size:
-        return [_problem(f.path, f.start + at, f"timer-log unit cut short: {len(rest)} of {UNIT_SIZE} bytes")]
-    first = int(rest[:4].view(">i4")[0]) if len(rest) >= 4 else None
-    return [_problem(f.path, f.start + at, f"timer-log unit of size {first}, {UNIT_SIZE} expected"
-                     if first is not None else f"{len(rest)} stray byte(s) after the last timer-log unit")]
+        return [_problem(seg.path, seg.start + at, "timer-log file ends in zeros without its blank")]
+    if left < UNIT_SIZE and seg.length < size:
+        return [_problem(seg.path, seg.start + at, f"timer-log unit cut short: {left} of {UNIT_SIZE} bytes")]
+    first = int(head[:4].view(">i4")[0]) if left >= 4 else None
+    return [_problem(seg.path, seg.start + at, f"timer-log unit of size {first}, {UNIT_SIZE} expected"
+                     if first is not None else f"{left} stray byte(s) after the last timer-log unit")]
 
 
 def checkpoint_problems(checkpoint, end, path=CHECKPOINT_FILE):
@@ -183,8 +181,6 @@ class TimerState:
 
     checkpoint: TimerCheckpoint | None
     checkpoint_path: str | None
-    units: object  # UNIT_DTYPE array
-    positions: object  # int64 array: each unit's timer-log offset
     end: int  # the timer-log offset after its last unit
     files: tuple  # the timer log's Segment files
     problems: list
@@ -194,18 +190,22 @@ class TimerState:
         return self.checkpoint is not None or bool(self.files)
 
 
-def read_timer_state(fs, root):
-    """The timer wheel's state of the store at `root` on `fs`: its checkpoint and its timer log, decoded and
-    checked against each other (problems: damage, for the caller's corruption policy)."""
+def read_checkpoint(fs, root):
+    """(the store's timer checkpoint or None, its path or None, its damage) of config/timercheck."""
     path = f"{root}/config/{CHECKPOINT_FILE}"
-    checkpoint, problems = None, []
-    if fs.get_file_info(path).type.name == "File":
-        checkpoint, problems = decode_checkpoint(storefs.read_range(fs, path).tobytes(), path)
-    else:
-        path = None
+    if fs.get_file_info(path).type.name != "File":
+        return None, None, []
+    checkpoint, problems = decode_checkpoint(storefs.read_range(fs, path).tobytes(), path)
+    return checkpoint, path, problems
+
+
+def read_timer_state(fs, root, each_chunk=None):
+    """The timer wheel's state of the store at `root` on `fs`: its checkpoint and its timer log, checked against each
+    other (problems: damage, for the caller's corruption policy), the log read in bounded chunks (scan_timer_log,
+    whose `each_chunk` gets its units)."""
+    checkpoint, path, problems = read_checkpoint(fs, root)
     segments, _ = storefs.list_segments(fs, f"{root}/{TIMER_LOG_DIR}")
-    files = [TimerLogFile(s.path, s.start, storefs.read_range(fs, s.path)) for s in segments]
-    units, positions, end, log_problems = decode_timer_log(files, storefs.file_size_of(segments))
+    end, log_problems = scan_timer_log(fs, segments, storefs.file_size_of(segments), each_chunk)
     problems += log_problems
     problems += checkpoint_problems(checkpoint, end, path or CHECKPOINT_FILE)
-    return TimerState(checkpoint, path, units, positions, end, tuple(segments), problems)
+    return TimerState(checkpoint, path, end, tuple(segments), problems)

@@ -7,6 +7,7 @@ import struct
 import subprocess
 import sys
 
+import numpy as np
 import pyarrow.fs as pafs
 import pytest
 
@@ -14,6 +15,7 @@ from jobs.ledgers.timer import Reads, count_rows, overdue_warnings
 from jobs.plan.build import build_plan
 from jobs.settings import CorruptPolicy, JobOptions
 from schemas.errors import CorruptStoreError
+from schemas.store import timer_wheel
 from schemas.store.timer_wheel import read_timer_state
 from tests.jobs.conftest import writable_copy
 from tests.jobs.test_replay_spark import ROOT
@@ -31,6 +33,13 @@ def _expected(store_5x, name):
 
 def _state(store):
     return read_timer_state(pafs.LocalFileSystem(), str(store))
+
+
+def _units(store):
+    """The timer log's units, every chunk the scan hands out kept (a copy: a chunk is the file's bytes)."""
+    chunks = []
+    read_timer_state(pafs.LocalFileSystem(), str(store), lambda positions, units: chunks.append(units.copy()))
+    return np.concatenate(chunks)
 
 
 def _plan(store, **options):
@@ -53,16 +62,16 @@ def test_the_checkpoint_says_the_wheel_read_up_to_the_last_deliveries_and_flushe
 
 
 def test_the_timer_log_holds_a_unit_per_wheel_message_and_recall_marker(store_5x):
-    state = _state(store_5x / "store")
-    magic = state.units["magic"]
-    assert len(state.units) == WHEEL_MESSAGES + MARKERS
+    units = _units(store_5x / "store")
+    magic = units["magic"]
+    assert len(units) == WHEEL_MESSAGES + MARKERS
     assert (magic & 4 != 0).sum() == MARKERS
     assert (magic & 2 != 0).sum() == FAR
-    assert set(state.units["size"].tolist()) == {UNIT}
+    assert set(units["size"].tolist()) == {UNIT}
     # a pending message's unit, not parked (not far): deliver time = currWriteTime + delay, its TIMER_OUT_MS
     ledger = _expected(store_5x, "timer_ledger.json")["ledger"]
     pending = {e["deliverMs"] for e in ledger.values() if e["intent"] == "pending"}
-    written = set((state.units["curr_write_time"] + state.units["delay"]).tolist())
+    written = set((units["curr_write_time"] + units["delay"]).tolist())
     assert pending <= written
 
 
@@ -148,3 +157,23 @@ def test_a_pending_timer_due_before_the_wheel_s_read_time_is_overdue_by_the_whee
         [("b1", 2, 1, 1), ("b2", 1, 0, 0)]
     [warning] = overdue_warnings(got, 300_000)
     assert "due before the wheel's own read time" in warning and "lost by the wheel" in warning
+
+
+def test_the_timer_log_is_read_a_few_units_at_a_time_with_the_same_answer(store_5x, tmp_path, monkeypatch):
+    """Memory bounded by a chunk, whatever the log's size: with chunks of 7 units the scan hands out no more at a
+    time, the same units at the same offsets, and a bad magic in a later chunk at its own offset."""
+    whole = _units(store_5x / "store")
+    monkeypatch.setattr(timer_wheel, "CHUNK_UNITS", 7)
+    sizes, positions = [], []
+    state = read_timer_state(pafs.LocalFileSystem(), str(store_5x / "store"),
+                             lambda at, units: (sizes.append(len(units)), positions.append(at.copy())))
+    assert max(sizes) == 7 and sum(sizes) == len(whole) and state.problems == []
+    assert np.concatenate(positions)[:3].tolist() == [0, UNIT, 2 * UNIT]
+    assert (_units(store_5x / "store") == whole).all()
+    copy = writable_copy(store_5x, tmp_path)
+    first = copy / "timerlog" / "00000000000000000000"
+    data = bytearray(first.read_bytes())
+    data[23 * UNIT + 12:23 * UNIT + 16] = struct.pack(">i", 0x40)
+    first.write_bytes(bytes(data))
+    assert [(p["offset"], p["reason"]) for p in _state(copy).problems] == \
+        [(23 * UNIT, "timer-log unit with bad magic 64")]
