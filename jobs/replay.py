@@ -104,7 +104,7 @@ def _prepare(args, progress):
     settings = settings_of(args)
     brokers = brokers_of(args.store, args.brokers, args.commitlog)
     command = fingerprint(args, brokers)  # before the sink reads a lake's offsets into --starting-offsets
-    sink, starts = sink_of(sink_choice(args), brokers)  # --starting-offsets iceberg: where the lake's ranges end
+    sink, starts = sink_of(sink_choice(args), brokers)  # --starting-offsets iceberg: none of the command line
     options = replace(options_from(args, settings, starts), store=brokers[0].uri)
     progress.set_phase("claiming OUT")
     run = outputs.OutputRun(args.out, args.overwrite, args.clean_stale, run=args.run, command=command)
@@ -119,13 +119,8 @@ def _prepare(args, progress):
         and not classic_session_exists() else None
     try:
         progress.set_phase("planning: listing the store, probing its consume queues")
-        planned = plan_cluster(options, brokers)
-        own = sink.starting_offsets(brokers, planned)  # a lake: each queue from the run's own groups' ends
-        if own is not None and own != starts:
-            options = replace(options, window=window_of(args, own))
-            planned = plan_cluster(options, brokers)
+        planned = plan_cluster(options, brokers, sink.scope())  # a lake: where each group starts, what it holds
         sink.check(planned, args.clean_stale)  # before Spark: a rerun of committed offsets commits nothing
-        sink.narrow(planned)  # a lake: what each group holds already is out of its scope
         return settings, options, run, planned, sink, started
     except BaseException:
         run.abandon()

@@ -360,9 +360,7 @@ def _run_with(spark, tasks, planned, out, options, sink, ranges, progress, given
     several = len(planned.parts) > 1
     summaries, timelines = [], {}
     for b, part, counters in brokers:
-        summaries.append((b.name, build_summary(part, counters, replace(options, store=b.uri,
-                                                                        window=options.window.for_broker(b.name,
-                                                                                                         several)))))
+        summaries.append((b.name, build_summary(part, counters, replace(options, store=b.uri, window=part.window))))
         timelines.update({((b.name,) + k if several else k): t for k, t in counters.timelines.items()})
     summary = cluster_summary(summaries)
     summary["warnings"] = list(planned.warnings) + summary["warnings"]

@@ -5,7 +5,7 @@ file the run needs: jobs/plan/cq_index.py); the rest of the store's bytes are re
 import logging
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow.fs as pafs
 
@@ -20,7 +20,7 @@ from jobs.plan.brokers import store_broker
 from jobs.plan.cq_index import SegmentIndex
 from jobs.plan.replay_plan import ReplayPlan, replay_plan
 from jobs.plan.units.choose import BrokerUnits, choose, store_topics
-from jobs.plan.window import resolve
+from jobs.plan.window import Window, resolve
 from jobs.policy import CorruptPolicy
 from schemas.errors import ConfigError, CorruptStoreError
 from schemas.log import layout as L
@@ -56,6 +56,7 @@ class Planned:
     # a broker of several (build_plan's `several`): what the run's check of names that match nothing needs,
     # made over all brokers at once (jobs/plan/cluster.py): (user registrations, subscriptions, topics present)
     names: tuple | None = None
+    window: Window | None = None  # the window the plan was made of (the sink's starting offsets in it)
 
 
 @dataclass(frozen=True)
@@ -69,22 +70,24 @@ class LostUnits:
     file: str
 
 
-def build_plan(options, broker=None, several=False, layout=None):
+def build_plan(options, broker=None, several=False, layout=None, scope=None):
     """Everything the tasks need; with on_corrupt=fail the first problem found in what the run reads (the
     listing of the queues it needs, the config) stops the job here. `broker`: the store's
     jobs/plan/brokers.Broker (its filesystem and root, resolved once; its name every row carries), None:
     options.store as one broker of no name; `several`: one broker of several, whose names that match
     nothing are checked over all of them (jobs/plan/cluster.py), not here; `layout`: the store already
-    listed.
+    listed; `scope`: what the sink holds (Sink.scope: a lake's LakeScope), asked once the run's groups are known
+    where each starts (the window's starting offsets) and, once its ranges are, what they hold already
+    (ReplayPlan.held): the plan is made once, nothing changes it after.
 
     Raises UsageError (exit 2) for arguments that name nothing: unknown expression types, topics the
     store does not have, --groups / --topics that match no subscription (warnings with allow_missing).
     A RocksDB consume queue opened to plan is closed when the plan is made."""
     with rocksdb_store.held():
-        return _build_plan(options, broker, several, layout)
+        return _build_plan(options, broker, several, layout, scope)
 
 
-def _build_plan(options, broker, several, layout):
+def _build_plan(options, broker, several, layout, scope):
     broker = broker or store_broker(options.store, options.commitlog)
     fs = broker.fs
     layout = layout or broker.open_store()
@@ -133,6 +136,9 @@ def _build_plan(options, broker, several, layout):
         if c.warning:
             warnings.append(f"{c.sub.group}/{c.sub.topic}: {c.warning}")
     runnable = tuple(c for c in compiled if not c.error)
+    if scope is not None:  # the run's groups continue where the sink holds them
+        starts = scope.starts(broker.name, {(c.sub.group, c.sub.topic) for c in runnable})
+        options = replace(options, window=replace(options.window, starting=starts))
     topics = read_topics(options, topics_present) if options.read_all else \
         needed_topics(runnable, stored, options.groups, options.topics) | timer_topics(topics_present, options.topics) \
         | pop_topics(topics_present, options.topics) | transaction_topics(topics_present, options.topics) \
@@ -174,10 +180,11 @@ def _build_plan(options, broker, several, layout):
         retry_cut=_retry_cut(options.window, window, topics_present),
         timer_wheel_read=wheel_read,
         traces=_trace_scope(options, fs, broker.root, topics_present, config, problems, runnable),
+        held=() if scope is None else scope.held(broker.name, runnable, window.ranges),
     )
     lost = tuple(x for x in _lost_units(layout, window.ranges if options.window.given else ()) if x.topic in topics)
     return Planned(plan, layout, compiled, config.consumer_offsets, problems, lost, warnings, units.files.segments,
-                   window.ranges, units, (regs, everything, topics_present) if several else None)
+                   window.ranges, units, (regs, everything, topics_present) if several else None, options.window)
 
 
 def plan_from_config(options, config, topics_present, fs, log):

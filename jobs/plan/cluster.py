@@ -53,8 +53,9 @@ class ClusterPlan:
         return offsets_by_broker({b.name: planned.ranges for b, planned in self.parts}, carried)
 
 
-def plan_cluster(options, brokers):
-    """ClusterPlan of the run's JobOptions (its store the first broker's) and its Brokers."""
+def plan_cluster(options, brokers, scope=None):
+    """ClusterPlan of the run's JobOptions (its store the first broker's) and its Brokers; `scope`: what the sink
+    holds (build_plan's), which also gives a broker left out (--allow-missing) the offsets it carries on."""
     several = len(brokers) > 1
     layouts, missing, warnings = [], [], []
     for b in brokers:
@@ -70,13 +71,17 @@ def plan_cluster(options, brokers):
     parts = []
     for b, layout in layouts:
         mine = replace(options, store=b.uri, window=options.window.for_broker(b.name, several))
-        planned = build_plan(mine, broker=b, several=several, layout=layout)
+        planned = build_plan(mine, broker=b, several=several, layout=layout, scope=scope)
         if several:
             planned.warnings = [f"broker {b.name}: {w}" for w in planned.warnings]
         parts.append((b, planned))
     if several:
         warnings += _names_checked(options, [p for _, p in parts])
-    return ClusterPlan(tuple(parts), tuple(missing), warnings, options.window)
+    window = options.window
+    if scope is not None and missing:
+        window = replace(window, starting_by_broker={**(window.starting_by_broker or {}),
+                                                     **{b.name: scope.starts(b.name) for b in missing}})
+    return ClusterPlan(tuple(parts), tuple(missing), warnings, window)
 
 
 def _names_checked(options, planned):

@@ -13,11 +13,10 @@ parts otherwise); the layout (jobs/output/layouts.py) is the options' object, wh
 `Sink` subclass here (or in a module of its own), its writer when its parts differ, its entry in SINKS, and its
 tests (docs/design.md, "Adding a sink")."""
 import abc
-import json
 import os
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -42,7 +41,6 @@ from jobs.output.writers import (
     write_driver_part,
     write_empty_tables,
 )
-from jobs.plan.brokers import bare
 from jobs.sinks.iceberg import tables as lake_sink
 from jobs.sinks.iceberg.ledger_tables import (
     commit_consumption,
@@ -79,15 +77,13 @@ class Sink(abc.ABC):
         """What every task writes, shipped with the plan: under the temporary OUT, in the run's layout."""
         return SinkSpec(out, options.layout, options.with_body, self.writer)
 
-    def starting_offsets(self, brokers, planned):
-        """--starting-offsets that the sink knows better once the run is planned (None: the command line's)."""
+    def scope(self):
+        """What the plan takes from what the sink holds (jobs/plan/build.py: where each group starts, what it holds
+        already), read once before the plan; None: nothing (the command line's window)."""
         return None
 
     def check(self, planned, clean_stale):
         """Refuse, before Spark starts, what the sink cannot take (UsageError)."""
-
-    def narrow(self, planned):
-        """Leave out of each group's scope, in the plan the tasks get, what the sink holds already."""
 
     @abc.abstractmethod
     def commit(self, out, reports, planned, options):
@@ -243,22 +239,19 @@ class IcebergSink(FileSink):
 
     @classmethod
     def of(cls, choice, brokers):
-        """Its catalog, the run's stores by what they are, and with `--starting-offsets iceberg` where the lake's
-        ranges of each store end (none yet: the earliest), refined per group once the plan names the run's groups
-        (starting_offsets)."""
+        """Its catalog and the run's stores by what they are; with `--starting-offsets iceberg` no offsets of the
+        command line (the plan asks the lake's scope where each group starts)."""
         target = lake_sink.catalog_target(choice.catalog)
         if not choice.layout.tables:
             raise UsageError("--sink iceberg writes the normalized layout's tables (messages once, narrow matched "
                              "rows)")
         target = lake_sink.with_stores(target, brokers, choice.continuing)
-        starts = starts_json(brokers, lake_sink.starting_offsets(target)) if choice.continuing else None
-        return cls(target), starts
+        return cls(target), "{}" if choice.continuing else None
 
-    def starting_offsets(self, brokers, planned):
-        """With `--starting-offsets iceberg`: each queue from where the run's own groups end in the lake."""
-        if not self.target.continuing:
-            return None
-        return starts_json(brokers, lake_sink.starting_offsets(self.target, planned.parts))
+    def scope(self):
+        """With `--starting-offsets iceberg`: the lake's groups' ranges, read once (lake_sink.LakeScope), which the
+        plan asks where each of the run's groups starts and what it holds already."""
+        return lake_sink.LakeScope(self.target) if self.target.continuing else None
 
     def check(self, planned, clean_stale):
         """Refuse offsets a group of the run holds and lost catalogs (exit 2); list, or with --clean-stale
@@ -314,15 +307,6 @@ class IcebergSink(FileSink):
         written.update(found[0])
         return found[1], found[2]
 
-    def narrow(self, planned):
-        """A continuing run: the offsets each group holds in the lake leave its scope (ReplayPlan.held), so that
-        no task writes a row the lake holds."""
-        if not self.target.continuing:
-            return
-        scope = lake_sink.held_scope(self.target, planned.parts)
-        for broker, part in planned.parts:
-            part.plan = replace(part.plan, held=scope.get(broker.name, ()))
-
     def publish(self, out, summary, planned, options, run):
         started = time.time()
         written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
@@ -363,10 +347,3 @@ def sink_of(choice, brokers):
     """(the run's sink, made once from the command line's SinkChoice by its class, the --starting-offsets it
     reads before the plan: None, the command line's)."""
     return choice.kind.of(choice, brokers)
-
-
-def starts_json(brokers, starts):
-    """--starting-offsets of lake.starts' {broker: {topic: {queue: offset}}}: per topic for a bare --store."""
-    if bare(brokers):
-        return json.dumps(starts.get(brokers[0].name, {}), sort_keys=True)
-    return json.dumps({"brokers": {b.name: starts.get(b.name, {}) for b in brokers}}, sort_keys=True)

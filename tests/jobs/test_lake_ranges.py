@@ -2,6 +2,8 @@
 that continue every group from its own ranges, a group added later backfilled into the same tables once (its
 repeat refused, exit 2), a night killed between two tables' commits repaired by the next, ranges committed last.
 Expectations are the rows written by hand in each test."""
+from types import SimpleNamespace
+
 import pytest
 
 from jobs.errors import UsageError
@@ -45,6 +47,11 @@ def test_a_group_added_later_is_backfilled_once_and_its_messages_are_not_stored_
     assert len(keys(tgt)) == 4
 
 
+def _subscriptions(*pairs):
+    """CompiledSubscription stand-ins of (group, topic) pairs: what LakeScope.held reads of them."""
+    return tuple(SimpleNamespace(sub=SimpleNamespace(group=g, topic=t)) for g, t in pairs)
+
+
 def test_continuing_groups_start_at_the_earliest_end_and_the_offsets_a_group_holds_leave_its_scope(tmp_path):
     tgt = target(tmp_path)
     night(tgt, tmp_path / "n1", "n1", [("G1", T)], [(T, 0, 0, 4)], [("G1", T, 0, 0), ("G1", T, 0, 2)])
@@ -54,11 +61,13 @@ def test_continuing_groups_start_at_the_earliest_end_and_the_offsets_a_group_hol
     assert lake.starts(held, (REF,), pairs) == {BROKER: {T: {0: 2}}}  # G2 ends first
     assert lake.starts(held, (REF,), {BROKER: {("G1", T), ("G3", T)}}) == {}  # G3 holds nothing: the earliest
     going = target(tmp_path, continuing=True)  # a night from offset 2: G1 holds 2 and 3 already
-    scope = iceberg_sink.held_scope(going, parts([("G1", T), ("G2", T)], [(T, 0, 2, 6)]))
-    assert scope == {BROKER: (("G1", T, 0, 2, 4),)}
+    lake_scope = iceberg_sink.LakeScope(going)  # what the plan asks, read once
+    assert lake_scope.starts(BROKER, {("G1", T), ("G2", T)}) == {T: {0: 2}}
+    scope = lake_scope.held(BROKER, _subscriptions(("G1", T), ("G2", T)), [(T, 0, 2, 6)])
+    assert scope == (("G1", T, 0, 2, 4),)
     # the tasks write no row of G1 at 2 or 3 (its scope); G2's message at 2 is the table's already (G1's in n1)
     night(going, tmp_path / "n2", "n2", [("G1", T), ("G2", T)], [(T, 0, 2, 6)],
-          [("G1", T, 0, 5), ("G2", T, 0, 2), ("G2", T, 0, 3)], held=scope[BROKER])
+          [("G1", T, 0, 5), ("G2", T, 0, 2), ("G2", T, 0, 3)], held=scope)
     assert keys(tgt) == [("G1", T, 0, 0), ("G1", T, 0, 2), ("G1", T, 0, 5), ("G2", T, 0, 1), ("G2", T, 0, 2),
                          ("G2", T, 0, 3)]
     assert keys(tgt, "messages") == [(T, offset(0, o)) for o in (0, 1, 2, 3, 5)]
@@ -68,12 +77,11 @@ def test_a_continuing_night_refuses_offsets_committed_after_it_was_planned(tmp_p
     tgt = target(tmp_path)
     night(tgt, tmp_path / "n1", "n1", [("G1", T)], [(T, 0, 0, 2)], [("G1", T, 0, 0)])
     going = target(tmp_path, continuing=True)
-    planned = parts([("G1", T)], [(T, 0, 0, 4)])
-    scope = iceberg_sink.held_scope(going, planned)
-    assert scope == {BROKER: (("G1", T, 0, 0, 2),)}
+    scope = iceberg_sink.LakeScope(going).held(BROKER, _subscriptions(("G1", T)), [(T, 0, 0, 4)])
+    assert scope == (("G1", T, 0, 0, 2),)
     night(tgt, tmp_path / "n2", "n2", [("G1", T)], [(T, 0, 2, 3)], [("G1", T, 0, 2)])  # meanwhile
     with pytest.raises(UsageError, match=r"G1 TopicTest/0 \[2, 4\) held \[2, 3\) by run n2"):
-        night(going, tmp_path / "n3", "n3", [("G1", T)], [(T, 0, 0, 4)], [("G1", T, 0, 2)], held=scope[BROKER])
+        night(going, tmp_path / "n3", "n3", [("G1", T)], [(T, 0, 0, 4)], [("G1", T, 0, 2)], held=scope)
     assert keys(tgt) == [("G1", T, 0, 0), ("G1", T, 0, 2)]
 
 

@@ -182,19 +182,21 @@ def unheld(ranges, scope):
 
 
 def run_ranges(parts):
-    """[(broker, group, topic, queue, first, end)] a run covers: each (broker, plan.Planned) part's queue ranges, for
-    every group subscribing the topic, and for LEDGER_READS those of the topics the POP ledger reads."""
-    out = []
-    for broker, planned in parts:
-        topics = {}
-        for s in planned.plan.subscriptions:
-            topics.setdefault(s.sub.topic, set()).add(s.sub.group)
-        for topic in pop_topics({t for t, *_ in planned.ranges}) - set(topics):
-            topics[topic] = {LEDGER_READS}
-        for topic, qid, first, end in planned.ranges:
-            if end > first:
-                out += [(broker, g, topic, int(qid), int(first), int(end)) for g in sorted(topics.get(topic, ()))]
-    return out
+    """[(broker, group, topic, queue, first, end)] a run covers: each (broker, plan.Planned) part's (broker_ranges)."""
+    return [r for broker, planned in parts for r in broker_ranges(broker, planned.plan.subscriptions, planned.ranges)]
+
+
+def broker_ranges(broker, subscriptions, ranges):
+    """[(broker, group, topic, queue, first, end)] of one broker's queue `ranges` ((topic, queue, first, end)), for
+    every group of `subscriptions` (CompiledSubscriptions) subscribing the topic, and for LEDGER_READS those of the
+    topics the POP ledger reads."""
+    topics = {}
+    for s in subscriptions:
+        topics.setdefault(s.sub.topic, set()).add(s.sub.group)
+    for topic in pop_topics({t for t, *_ in ranges}) - set(topics):
+        topics[topic] = {LEDGER_READS}
+    return [(broker, g, topic, int(qid), int(first), int(end)) for topic, qid, first, end in ranges if end > first
+            for g in sorted(topics.get(topic, ()))]
 
 
 def _answers(ranges):

@@ -9,9 +9,9 @@ snapshot whose summary names the run (`mqreplay.run`). What the lake holds is ke
 
 Before Spark starts, a run whose offsets a group already holds is refused (`check_lake`, exit 2), as is a lake whose
 catalog was lost (the warehouse holds the tables, the catalog none: `jobs.maintain --register-existing`), and
-`--starting-offsets iceberg` starts every queue where its groups' ranges end (`starting_offsets`), the offsets a
-group holds beyond that out of its scope in the tasks' plan (`held_scope`: a group continuing behind the others
-writes no row it holds). At the commit, runs killed between two tables' commits are removed from the tables first
+`--starting-offsets iceberg` reads the groups' ranges once before the plan (`LakeScope`), which the plan asks
+where each queue starts for the run's groups (where their ranges end) and which offsets beyond that a group holds
+(out of its scope in the tasks' plan: a group continuing behind the others writes no row it holds). At the commit, runs killed between two tables' commits are removed from the tables first
 (lake.repair), and a backfill's messages the table holds are trimmed from its parts.
 Every catalog operation waits while the catalog is busy, up to `--catalog-wait` (jobs/sinks/iceberg/catalog_wait.py).
 Parts moved into a table's location by a run that died before its commit are referenced by no snapshot:
@@ -225,24 +225,30 @@ def check_lake(target, parts):
     return target.waiting(check, "--sink iceberg (checking the tables)")
 
 
-def starting_offsets(target, parts=None):
-    """{broker: {topic: {queue: offset}}} where `--starting-offsets iceberg` starts each queue: where the ranges
-    of the groups reading it end (lake.starts). `parts` ((Broker, plan.Planned), ...): the run's groups; None
-    before the plan (every group the lake holds)."""
-    pairs = None
-    if parts is not None:
-        pairs = {b.name: {(s.sub.group, s.sub.topic) for s in p.plan.subscriptions} for b, p in parts}
-    return target.waiting(lambda catalog: lake.starts(open_lake(target, catalog), target.refs, pairs),
-                          "--starting-offsets iceberg")
+class LakeScope:
+    """What a continuing run (`--starting-offsets iceberg`) takes from the lake, read once before the plan (the
+    groups' ranges, lake.Held.intervals): the plan asks it, broker by broker, where the run's groups start
+    (`starts`) and which offsets of its ranges they hold already (`held`), and is made once with the answers."""
 
+    def __init__(self, target):
+        self.refs = target.refs
+        self._intervals = target.waiting(lambda catalog: open_lake(target, catalog).intervals(target.refs),
+                                         "--starting-offsets iceberg")
 
-def held_scope(target, parts):
-    """{broker: ((group, topic, queue, first, end), ...)}: the offsets of the run's ranges its groups hold in the
-    lake already (lake.held_scope), which the plan leaves out of their scope (ReplayPlan.held)."""
-    ranges = lake.run_ranges(_named(parts))
-    pairs = {b.name: {(s.sub.group, s.sub.topic) for s in p.plan.subscriptions} for b, p in parts}
-    return target.waiting(lambda catalog: lake.held_scope(open_lake(target, catalog), target.refs, ranges, pairs),
-                          "--sink iceberg (reading the ranges)")
+    def intervals(self, refs):  # lake.Held's, as read once
+        return self._intervals
+
+    def starts(self, broker, pairs=None):
+        """{topic: {queue: offset}} where `broker`'s queues start for the groups `pairs` ({(group, topic)}; None:
+        every group the lake holds): where the ranges of the groups reading each queue end (lake.starts)."""
+        return lake.starts(self, self.refs, None if pairs is None else {broker: pairs}).get(broker, {})
+
+    def held(self, broker, subscriptions, ranges):
+        """((group, topic, queue, first, end), ...): the offsets of `broker`'s planned `ranges` its groups
+        (`subscriptions`) hold in the lake already (lake.held_scope), left out of their scope (ReplayPlan.held)."""
+        pairs = {broker: {(s.sub.group, s.sub.topic) for s in subscriptions}}
+        return lake.held_scope(self, self.refs, lake.broker_ranges(broker, subscriptions, ranges), pairs).get(
+            broker, ())
 
 
 def _named(parts):
