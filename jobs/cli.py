@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from jobs.errors import UsageError
 from jobs.output.layouts import LAYOUTS, NORMALIZED
 from jobs.plan.units.choose import UNITS_FROM, UnitsFrom
-from jobs.plan.window import parse_window
+from jobs.plan.window import Window, parse_window
 from jobs.runtime.progress import MODES
 from jobs.settings import CHOICES, DEFAULTS, JobOptions, job_options, load_settings
 from jobs.sinks.iceberg.catalog_wait import DEFAULT_WAIT
@@ -204,7 +204,7 @@ class ExplainRequest:
     stores: tuple  # --store, each STORE or NAME=STORE (jobs/plan/brokers.brokers_of)
     commitlog: str  # --commitlog as given
     options: JobOptions
-    window: object  # jobs/plan/window.Window of --since/--until
+    window: Window  # jobs/plan/window.Window of --since/--until
     group: str | None = None
     topic: str | None = None
     key: str | None = None
