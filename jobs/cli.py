@@ -5,12 +5,14 @@ defined and read back here, and no module below jobs/ sees an argparse namespace
 import argparse
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, NoReturn
 
 from jobs.errors import UsageError
 from jobs.output.layouts import LAYOUTS, NORMALIZED
 from jobs.plan.units.choose import UNITS_FROM, UnitsFrom
-from jobs.plan.window import parse_window
+from jobs.plan.window import Window, parse_window
 from jobs.runtime.progress import MODES
 from jobs.settings import CHOICES, DEFAULTS, JobOptions, job_options, load_settings
 from jobs.sinks.iceberg.catalog_wait import DEFAULT_WAIT
@@ -35,7 +37,7 @@ class OneLineParser(argparse.ArgumentParser):
     """Bad arguments are one line on stderr naming the argument (not the whole usage), exit 2, as every
     other caller's mistake the job and explain refuse."""
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"error: {message} ({self.prog} --help)\n")
 
 
@@ -43,12 +45,12 @@ class OneLineParser(argparse.ArgumentParser):
 CONTINUE_LAKE = "iceberg"
 
 
-def add_version_argument(p):
+def add_version_argument(p: argparse.ArgumentParser) -> None:
     """--version: the package's version, answered by argparse before anything else is read."""
     p.add_argument("--version", action="version", version=f"mqreplay {package_version()}")
 
 
-def add_subscription_arguments(p):
+def add_subscription_arguments(p: argparse.ArgumentParser) -> None:
     """--subscriptions, --subscription, --rocketmq-version, --from, --conf, --no-retry, --filter-support-retry."""
     p.add_argument("--subscriptions", action="append", default=[], metavar="FILE",
                    help="subscription file {\"groups\": [...]} (repeatable; later files win)")
@@ -64,7 +66,7 @@ def add_subscription_arguments(p):
                    help="apply the original topic's SQL92 filter on %%RETRY%% topics (broker filterSupportRetry)")
 
 
-def add_commitlog_argument(p):
+def add_commitlog_argument(p: argparse.ArgumentParser) -> None:
     """--commitlog DIR[,DIR...]: where the commit log is when not under --store (schemas/log/files.py);
     --units-from: where the units come from (jobs/plan/units/choose.py)."""
     p.add_argument("--commitlog", metavar="DIR[,DIR...]",
@@ -75,7 +77,7 @@ def add_commitlog_argument(p):
                         "log, or auto (default): the consume queue, rebuilding the queues it lacks")
 
 
-def add_window_arguments(p):
+def add_window_arguments(p: argparse.ArgumentParser) -> None:
     """--since, --until, --starting-offsets, --ending-offsets (read back by window_of)."""
     p.add_argument("--since", metavar="T", help="first store time (epoch ms, from 2001 on, or ISO-8601 with an offset)")
     p.add_argument("--until", metavar="T", help="store time the window ends before (exclusive)")
@@ -85,7 +87,7 @@ def add_window_arguments(p):
     p.add_argument("--ending-offsets", metavar="JSON|FILE", help="exclusive end queue offsets, same shape")
 
 
-def window_of(args, starting=None):
+def window_of(args: argparse.Namespace, starting: str | None = None) -> Window:
     """parse_window of the arguments add_window_arguments added (offsets per topic, or per broker); `starting`:
     the starting offsets the run found itself (`--starting-offsets iceberg`: where the lake's ranges end), in
     place of the argument's word."""
@@ -93,7 +95,7 @@ def window_of(args, starting=None):
                         args.ending_offsets, brokers=True)
 
 
-def parse_replay_args(argv):
+def parse_replay_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The job's command line (jobs/replay.py), parsed; its checks that need no store are check_arguments."""
     p = OneLineParser(prog="replay.py", description=REPLAY)
     add_version_argument(p)
@@ -144,18 +146,18 @@ def parse_replay_args(argv):
     return args
 
 
-def sink_choice(args):
+def sink_choice(args: argparse.Namespace) -> SinkChoice:
     """--sink, --layout, the catalog's arguments and `--starting-offsets iceberg` as the objects the run asks
     (jobs/sinks/kinds.py SinkChoice): each name looked up once, here."""
     return SinkChoice(SINKS[args.sink], LAYOUTS[args.layout], catalog_args(args), args.continue_lake)
 
 
-def catalog_args(args):
+def catalog_args(args: argparse.Namespace) -> CatalogArgs:
     """The catalog's arguments of a command line (the job's --sink iceberg, jobs.maintain's), not yet checked."""
     return CatalogArgs(args.namespace, args.catalog, args.catalog_uri, args.warehouse, args.catalog_wait)
 
 
-def parse_explain_args(argv):
+def parse_explain_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """explain's command line (jobs/explain/__init__.py), parsed and checked: one question, by position,
     message id or key."""
     p = OneLineParser(prog="python -m jobs.explain", description=EXPLAIN)
@@ -204,7 +206,7 @@ class ExplainRequest:
     stores: tuple  # --store, each STORE or NAME=STORE (jobs/plan/brokers.brokers_of)
     commitlog: str  # --commitlog as given
     options: JobOptions
-    window: object  # jobs/plan/window.Window of --since/--until
+    window: Window  # jobs/plan/window.Window of --since/--until
     group: str | None = None
     topic: str | None = None
     key: str | None = None
@@ -215,7 +217,7 @@ class ExplainRequest:
     json: bool = False
 
 
-def explain_request(args):
+def explain_request(args: argparse.Namespace) -> ExplainRequest:
     """The ExplainRequest of parse_explain_args' namespace; loads the settings (--conf: ConfigError)."""
     settings = load_settings(args.conf)
     options = job_options(settings, None, commitlog=commitlog_dirs(args.commitlog), units_from=args.units_from,
@@ -235,7 +237,7 @@ class Upkeep:
     orphans_older_than: str
 
 
-def parse_dump_args(argv):
+def parse_dump_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """`python -m jobs.dump`'s command line (schemas/store/dump.py's dumps)."""
     p = argparse.ArgumentParser(prog="python -m jobs.dump", description="Print a store as JSON lines")
     p.add_argument("store", help="a broker's storePathRootDir")
@@ -246,7 +248,7 @@ def parse_dump_args(argv):
     return p.parse_args(argv)
 
 
-def parse_maintain_args(argv):
+def parse_maintain_args(argv: Sequence[str] | None) -> Upkeep:
     """The lake's upkeep's command line (jobs/maintain.py), as its Upkeep."""
     p = OneLineParser(prog="python -m jobs.maintain", description=MAINTAIN)
     add_version_argument(p)
@@ -269,12 +271,12 @@ def parse_maintain_args(argv):
                   args.remove_orphans_older_than)
 
 
-def commitlog_dirs(text):
+def commitlog_dirs(text: str | None) -> tuple[str, ...]:
     """--commitlog's directories, in the order given."""
     return tuple(d.strip() for d in (text or "").split(",") if d.strip())
 
 
-def subscription_options(args, settings):
+def subscription_options(args: argparse.Namespace, settings: Mapping[str, Any]) -> dict[str, Any]:
     """The JobOptions fields those arguments decide (None: not given, the settings' value holds), for
     jobs.settings.job_options; a switch that only turns a setting off or on is given as its result."""
     return dict(
@@ -287,7 +289,7 @@ def subscription_options(args, settings):
     )
 
 
-def print_quietly(text):
+def print_quietly(text: str) -> bool:
     """Print to stdout; False when the reader closed it (`| head`): the rest goes nowhere, not into a second
     error when the interpreter flushes stdout at exit. The job and explain end as a Unix tool does then."""
     try:
@@ -299,7 +301,7 @@ def print_quietly(text):
     return True
 
 
-def check_arguments(args):
+def check_arguments(args: argparse.Namespace) -> None:
     """The caller's mistakes that need no store read, each a UsageError (exit 2) naming its argument: local
     paths that are missing, unreadable or of the wrong kind, an empty --out, group and topic names no broker
     could hold. Remote URIs are checked when opened."""
@@ -323,7 +325,7 @@ def check_arguments(args):
                 check_name(f"--{flag}", name.strip(), limit, listed=True)
 
 
-def check_name(flag, name, limit, listed=False):
+def check_name(flag: str, name: str, limit: int, listed: bool = False) -> None:
     """A group or topic name a broker could hold: not empty, no comma (the lists' separator), at most
     RocketMQ's length."""
     if not name:

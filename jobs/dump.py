@@ -1,13 +1,14 @@
 """`python -m jobs.dump STORE what`: a store as JSON lines for people inspecting it by hand (schemas/store/dump.py says
 what each prints); its arguments are parsed in jobs/cli.py."""
 import sys
+from collections.abc import Sequence
 
 from jobs.cli import parse_dump_args
 from schemas.errors import EXIT_INPUT, ReplayError
 from schemas.store.dump import DUMPS
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     args = parse_dump_args(argv)
     try:
         DUMPS[args.what](args.store, sys.stdout, args)

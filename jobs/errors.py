@@ -4,9 +4,12 @@ becomes an exit code and a one-line message (`outcome`), for the job and explain
 A task's error crosses Spark's boundary as data: the task raises TaskFailed, whose message is one line
 `mqreplay-task-error {"exit_code": ..., "kind": ..., "message": ...}`, and the driver reads that record back
 (`carried`); Spark itself carries only text from a Python worker to the driver."""
+from __future__ import annotations
+
 import json
 import signal
 import sys
+from typing import NoReturn
 
 from schemas.errors import EXIT_FAILED, EXIT_INPUT, EXIT_USAGE, InputError, ReplayError
 
@@ -30,7 +33,7 @@ class SparkVersionError(UsageError, ImportError):
     Spark 4.0): exit 2."""
 
 
-def refuse_spark_version(what, needs, api, alternative):
+def refuse_spark_version(what: str, needs: str, api: str, alternative: str) -> NoReturn:
     """End an import this Spark cannot serve with one line and no stack: `what` needs Spark `needs` or newer
     (for its `api`); on this one, `alternative`. A script (spark-submit, python FILE) and IPython (whose kernel
     survives it) get the line and exit 2; an interactive Python (the pyspark shell), which an exit would close,
@@ -56,7 +59,7 @@ class OutputError(ReplayError):
     exit_code = EXIT_USAGE
 
 
-def output_error(where, exc, advice=""):
+def output_error(where: str, exc: BaseException, advice: str = "") -> OutputError:
     """The OutputError of an OSError met writing an output: `where` names it (`--out OUT`)."""
     reason = str(exc)
     if isinstance(exc, OSError) and exc.strerror:
@@ -71,7 +74,7 @@ class PublishFailed(ReplayError):
 class RunStopped(ReplayError):
     """The run was told to stop by a signal; exit code 128 + the signal's number, as a shell reports it."""
 
-    def __init__(self, signum):
+    def __init__(self, signum: int) -> None:
         self.signum = signum
         self.exit_code = 128 + signum
         super().__init__(f"stopped by {signal.Signals(signum).name}: the run stopped, nothing was published")
@@ -80,21 +83,21 @@ class RunStopped(ReplayError):
 class TaskFailed(ReplayError):
     """A project error raised in a Spark task, carried to the driver as a JSON record in its message."""
 
-    def __init__(self, exit_code, kind, message):
+    def __init__(self, exit_code: int, kind: str, message: str) -> None:
         self.exit_code, self.kind, self.message = exit_code, kind, message
         super().__init__(message)
 
     @classmethod
-    def of(cls, exc):
+    def of(cls, exc: ReplayError) -> TaskFailed:
         """The record of a ReplayError, as the exception a task raises in its place."""
         record = {"exit_code": exc.exit_code, "kind": type(exc).__name__, "message": str(exc)}
         return cls(exc.exit_code, type(exc).__name__, TASK_ERROR + json.dumps(record, ensure_ascii=False))
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[TaskFailed], tuple[int, str, str]]:
         return (type(self), (self.exit_code, self.kind, self.message))
 
 
-def carried(exc):
+def carried(exc: BaseException) -> TaskFailed | None:
     """The TaskFailed record a failed Spark job carries in its text (the first one), or None."""
     for line in str(exc).splitlines():
         at = line.find(TASK_ERROR)
@@ -107,7 +110,7 @@ def carried(exc):
     return None
 
 
-def outcome(exc):
+def outcome(exc: BaseException) -> tuple[int, str]:
     """(exit code, one-line message) of an error that ends a run or an explain: a project error says its own;
     an OSError is input that cannot be read (exit 1); anything else is a failure of the job (exit 5)."""
     if isinstance(exc, ReplayError):

@@ -15,8 +15,10 @@ failure. Safe beside a night: a step whose commit loses a race with the night st
 import json
 import logging
 import sys
+from collections.abc import Sequence
+from typing import Any
 
-from jobs.cli import parse_maintain_args, print_quietly
+from jobs.cli import Upkeep, parse_maintain_args, print_quietly
 from jobs.errors import UsageError, outcome
 from jobs.sinks.iceberg import lake
 from jobs.sinks.iceberg import upkeep as lake_upkeep
@@ -25,7 +27,7 @@ from jobs.sinks.iceberg.tables import catalog_target, stale_runs
 from schemas.errors import EXIT_OK, EXIT_USAGE
 
 
-def run(upkeep):
+def run(upkeep: Upkeep) -> dict[str, Any]:
     """The steps an Upkeep (jobs/cli.py) asks, in order: register, compact, expire, orphans; {step: per-table
     result}."""
     target = catalog_target(upkeep.catalog, "jobs.maintain")
@@ -50,7 +52,7 @@ def run(upkeep):
     return done
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)
     try:

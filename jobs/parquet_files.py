@@ -1,5 +1,8 @@
 """How every Parquet file the job writes is written (the answer's parts, the ledgers', the lake's compaction):
 one set of writer options, so that a part reads the same whoever wrote it."""
+from collections.abc import Collection, Sequence
+from typing import Any
+
 import pyarrow as pa
 
 # Measured on a 270k-message split of the bench store (1.38 M matched rows), writing with pyarrow:
@@ -14,7 +17,8 @@ STATISTICS = ["topic", "queue_id", "queue_offset", "commitlog_offset", "born_tim
 PARQUET_OPTIONS = dict(compression="zstd", compression_level=1, use_dictionary=False)
 
 
-def parquet_options(schema, statistics=STATISTICS, plain=()):
+def parquet_options(schema: pa.Schema, statistics: Sequence[str] = STATISTICS,
+                    plain: Collection[str] = ()) -> dict[str, Any]:
     """Writer options of a part of `schema`: the defaults above, integers delta-encoded (but those named in
     `plain`), dictionary columns written as dictionaries, and so the keys of a map (the properties: a few names
     repeated on every message; 6% fewer bytes, a little faster); the Arrow schema is not stored, so that every

@@ -2,8 +2,10 @@
 under it (fail the run, or audit them and go on). Below every package of the job that meets damaged data: the
 plan, the tasks and the ledgers' events."""
 from enum import Enum
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from schemas.arrow_schemas import CORRUPT_SCHEMA
@@ -18,11 +20,14 @@ class CorruptPolicy(Enum):
     SKIP = "skip"  # damaged data is audited and left out
 
     @property
-    def skips(self):
+    def skips(self) -> bool:
         return self is CorruptPolicy.SKIP
 
 
-def report_damage(plan, out, units, rows, reason, path, offsets=None, deleted=False, kept=False):
+# plan: a jobs.plan.replay_plan.ReplayPlan, out: a jobs.task.split_task.Pieces; of layers above this one
+# (setup.cfg [importlinter]), so typed Any
+def report_damage(plan: Any, out: Any, units: pa.Table, rows: npt.ArrayLike, reason: str, path: str,
+                  offsets: npt.ArrayLike | None = None, deleted: bool = False, kept: bool = False) -> None:
     """Skip (audit) or fail on the units at `rows`; `offsets`: positions in `path` (default commit-log).
     deleted: retention removed their records (audited whatever --on-corrupt, as the broker's
     OFFSET_TOO_SMALL); kept: audited, but the units are still decided (an unreadable ext unit)."""

@@ -3,7 +3,7 @@
 import os
 
 
-def package_version():
+def package_version() -> str:
     """The installed package's version (setup.cfg's, read back when the checkout is not installed)."""
     from importlib import metadata
 

@@ -10,11 +10,15 @@ narrow the queues probed, the splits planned and the units read; a query's filte
 pushed (jobs/datasource/filters.py says why: one DataFrame's questions must not leak into each other).
 Every option is checked when the source is loaded (schema()), so a typo fails load() with one line that names
 the option and what it accepts, instead of a read that quietly leaves groups or rows out."""
+from __future__ import annotations
+
 import logging
 import os
 import sys
 import warnings
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -45,6 +49,13 @@ from schemas.index.key_lookup import find_key_units
 from schemas.store.config import load_registrations
 from schemas.store.store import check_store_root
 
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from jobs.plan.build import Planned
+
 log = logging.getLogger("mqreplay")
 
 WORKER_PYTHON_CONF = "spark.pyspark.python"
@@ -58,13 +69,13 @@ OPTIONS = ("path", "brokers", "subscriptions") + FLAGS + tuple(CHOICES) + NARROW
 GROUP_COLUMNS = ("delivered_to", "collided_for")
 
 
-def timer_ledger(events):
+def timer_ledger(events: DataFrame) -> DataFrame:
     """The timer ledger (the job's OUT/timers/ columns, docs/output.md) of a DataFrame read with option
     timers: the same pairing by (broker, UNIQ_KEY) the job runs after its stage, done by Spark."""
     return pair(events)
 
 
-def register(spark):
+def register(spark: SparkSession) -> None:
     """Register the data source on a session, classic or Spark Connect; on a classic session its Python workers
     run an interpreter that can import it (worker_python), the session's own left as it is. A Connect client has
     no SparkContext: its server's workers are the server's to configure (docs/connect.md)."""
@@ -80,7 +91,7 @@ def register(spark):
         sc.pythonExec = session_python  # the session's other Python code runs where it ran
 
 
-def worker_python(sc):
+def worker_python(sc: SparkContext) -> str | None:
     """The interpreter the data source's Python workers run: one that has this project and its dependencies
     (None: the session's own).
 
@@ -97,6 +108,7 @@ def worker_python(sc):
     configured = sc.getConf().get(WORKER_PYTHON_CONF)
     if configured:
         return configured
+    assert sc.master is not None  # a started SparkContext's
     if sc.master.startswith("local"):
         return sys.executable
     warnings.warn(
@@ -108,7 +120,7 @@ def worker_python(sc):
     return None
 
 
-def arrow_schema(with_body=True, with_groups=False):
+def arrow_schema(with_body: bool = True, with_groups: bool = False) -> pa.Schema:
     """The rows' Arrow schema: the columns of the job's messages/ output (broker and topic first), and the
     groups'."""
     fields = [("broker", pa.string()), ("topic", pa.string())]
@@ -122,10 +134,10 @@ class RocketMQDataSource(DataSource):
     from Spark SQL"."""
 
     @classmethod
-    def name(cls):
+    def name(cls) -> str:
         return "rocketmq"
 
-    def schema(self):
+    def schema(self) -> StructType:
         try:
             read = read_options(self.options)  # here, so that a bad option fails load(), not the first query
         except (UsageError, ReplayError):
@@ -137,7 +149,7 @@ class RocketMQDataSource(DataSource):
             return spark_schema(TRACE_ROWS_SCHEMA)
         return spark_schema(arrow_schema(read.job.with_body, bool(read.job.subscription_files)))
 
-    def reader(self, schema):
+    def reader(self, schema: StructType) -> RocketMQReader:
         return RocketMQReader(read_options(self.options), schema)
 
 
@@ -163,7 +175,7 @@ class ReadOptions:
     traces: bool = False  # option traces: a row per trace record (the job's OUT/traces/), not per message
 
 
-def read_options(options):
+def read_options(options: Mapping[str, str]) -> ReadOptions:
     """ReadOptions of the data source's options (Spark's case-insensitive map) over the job settings
     (conf/replay.json); UsageError (a ValueError), one line naming the option and what it accepts, for the
     first wrong one."""
@@ -255,7 +267,7 @@ def _flag(options, name):
     return text == "true"
 
 
-def check_subscriptions(planned, on_error):
+def check_subscriptions(planned: Planned, on_error: str) -> None:
     """Refuse a read whose subscriptions (the file's and the store's SQL92 registrations) do not all parse:
     a group left out would silently lose its rows from delivered_to. With onSubscriptionError=skip they are
     left out, as the job leaves them out, with a warning that names them."""
@@ -282,7 +294,7 @@ class RocketMQReader(DataSourceReader):
     """Plans on the driver (in partitions(): the job's build_plan and commit-log splits, narrowed by the
     options) and reads a split per partition on the executors. It has no pushFilters: see filters.py."""
 
-    def __init__(self, read, schema):
+    def __init__(self, read: ReadOptions, schema: StructType) -> None:
         self.options = read.job
         self.on_subscription_error = read.on_subscription_error
         self.narrowing = read.narrowing
@@ -291,9 +303,9 @@ class RocketMQReader(DataSourceReader):
         self.traces = read.traces
         self.arrow = to_arrow_schema(schema, timezone="UTC")  # what Spark checks each batch against
 
-    def partitions(self):
+    def partitions(self) -> list[SplitPartition]:
         """Every broker's splits, each broker planned with its own config (as the job plans a cluster)."""
-        parts = []
+        parts: list[SplitPartition] = []
         for broker in self.brokers:
             parts += self._broker_partitions(broker, replace(self.options, store=broker.uri), len(parts))
         return parts
@@ -331,7 +343,7 @@ class RocketMQReader(DataSourceReader):
                                window=window)
         return replace(narrowing, offsets=frozenset(found.column("commitlog_offset").to_pylist()))
 
-    def read(self, partition):
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, SplitPartition):  # Spark's one empty partition when none is planned
             return iter(())
         return read_split(partition.job, partition.start, partition.end, self.arrow)

@@ -9,6 +9,7 @@ DataFrame itself: a narrowing taken from them is right for every query on it. Sp
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.errors import UsageError
@@ -30,10 +31,10 @@ class Narrowing:
     offsets: frozenset | None = None  # the key's messages' commit-log offsets, once found (None: any)
 
     @property
-    def timed(self):
+    def timed(self) -> bool:
         return self.since != -BEYOND or self.until != BEYOND
 
-    def unit_mask(self, units):
+    def unit_mask(self, units: pa.Table) -> np.ndarray:
         """Units (CONSUME_QUEUE_SCHEMA) that can hold a row: per-queue ranges, and the store time of the ext
         unit where there is one (ConsumeQueueExt keeps the record's storeTimestamp)."""
         keep = np.ones(units.num_rows, dtype=bool)
@@ -51,7 +52,7 @@ class Narrowing:
                 pc.fill_null(stored, 0).to_numpy())
         return keep
 
-    def message_mask(self, messages):
+    def message_mask(self, messages: pa.Table) -> np.ndarray | None:
         """Decoded messages within [since, until) of store time, exactly (None: all)."""
         return self._in_time(messages.column(TIME_COLUMN).to_numpy()) if self.timed else None
 
@@ -59,7 +60,8 @@ class Narrowing:
         return (stamps >= self.since) & (stamps < self.until)
 
 
-def option_narrowing(topics=None, key=None, since=None, until=None, starting=None, ending=None):
+def option_narrowing(topics: str | None = None, key: str | None = None, since: str | None = None,
+                     until: str | None = None, starting: str | None = None, ending: str | None = None) -> Narrowing:
     """The narrowing of the options (text as given, None when absent): `topics` comma-separated (as --topics);
     `key` one key, as explain --key takes it;
     the window read by the job's own parser (jobs.plan.window.parse_window: epoch ms or ISO-8601 with an

@@ -1,8 +1,12 @@
 """One data source partition, read (on an executor): the job's task code on one commit-log split (its units,
 decoded under the corruption policy, every group of a topic when subscriptions are given), as Arrow
 batches of a row per decodable unit. Memory is bounded by the split, as the job's is."""
+from __future__ import annotations
+
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -15,6 +19,10 @@ from jobs.task.split_task import Pieces, decoded_topics
 from jobs.task.split_units import snap_to_records, split_units
 from schemas.queues import rocksdb_store
 
+if TYPE_CHECKING:
+    from jobs.datasource.filters import Narrowing
+    from jobs.plan.replay_plan import ReplayPlan
+
 log = logging.getLogger("mqreplay")
 TIMER_EVENTS_SCHEMA = TIMER_EVENT_SCHEMA.append(pa.field("broker", pa.string()))  # option timers' rows
 TRACE_ROWS_SCHEMA = TRACES_SCHEMA.append(pa.field("broker", pa.string()))  # option traces' rows: OUT/traces/'s
@@ -24,13 +32,13 @@ TRACE_ROWS_SCHEMA = TRACES_SCHEMA.append(pa.field("broker", pa.string()))  # opt
 class SplitRead:
     """What every partition's read needs besides its byte range: pickled to the executors."""
 
-    plan: object  # ReplayPlan, its units sources cut to the partition's split (ReplayPlan.for_split)
-    narrowing: object  # jobs.datasource.filters.Narrowing
+    plan: ReplayPlan  # ReplayPlan, its units sources cut to the partition's split (ReplayPlan.for_split)
+    narrowing: Narrowing  # jobs.datasource.filters.Narrowing
     timers: bool = False  # a row per timer event (jobs/ledgers/timer.py), not per message
     traces: bool = False  # a row per trace record of the trace topics (jobs/ledgers/traces.py), not per message
 
 
-def read_split(job, start, end, schema):
+def read_split(job: SplitRead, start: int, end: int, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """RecordBatches (of the Arrow `schema`) of the units of [start, end) that decode and pass the narrowing. Where
     units are rebuilt from the records, the partition's bounds are first moved to record starts here, in its task
     (split_units.snap_to_records: the records starting in [start, end) are those of the bounds moved)."""
@@ -44,6 +52,7 @@ def read_split(job, start, end, schema):
     for problem in found.damaged:  # --on-corrupt skip: the job audits it, a read can only say it
         log.warning("rocketmq: %s at offset %d: %s", problem["file"], problem["offset"], problem["reason"])
     units = found.units
+    keep: np.ndarray | None  # the units' mask, then each batch's messages' (None: all)
     keep = job.narrowing.unit_mask(units)
     if not keep.all():
         units = units.filter(pa.array(keep))

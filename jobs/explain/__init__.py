@@ -22,31 +22,42 @@ answered, but a damaged index file was named on stderr and its span scanned inst
 141 (128 + SIGPIPE, as a shell reports a tool that signal ended) the reader closed stdout before the whole
 answer was written (`| head`): nothing more is printed, no traceback.
 """
+from __future__ import annotations
+
 import json
 import sys
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from filtering import sql92
 from jobs.cli import explain_request, parse_explain_args, print_quietly
 from jobs.errors import ExplainError, UsageError, outcome
 from jobs.explain import find
-from jobs.explain.question import decide, load_context, locate_msg_id, read_queue_units, subscription_of
+from jobs.explain.question import Context, decide, load_context, locate_msg_id, read_queue_units, subscription_of
 from jobs.explain.report import report
 from jobs.explain.text import render
 from jobs.plan.brokers import brokers_of
 from schemas.errors import EXIT_OK, EXIT_SKIPPED, EXIT_USAGE
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from filtering.subscriptions import CompiledSubscription
+    from jobs.cli import ExplainRequest
+    from jobs.plan.brokers import Broker
+
 EXIT_PIPE = 141
 
 
-def broker_context(request, broker):
+def broker_context(request: ExplainRequest, broker: Broker) -> Context:
     """One broker's Context (jobs/explain/question.py) under the request's options (jobs/cli.ExplainRequest)."""
     return load_context(replace(request.options, store=broker.uri), broker)
 
 
-def find_key(request):
+def find_key(request: ExplainRequest) -> tuple[list[dict[str, Any]], bool]:
     """--key in every broker's store: (rows, each naming its broker; whether a damaged index file was scanned
     around). The notes (a scan, a damaged file) go to stderr, naming the broker when there are several."""
+    assert request.key is not None  # main asks it of a --key request alone
     brokers = brokers_of(request.stores, None, request.commitlog)
     rows, damaged = [], False
     for broker in brokers:
@@ -59,7 +70,7 @@ def find_key(request):
     return rows, damaged
 
 
-def answer(request):
+def answer(request: ExplainRequest) -> dict[str, Any]:
     """The report of the decision the request asks about (ExplainError when there is none to explain); with
     named brokers, the report names the broker whose store holds the unit."""
     brokers = brokers_of(request.stores, None, request.commitlog)
@@ -87,13 +98,16 @@ def answer(request):
             if request.topic is not None and topic != request.topic:  # without --topic: the record's own
                 raise ExplainError(f"message {request.msg_id} is in topic {topic} (queue {queue_id}, offset "
                                    f"{queue_offset}), not in {request.topic}")
+        # parse_explain_args: a --group, and a --topic or a --msg-id (whose record names it); a position or an id
+        assert request.group is not None and topic is not None and queue_id is not None and queue_offset is not None
         csub = subscription_of_or_error(ctx, request.group, topic)
         units, messages = read_queue_units(ctx, topic, queue_id, [queue_offset])
         result = report(ctx, decide(ctx, csub, units, messages, request.window))
         return {"broker": broker.name, **result} if named else result
+    raise AssertionError("unreachable: the last broker answers or raises")
 
 
-def subscription_of_or_error(ctx, group, topic):
+def subscription_of_or_error(ctx: Context, group: str, topic: str) -> CompiledSubscription:
     """The group's compiled subscription; ExplainError, with the parser's position, when it did not compile."""
     csub = subscription_of(ctx, group, topic)
     if not csub.error:
@@ -109,7 +123,7 @@ def subscription_of_or_error(ctx, group, topic):
     raise ExplainError(message)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parse_explain_args(argv)
     except SystemExit as exc:

@@ -8,6 +8,11 @@ A place is one consume-queue position that holds a copy: `topic`, `queue_id`, `q
 an inner message), `commitlog_offset`, `copy` (what kind of copy, COPY_KINDS), `copy_of` (an LMQ copy's record's
 own topic, queue and offset), `batch` (an inner message's or batch record's place in its batch) and `offsets`
 (the queue offsets whose decisions make its verdict: a batch record's are all its inner messages')."""
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,6 +25,11 @@ from schemas.log.inner_batch import is_inner_batch
 from schemas.log.multi_dispatch import dispatched_queues, is_lmq
 from schemas.store import storefs
 
+if TYPE_CHECKING:
+    from filtering.subscriptions import CompiledSubscription
+    from jobs.explain.question import Context
+    from jobs.plan.window import Window
+
 # what a place holds: the message in its own topic, its copy in an LMQ queue (or in another queue multi-dispatch
 # named), a BatchCQ batch's record (found by
 # the batch's UNIQ_KEY) or one of its inner messages (by its own), a consumer's retry (%RETRY%<group>), a POP
@@ -29,14 +39,14 @@ COPY_KINDS = ("message", "lmq", "multi_dispatch", "batch_record", "batch_inner",
               "timer_scheduled", "timer_delivered", "recall_marker")
 
 
-def pop_retry_topics(compiled):
+def pop_retry_topics(compiled: Iterable[CompiledSubscription]) -> set[str]:
     """The POP retry topics of the subscriptions (PopBrokerService / KeyBuilder.buildPopRetryTopic: v1
     `%RETRY%<group>_<topic>`, v2 `%RETRY%<group>+<topic>`): where a POP group's revived copies go."""
     return {f"{RETRY_PREFIX}{c.sub.group}{sep}{c.sub.topic}" for c in compiled
             if not c.sub.topic.startswith(RETRY_PREFIX) for sep in ("_", "+")}
 
 
-def kind_of_topic(topic, pop_retries):
+def kind_of_topic(topic: str, pop_retries: Collection[str]) -> str:
     """The copy kind a record of `topic` is by its topic's name."""
     if topic in pop_retries:
         return "pop_retry"
@@ -45,7 +55,7 @@ def kind_of_topic(topic, pop_retries):
     return "dlq" if topic.startswith(DLQ_PREFIX) else "message"
 
 
-def record_places(records, asked, pop_retries):
+def record_places(records: pa.Table, asked: str | None, pop_retries: Collection[str]) -> list[dict[str, Any]]:
     """The places of the records the index found (key_lookup.Found.messages, half messages left out) and of their
     LMQ copies; `asked`: the --topic (None: every topic), whose places alone are kept."""
     places = []
@@ -69,7 +79,7 @@ def _batch_of(properties, base):
     return {"batch": {"size": size, "base_offset": base}, "offsets": list(range(base, base + size))}
 
 
-def lmq_places(records, asked=None):
+def lmq_places(records: pa.Table, asked: str | None = None) -> list[dict[str, Any]]:
     """The places of the units multi-dispatch wrote for the records (schemas/log/multi_dispatch.py), of the LMQ `asked`
     alone when one is named."""
     units = dispatched_queues(records.column("topic"), records.column("queue_id").to_numpy(),
@@ -88,7 +98,7 @@ def lmq_places(records, asked=None):
     return places
 
 
-def search_topics(topics, asked):
+def search_topics(topics: Iterable[str], asked: str | None) -> list[str]:
     """The topics whose index keys to look up: the one asked, or, for an LMQ (whose units point at records the
     index keys under their own topics), every topic but the LMQs."""
     if asked is None:
@@ -96,10 +106,10 @@ def search_topics(topics, asked):
     return sorted(t for t in topics if not is_lmq(t)) if is_lmq(asked) else [asked]
 
 
-def batch_topics(ctx):
+def batch_topics(ctx: Context) -> dict[str, list[int]]:
     """{topic: [queue ids]} of the store's BatchCQ topics: those with a batchconsumequeue/ folder, and those
     config/topics.json types `queue.type` BatchCQ (their queues from its readQueueNums)."""
-    out = {}
+    out: dict[str, set[int]] = {}
     for topic, queue_id, _ in storefs.list_queues(ctx.fs, ctx.root, "batchconsumequeue"):
         out.setdefault(topic, set()).add(queue_id)
     for topic, config in ctx.topic_configs.items():
@@ -108,7 +118,8 @@ def batch_topics(ctx):
     return {t: sorted(q) for t, q in out.items()}
 
 
-def inner_places(ctx, key, topics, window):
+def inner_places(ctx: Context, key: str, topics: Collection[str],
+                 window: Window | None) -> tuple[list[dict[str, Any]], list[str]]:
     """(places, notes): the inner messages of the BatchCQ `topics` that carry `key` as their own UNIQ_KEY or a
     KEYS token, stored in the window; every batch of those topics is read (the index cannot name them)."""
     since, until = (window.since, window.until) if window is not None else (None, None)

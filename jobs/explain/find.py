@@ -6,7 +6,11 @@ message in its topic, its LMQ copies, a BatchCQ batch's record or inner message 
 timer's records named by the ledger's events; a POP group's row carries the message's POP history (`pop`:
 jobs/explain/pop_history.py).
 """
+from __future__ import annotations
+
 import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +30,11 @@ from schemas.log import layout as L
 from schemas.log.lookup import read_records, record_size_at
 from schemas.log.multi_dispatch import is_lmq
 
+if TYPE_CHECKING:
+    from jobs.explain.question import Context
+    from jobs.plan.window import Window
+    from schemas.index.key_lookup import Found
+
 NO_UNIT = ("no_unit", "the consume queue holds no unit of it (a transaction's half message, or a unit lost): "
                       "no consumer is given it")
 NO_GROUP = ("no_subscription", "no group subscribes to its topic")
@@ -34,14 +43,15 @@ TIMER_COPIES = {SCHEDULED: "timer_scheduled", DELIVERED: "timer_delivered", CANC
 NOT_COMPILED = ("does_not_compile", "the group's expression does not compile: the broker refuses the subscription")
 
 
-def topics_of(ctx):
+def topics_of(ctx: Context) -> set[str]:
     """Every topic the store may hold a message of (schemas/index/key_lookup.store_topics), the subscriptions' and
     their groups' retry, POP retry and dead-letter topics included."""
     return store_topics(ctx.fs, ctx.root, set(ctx.topic_configs) | {c.sub.topic for c in ctx.compiled}
                         | copies.pop_retry_topics(ctx.compiled), {c.sub.group for c in ctx.compiled})
 
 
-def find(ctx, key, topic=None, window=None, group=None):
+def find(ctx: Context, key: str, topic: str | None = None, window: Window | None = None,
+         group: str | None = None) -> tuple[list[dict[str, Any]], Found, list[str]]:
     """(rows, found, notes): one JSON-ready dict per (copy of a message that carries `key`, group subscribed to
     the copy's topic), of `topic` alone when given, stored in the window, in commit-log order (a record's own
     topic before its LMQ copies); a copy no group subscribes to has one row with group None. A copy is the
@@ -56,9 +66,10 @@ def find(ctx, key, topic=None, window=None, group=None):
             for r in _without_unit(ctx, m, group)]  # a half message: dispatched to no queue
     places = copies.record_places(found.messages.filter(pa.array(~half)), topic, copies.pop_retry_topics(ctx.compiled))
     inner, notes = copies.inner_places(ctx, key, topics if topic is None else [topic], window)
-    by_queue = {}
+    by_queue: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for p in places + inner:
         by_queue.setdefault((p["topic"], p["queue_id"]), []).append(p)
+    mine: Any  # a queue's places, then a row's POP histories by group
     for (t, q), mine in by_queue.items():
         rows += _verdicts(ctx, t, q, mine, window, group)
     rows.sort(key=lambda r: (r["commit_log_offset"], r["copy"] == "lmq", r["topic"], r["queue_offset"],
@@ -109,18 +120,18 @@ def _label_transactions(ctx, rows, messages):
             r["copy"] = kind
 
 
-def timer_fates(ctx, messages):
+def timer_fates(ctx: Context, messages: pa.Table) -> tuple[dict[str, dict[str, Any]], dict[int, str]]:
     """({UNIQ_KEY: its timer ledger row}, {commit-log offset: event kind}) of the timer messages among the records
     found (their scheduled record, delivered copy, recall marker: jobs/ledgers/timer.py), by the rules of
     the job's OUT/timers/. A wheel record the wheel cannot read is damaged data under the corruption policy, as
     in a run."""
-    events = []
+    events: list[dict[str, Any]] = []
     topics = messages.column("topic").to_pylist()
     for topic in sorted(set(topics)):
         rows = [i for i, t in enumerate(topics) if t == topic]
         found = timer_events(ctx.plan, topic, messages.take(rows), _Audited())
         events += found.to_pylist() if found is not None else []
-    by_key = {}
+    by_key: dict[str, list[dict[str, Any]]] = {}
     for e in events:
         by_key.setdefault(e["uniq_key"], []).append(e)
     return {key: fate(group) for key, group in by_key.items()}, {e["commitlog_offset"]: e["kind"] for e in events}
@@ -130,7 +141,7 @@ class _Audited:
     """Where timer_events puts what it audits under --on-corrupt skip: explain's answer leaves those records out
     of a fate, as the job leaves them out of its ledger."""
 
-    def add(self, kind, piece):
+    def add(self, kind: str, piece: pa.Table) -> None:
         for row in piece.to_pylist():
             print(f"note: {row['file']} offset {row['offset']}: {row['reason']}", file=sys.stderr)
 
@@ -190,7 +201,7 @@ def _row(place, record, group, delivered, stage, reason):
     return with_iso(row, ("store_timestamp",))
 
 
-def notes(found):
+def notes(found: Found) -> list[str]:
     """stderr lines: what was scanned instead of read through the index, and which index files are damaged."""
     lines = [f"damaged index file {path}: {problem}; its span is scanned instead" for path, problem in found.damaged]
     for lo, hi, why, n in found.scanned:
@@ -201,7 +212,7 @@ def notes(found):
     return lines
 
 
-def render(rows):
+def render(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The answer as text: a line per copy (its broker first when the rows come from several; what kind of copy
     it is when not the message in its own topic), then a line per group's verdict."""
     lines, last, timers, transactions = [], None, set(), set()
@@ -230,7 +241,7 @@ def render(rows):
     return lines or ["no message carries the key"]
 
 
-def copy_words(r):
+def copy_words(r: Mapping[str, Any]) -> str:
     """What kind of copy a row's place holds, in words ('' for the message in its own topic)."""
     kind, batch, of = r["copy"], r["batch"], r["copy_of"]
     if kind in ("lmq", "multi_dispatch"):
@@ -251,7 +262,7 @@ def copy_words(r):
             "transaction_discarded": " (transaction half discarded after its checks)"}.get(kind, "")
 
 
-def timer_line(t):
+def timer_line(t: Mapping[str, Any]) -> str:
     """A timer message's fate in words: scheduled at, due at, then delivered at (where, how late), pending, or
     cancelled at."""
     scheduled = (f"scheduled at {ms_text(t['scheduled_store_timestamp'])}" if t["scheduled_store_timestamp"] is not None

@@ -2,7 +2,13 @@
 revived copy, state), by the POP ledger's rules (jobs/ledgers/pop.history). The checkpoints and acks
 name a message by its queue and offset, not its key: every record of the store's revive topics and timer wheel
 is read (a scan of those topics alone), their events taken by the job's own extraction."""
+from __future__ import annotations
+
 import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
 
 from jobs.explain.question import read_queue_units
 from jobs.explain.times import ms_text
@@ -12,8 +18,11 @@ from jobs.plan.units.choose import queue_source
 from schemas.store import storefs
 from schemas.store.config import CONSUMER_OFFSET_FILE
 
+if TYPE_CHECKING:
+    from jobs.explain.question import Context
 
-def pop_histories(ctx, messages):
+
+def pop_histories(ctx: Context, messages: pa.Table) -> dict[tuple[str, int, int], dict[str, dict[str, Any]]]:
     """{(topic, queue_id, queue_offset): {group: history}} of the found messages (key_lookup.Found's records) a
     POP group popped; {} for a store without POP."""
     found = [{"topic": m["topic"], "queue_id": m["queue_id"], "queue_offset": m["queue_offset"],
@@ -32,11 +41,11 @@ def pop_histories(ctx, messages):
         return {}
     offsets = load_store_config_at(ctx.fs, ctx.root, (CONSUMER_OFFSET_FILE,), ctx.options.on_corrupt).consumer_offsets
     committed = {q: o for _, q, o in revive_progress(topics, offsets) or ()}
-    by_place = {}
+    by_place: dict[tuple[str, int, int, str], list[dict[str, Any]]] = {}
     for e in events:
         by_place.setdefault((e["topic"], e["queue_id"], e["queue_offset"], e["group"]), []).append(e)
     keys = {(m["topic"], m["queue_id"], m["queue_offset"]): m["uniq_key"] for m in found}
-    out = {}
+    out: dict[tuple[str, int, int], dict[str, dict[str, Any]]] = {}
     for (topic, qid, offset, group), mine in sorted(by_place.items()):
         names = (topic,) if topic.startswith("%RETRY%") else \
             (f"%RETRY%{group}_{topic}", f"%RETRY%{group}+{topic}")
@@ -68,12 +77,12 @@ class _Audited:
     """Where pop_records puts what it audits under --on-corrupt skip: a note on stderr, the record left out of
     the history as the job leaves it out of its ledger."""
 
-    def add(self, kind, piece):
+    def add(self, kind: str, piece: pa.Table) -> None:
         for row in piece.to_pylist():
             print(f"note: {row['file']} offset {row['offset']}: {row['reason']}", file=sys.stderr)
 
 
-def history_lines(histories):
+def history_lines(histories: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The histories of one message in words, a line per group."""
     lines = []
     for group, h in sorted(histories.items()):

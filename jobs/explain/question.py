@@ -1,7 +1,11 @@
 """The question explain answers: one group's decision over a few units of one queue, made by the job's one
 decision (filtering.decision.decide_topic). The units and their records are read where they are
 (schemas.log.lookup); nothing here decides a match (jobs/explain/report.py says why, from the reason codes)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -21,13 +25,19 @@ from schemas.log.lookup import parse_offset_msg_id, read_records, record_size_at
 from schemas.store import storefs
 from schemas.store.store import check_store_root
 
+if TYPE_CHECKING:
+    from filtering.decision import TopicDecision
+    from filtering.subscriptions import CompiledSubscription
+    from jobs.plan.brokers import Broker
+    from jobs.settings import JobOptions
+
 
 @dataclass
 class Context:
     """What every question about one store shares: a replay plan with the subscriptions compiled as the
     job compiles them (failed ones kept apart), and where the store's files are."""
 
-    options: object  # jobs.plan.build.JobOptions
+    options: JobOptions  # jobs.plan.build.JobOptions
     plan: ReplayPlan
     compiled: list  # every CompiledSubscription, failed ones included
     fs: object
@@ -36,11 +46,12 @@ class Context:
     topic_configs: dict  # config/topics.json: which queues a topic has, where the consume queue lacks one
 
 
-def load_context(options, broker=None):
+def load_context(options: JobOptions, broker: Broker | None = None) -> Context:
     """Config, subscriptions and the commit-log listing of a broker's store (a jobs/plan/brokers.Broker;
     None: options.store); no message data is read."""
     broker = broker or store_broker(options.store, options.commitlog)
     fs, root = broker.fs, broker.root
+    assert root is not None  # a Broker's store, resolved (store_broker, brokers_of)
     check_store_root(fs, root, broker.uri)
     config = load_store_config_at(fs, root, config_files(options))
     topics = {topic for topic, _, _ in storefs.list_queues(fs, root)} | set(config.topics)
@@ -49,7 +60,7 @@ def load_context(options, broker=None):
     return Context(options, plan, compiled, fs, root, log, config.topics)
 
 
-def subscription_of(ctx, group, topic):
+def subscription_of(ctx: Context, group: str, topic: str) -> CompiledSubscription:
     """The group's compiled subscription to the topic; ExplainError when it has none. A subscription that
     did not compile is returned with its error (the caller shows where the parser stopped)."""
     for c in ctx.compiled:
@@ -63,7 +74,8 @@ def subscription_of(ctx, group, topic):
                        f"(SQL92 only) and none given with --subscriptions or --subscription")
 
 
-def read_queue_units(ctx, topic, queue_id, queue_offsets):
+def read_queue_units(ctx: Context, topic: str, queue_id: int,
+                     queue_offsets: Sequence[int]) -> tuple[pa.Table, pa.Table]:
     """(units, messages): the consume-queue units at `queue_offsets` of one queue and their records, bodies
     as the job decodes them (null beyond max_body_mb)."""
     try:
@@ -85,7 +97,7 @@ def read_queue_units(ctx, topic, queue_id, queue_offsets):
         return units, messages
     # an inner batch (a BatchCQ unit holds several messages): the message at each offset asked
     offsets = units.column("queue_offset").to_numpy()[parent] + index
-    first = {}
+    first: dict[int, int] = {}
     for row, offset in enumerate(offsets.tolist()):
         first.setdefault(offset, row)
     rows = pa.array([first[o] for o in np.asarray(queue_offsets).tolist()])
@@ -101,7 +113,7 @@ def _queue_units(ctx, topic, queue_id, queue_offsets):
     return source.queue_units(ctx.fs, ctx.commitlog, topic, queue_id, queue_offsets)
 
 
-def locate_msg_id(ctx, msg_id):
+def locate_msg_id(ctx: Context, msg_id: str) -> tuple[str, int, int]:
     """(topic, queue id, queue offset) of the message an offsetMsgId names, read from its record alone."""
     try:
         _, _, offset = parse_offset_msg_id(msg_id)
@@ -120,25 +132,26 @@ class Question:
     """One group's decision over units of one queue, as the job makes it: the TopicDecision (a single row, the
     group's), the units and messages it was made on, and the window that scoped it."""
 
-    decision: object  # filtering.decision.TopicDecision
-    units: object
-    messages: object
+    decision: TopicDecision  # filtering.decision.TopicDecision
+    units: pa.Table
+    messages: pa.Table
     window: Window
 
     @property
-    def csub(self):
+    def csub(self) -> CompiledSubscription:
         return self.decision.subscriptions[0]
 
-    def reason(self, i):
+    def reason(self, i: int) -> int:
         """The reason code of unit i (filtering.decision: DELIVERED or where and why it stopped)."""
         return int(self.decision.reasons()[0, i])
 
-    def stage(self, i):
+    def stage(self, i: int) -> str | None:
         """None (delivered) or the first of STAGES that dropped unit i."""
         return STAGE_OF.get(self.reason(i))
 
 
-def decide(ctx, csub, units, messages, window=Window()):
+def decide(ctx: Context, csub: CompiledSubscription, units: pa.Table, messages: pa.Table,
+           window: Window = Window()) -> Question:
     """The job's decision (filtering.decision.decide_topic) for one compiled subscription over units of its
     topic: the dispatcher runs over all the topic's registrations as in a task, the group alone is decided."""
     decision = decide_topic(ctx.plan, csub.sub.topic, units, messages, [csub], window)

@@ -6,6 +6,10 @@ message_filter's codes for a bloom filter not consulted), put in words here; thi
 job looked at (the unit, the subscription, the bloom bits, the tag codes) and, for SQL92, the per-node trace
 of the row evaluator (filtering/sql92/trace.py).
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from filtering import bloom as bloom_mod
 from filtering import decision as D
 from filtering import message_filter as M
@@ -18,6 +22,9 @@ from jobs.explain.times import with_iso
 from schemas.log import layout as L
 from schemas.log.records import CODECS, compression_types, not_inflated_reason
 from schemas.queues.tag_codes import int32, java_hash
+
+if TYPE_CHECKING:
+    from jobs.explain.question import Context, Question
 
 VERDICTS = {  # reason code -> (its name in the JSON answer, the verdict in words)
     D.DELIVERED: ("delivered", "delivered: the broker returns it (GetMessageStatus.FOUND) and the consumer keeps it"),
@@ -44,7 +51,7 @@ BLOOM_SKIPS = {  # message_filter's codes: why stage 1 passed without the bloom 
 }
 
 
-def report(ctx, q, i=0):
+def report(ctx: Context, q: Question, i: int = 0) -> dict[str, Any]:
     """The whole answer for unit `i` of a Question (jobs/explain/question.py)."""
     unit = q.units.slice(i, 1).to_pylist()[0]
     message = q.messages.slice(i, 1).to_pylist()[0]

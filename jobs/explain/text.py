@@ -1,12 +1,14 @@
 """An explain answer (jobs/explain/report.py) as text: the verdict first, then what the broker read and held,
 then each stage in the order a unit meets them."""
 import json
+from collections.abc import Mapping
+from typing import Any
 
 from filtering.sql92.trace import render as render_tree
 from jobs.explain.times import ms_text
 
 
-def render(answer):
+def render(answer: Mapping[str, Any]) -> list[str]:
     """The answer as text lines."""
     outcome = "DELIVERED" if answer["delivered"] else f"NOT DELIVERED (stage {answer['stage']})"
     whose = f"{answer['broker']}: " if "broker" in answer else ""  # a unit of one of several brokers

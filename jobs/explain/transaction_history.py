@@ -3,7 +3,13 @@ re-put for a check), the ops that decided it, the committed copies in its real t
 fate, by the transaction ledger's rules (jobs/ledgers/transactions.history). An op names a half by its queue
 offset, not its key: every record of the op topic is read (a scan of that topic alone), its offsets taken by the
 job's own extraction."""
+from __future__ import annotations
+
 import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
 
 from jobs.explain.question import read_queue_units
 from jobs.explain.times import ms_text
@@ -11,13 +17,17 @@ from jobs.ledgers.transactions import COMMIT, DISCARD, HALF, OP_TOPIC, history, 
 from jobs.plan.units.choose import queue_source
 from schemas.store import storefs
 
+if TYPE_CHECKING:
+    from jobs.explain.question import Context
+
 KINDS = {HALF: "transaction_half", COMMIT: "transaction_commit", DISCARD: "transaction_discarded"}
 
 
-def transaction_histories(ctx, messages):
+def transaction_histories(ctx: Context,
+                          messages: pa.Table) -> tuple[dict[str, dict[str, Any]], dict[int, str]]:
     """({UNIQ_KEY: its transaction's history}, {commit-log offset: explain's copy kind}) of the found messages
     (key_lookup.Found's records) that belong to a transaction; ({}, {}) when none does."""
-    events = []
+    events: list[dict[str, Any]] = []
     topics = messages.column("topic").to_pylist()
     for topic in sorted(set(topics)):
         rows = [i for i, t in enumerate(topics) if t == topic]
@@ -29,7 +39,7 @@ def transaction_histories(ctx, messages):
     for op in _ops(ctx):
         if op["named_offset"] in halves:
             events.append(dict(op, uniq_key=halves[op["named_offset"]]))
-    by_key = {}
+    by_key: dict[str, list[dict[str, Any]]] = {}
     for e in events:
         by_key.setdefault(e["uniq_key"], []).append(e)
     kinds = {e["commitlog_offset"]: KINDS[e["kind"]] for e in events if e["kind"] in KINDS}
@@ -53,12 +63,12 @@ class _Audited:
     """Where transaction_events puts what it audits under --on-corrupt skip: a note on stderr, the record left
     out of the history as the job leaves it out of its ledger."""
 
-    def add(self, kind, piece):
+    def add(self, kind: str, piece: pa.Table) -> None:
         for row in piece.to_pylist():
             print(f"note: {row['file']} offset {row['offset']}: {row['reason']}", file=sys.stderr)
 
 
-def transaction_line(h):
+def transaction_line(h: Mapping[str, Any]) -> str:
     """A transaction's story in words: who sent it where, its copies and checks, then its fate."""
     head = (f"transaction of {h['producer_group']} to {h['topic']} queue {h['queue_id']}: {h['half_copies']} half "
             f"cop{'y' if h['half_copies'] == 1 else 'ies'} (half queue offsets "

@@ -24,7 +24,11 @@ no attempt traced), consumed_without_delivery (a consumer saw what the filter wo
 rows keep the consume records they rest on (`records`), joined with a later night's as one run over both nights
 would join them, each once (a later night reads the trace topic from its start again): a message delivered one
 night and consumed the next ends consumed. NS.traces gets each night's records it does not hold yet."""
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +38,16 @@ from jobs.ledgers.spark_io import read_events, remove, sizes, write_empty_part, 
 from jobs.policy import report_damage
 from schemas.log.lookup import read_records
 from schemas.trace_body import RECORD_SCHEMA, SUB_AFTER, SUB_BEFORE, decode_bodies
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+    from pyspark.sql import DataFrame, SparkSession
+
+    from filtering.subscriptions import Subscription
+    from filtering.topic_replay import MessageRows
+
+# `plan` below is a jobs.plan.replay_plan.ReplayPlan and `out` a jobs.task.split_task.Pieces (or explain's audit):
+# both of layers above the ledgers (setup.cfg [importlinter]), so typed Any here
 
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"  # TopicValidator.RMQ_SYS_TRACE_TOPIC: the default trace topic
 TRACE_DATA_PREFIX = "rmq_sys_TRACE_DATA_"  # TraceConstants.TRACE_TOPIC_PREFIX + region (a cloud client's)
@@ -79,14 +93,16 @@ class TraceScope:
     committed: tuple = ()
 
 
-def trace_topics(topics_present, given=(), narrowed=()):
+def trace_topics(topics_present: Iterable[str], given: Collection[str] = (),
+                 narrowed: Collection[str] = ()) -> set[str]:
     """The trace topics a run reads whatever the subscriptions: RMQ_SYS_TRACE_TOPIC, the cloud clients'
     rmq_sys_TRACE_DATA_* and the --trace-topic names, those the store has (unless --topics leaves them out)."""
     wanted = {t for t in topics_present if t == TRACE_TOPIC or t.startswith(TRACE_DATA_PREFIX) or t in given}
     return {t for t in wanted if not narrowed or t in narrowed}
 
 
-def trace_scope(topics_present, given, subscriptions, consumer_offsets):
+def trace_scope(topics_present: Iterable[str], given: Collection[str], subscriptions: Iterable[Subscription],
+                consumer_offsets: Mapping[tuple[str, str], Mapping[int, int]] | None) -> TraceScope | None:
     """The run's TraceScope, None for a store without a trace topic (the tasks then emit no trace event)."""
     topics = trace_topics(topics_present, given)
     if not topics:
@@ -97,7 +113,7 @@ def trace_scope(topics_present, given, subscriptions, consumer_offsets):
     return TraceScope(frozenset(topics), pairs, committed)
 
 
-def add_trace_pieces(plan, topic, messages, out):
+def add_trace_pieces(plan: Any, topic: str, messages: pa.Table, out: Any) -> None:
     """A decoded batch's `trace_event` piece (plan.traces: a store with a trace topic): the records of a trace
     topic's messages, or a business topic's deliveries (the `message` pieces replay_topic just added to `out`)
     and messages."""
@@ -115,7 +131,7 @@ def add_trace_pieces(plan, topic, messages, out):
         out.add("trace_event", events)
 
 
-def trace_records(plan, messages, out):
+def trace_records(plan: Any, messages: pa.Table, out: Any) -> pa.Table:
     """`trace` events of a batch of a trace topic: each body's records with its message's place. A body that does
     not decode is damaged data (the run stops, or under --on-corrupt skip it is audited, left out)."""
     body = messages.column("body") if plan.with_body else read_records(
@@ -139,7 +155,7 @@ def trace_records(plan, messages, out):
     return pa.table(columns).cast(TRACE_EVENT_SCHEMA)
 
 
-def message_events(messages):
+def message_events(messages: pa.Table) -> pa.Table:
     """`message` events: every message of a subscribed topic, its UNIQ_KEY (the offset msgId without one) and
     place: where a consume trace of a message its group was not delivered is put."""
     uniq = pc.coalesce(pc.map_lookup(messages.column("properties"), pa.scalar("UNIQ_KEY"), "last"),
@@ -150,7 +166,7 @@ def message_events(messages):
                                                 "commitlog_offset": messages.column("commitlog_offset")})
 
 
-def delivered_events(piece):
+def delivered_events(piece: MessageRows) -> pa.Table:
     """`delivered` events of a MessageRows piece (filtering/topic_replay.py): a row per (group, message) its
     subscription delivered, the message's UNIQ_KEY and place."""
     groups, rows = piece.delivered
@@ -184,7 +200,11 @@ def _array(values):
     return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
-def write_trace_ledgers(spark, out_uri, where, written, plans, held=None, held_traces=None, event_files=()):
+def write_trace_ledgers(
+        spark: SparkSession, out_uri: str, where: tuple[pafs.FileSystem, str], written: dict[str, tuple[int, int, int]],
+        plans: Sequence[Any], held: DataFrame | None = None, held_traces: DataFrame | None = None,
+        event_files: Sequence[str] = ()
+) -> tuple[dict[str, tuple[int, int, int]], list[dict[str, Any]], list[dict[str, Any]] | None] | None:
     """OUT/traces/ and OUT/consumption/ from the run's committed trace events, then the events removed. Returns
     ({output: (files, rows, bytes)}, the night's counts per (broker, group, final), the written consumption's
     counts or None), None when no broker of the run has a trace topic. `held`: a DataFrame of the consumption
@@ -207,7 +227,7 @@ def write_trace_ledgers(spark, out_uri, where, written, plans, held=None, held_t
         write_table(rows, base, where, CONSUMPTION)
         table = count_rows(read_events(spark, CONSUMPTION_SCHEMA, base, CONSUMPTION))
         counts = table if held is None else \
-            count_rows(consumption(spark, night, scopes, None)) if night is not None else []
+            count_rows(cast("DataFrame", consumption(spark, night, scopes, None))) if night is not None else []
     for output, schema in ((TRACES, TRACES_SCHEMA.append(pa.field("broker", pa.string()))),
                            (CONSUMPTION, CONSUMPTION_SCHEMA)):
         if not sizes(fs, f"{root}/{output}")[0]:
@@ -217,7 +237,7 @@ def write_trace_ledgers(spark, out_uri, where, written, plans, held=None, held_t
     return made, counts, None if held is None else table
 
 
-def traces_of(events, held=None):
+def traces_of(events: DataFrame, held: DataFrame | None = None) -> DataFrame:
     """OUT/traces/'s rows: the `trace` events, a row per decoded record, but those `held` holds already."""
     from pyspark.sql import functions as F
 
@@ -230,7 +250,8 @@ def traces_of(events, held=None):
         seen.withColumnRenamed("broker", "b"), ["b", *place[1:]], "left_anti").drop("b").select(rows.columns)
 
 
-def consumption(spark, events, scopes, held=None):
+def consumption(spark: SparkSession, events: DataFrame | None, scopes: Sequence[Any],
+                held: DataFrame | None = None) -> DataFrame | None:
     """OUT/consumption/'s rows (CONSUMPTION_SCHEMA) of the night's events (None: none) and the `held` rows (None:
     none): the deliveries and held rows by (group, UNIQ_KEY), each with the consume records of that group naming
     that msgId; a consume trace of no such row placed by the messages of a subscribed topic (delivered false);
@@ -269,7 +290,7 @@ def consumption(spark, events, scopes, held=None):
     return None if rows is None else settle(rows, committed)
 
 
-def first_copy(rows, key):
+def first_copy(rows: DataFrame, key: Sequence[str]) -> DataFrame:
     """A row per `key`: the one stored first (lowest commit-log offset), where a producer sent the same message
     (UNIQ_KEY) twice."""
     from pyspark.sql import functions as F
@@ -279,7 +300,7 @@ def first_copy(rows, key):
     return rows.groupBy(*key).agg(first).select(*key, *(F.col(f"first.{c}").alias(c) for c in rest))
 
 
-def attempts_of(events):
+def attempts_of(events: DataFrame) -> DataFrame:
     """Per (group, msgId): the consume records (ATTEMPT_TYPE) naming it. A SubAfter without its groupName (a
     cloud client's 7 fields) takes its SubBefore's (same requestId and msgId)."""
     from pyspark.sql import functions as F
@@ -296,7 +317,7 @@ def attempts_of(events):
         "group", F.col("msg_id").alias("uniq_key")).agg(F.collect_set(record).alias("records"))
 
 
-def settle(rows, committed):
+def settle(rows: DataFrame, committed: DataFrame) -> DataFrame:
     """One row per (broker, group, topic, UNIQ_KEY): its records once each, `delivered` if any night delivered
     it, then the counts, times, `final` (the module's rules; untraced: a group of no consume record at all) and
     `below_committed`."""
@@ -329,17 +350,18 @@ def settle(rows, committed):
                       "first_attempt_time", "last_attempt_time", "consumed_time", "records")
 
 
-def count_rows(rows):
+def count_rows(rows: DataFrame) -> list[dict[str, Any]]:
     """Per (broker, group, final): rows. Small: a row per group and final, collected."""
     found = rows.groupBy("broker", "group", "final").count().collect()
     return sorted(({"broker": r["broker"], "group": r["group"], "final": r["final"], "rows": int(r["count"])}
                    for r in found), key=lambda r: (r["broker"] or "", r["group"], FINALS.index(r["final"])))
 
 
-def trace_summary(counts, table=None):
+def trace_summary(counts: Iterable[Mapping[str, Any]],
+                  table: Iterable[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """summary.json's `consumption`: per (broker, group) the rows of each final and their totals; with a table
     merged across nights (`table`: its counts), the same of it as `lake`."""
-    groups = {}
+    groups: dict[tuple[str | None, str], dict[str, Any]] = {}
     for r in counts:
         g = groups.setdefault((r["broker"], r["group"]), {"broker": r["broker"], "group": r["group"],
                                                           **dict.fromkeys(FINALS, 0)})
@@ -349,7 +371,7 @@ def trace_summary(counts, table=None):
     return out if table is None else dict(out, lake=trace_summary(table))
 
 
-def trace_warnings(summary):
+def trace_warnings(summary: Mapping[str, Any]) -> list[str]:
     """The operator's alarms: messages failed to the DLQ, and consumers that saw what their filter would not
     deliver (a client filtering otherwise than the broker thinks)."""
     out = []

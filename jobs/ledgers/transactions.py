@@ -18,6 +18,11 @@ and folding a night twice gives the same rows) and settles the fate: committed w
 committed copy, else rolled back when an op decided it, else discarded when it was moved to
 TRANS_CHECK_MAX_TIME_TOPIC, else pending. No ledger row goes through the driver, only the counts per (broker,
 topic, fate)."""
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,6 +32,15 @@ from jobs.ledgers.spark_io import write_ledger_table
 from jobs.policy import report_damage
 from schemas.log import layout as L
 from schemas.log.lookup import read_records
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from jobs.ledgers.timer import Reads
+
+# `plan` below is a jobs.plan.replay_plan.ReplayPlan, `out` a jobs.task.split_task.Pieces (or explain's audit) and
+# `planned` a jobs.plan.cluster plan: of layers above the ledgers (setup.cfg [importlinter]), so typed Any here
 
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"  # TopicValidator.RMQ_SYS_TRANS_HALF_TOPIC
 OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"  # TopicValidator.RMQ_SYS_TRANS_OP_HALF_TOPIC
@@ -69,13 +83,13 @@ _OFFSETS = r"^([0-9]{1,18},)*[0-9]{1,18},?$"
 _INT = r"^[+-]?[0-9]{1,9}$"
 
 
-def transaction_topics(topics_present, narrowed=()):
+def transaction_topics(topics_present: Collection[str], narrowed: Collection[str] = ()) -> set[str]:
     """The system topics the ledger reads whatever the subscriptions (those the store has and --topics, when
     given, keeps): their records are the halves, the decisions and the discarded halves."""
     return {t for t in SYSTEM_TOPICS if t in topics_present and (not narrowed or t in narrowed)}
 
 
-def add_transaction_pieces(plan, topic, messages, out):
+def add_transaction_pieces(plan: Any, topic: str, messages: pa.Table, out: Any) -> None:
     """A decoded batch's `trans_event` piece, when it holds any (LMQ queues' records are their source topics')."""
     if not messages.num_rows or topic.startswith(L.LMQ_PREFIX):
         return
@@ -84,7 +98,7 @@ def add_transaction_pieces(plan, topic, messages, out):
         out.add("trans_event", events)
 
 
-def transaction_events(plan, topic, messages, out):
+def transaction_events(plan: Any, topic: str, messages: pa.Table, out: Any) -> pa.Table | None:
     """The TRANS_EVENT_SCHEMA rows of a decoded batch of `topic` (None when it holds none): halves, ops (one row
     per half offset named), discarded halves, committed copies. A half or discarded record without REAL_TOPIC
     (or whose REAL_QID is no number), an op `d` whose body is not offsets: damaged data under the corruption
@@ -189,7 +203,10 @@ def _audit(plan, out, sel, bad, reason):
                       kept=True)
 
 
-def write_transactions(spark, out_uri, where, written, reads, window_ms, held=None, event_files=()):
+def write_transactions(
+        spark: SparkSession, out_uri: str, where: tuple[pafs.FileSystem, str], written: dict[str, tuple[int, int, int]],
+        reads: Reads, window_ms: Mapping[str | None, int], held: DataFrame | None = None,
+        event_files: Sequence[str] = ()) -> tuple[dict[str, tuple[int, int, int]], list[dict[str, Any]]]:
     """OUT/transactions/ from the run's committed transaction events (`written`: the sink's {output: (files,
     rows, bytes)}), then the events removed. Returns ({output: (files, rows, bytes)}, count_rows' rows). `held`: a
     DataFrame of the ledger rows a table holds (Iceberg), folded with the night's. `reads`: the brokers' clocks and
@@ -200,7 +217,7 @@ def write_transactions(spark, out_uri, where, written, reads, window_ms, held=No
                               lambda rows: count_rows(rows, reads, window_ms), held, event_files)
 
 
-def evidence(events, held=None):
+def evidence(events: DataFrame, held: DataFrame | None = None) -> DataFrame:
     """The ledger's rows (settled) of a DataFrame of events: each op keyed by the half copy whose queue offset it
     names (the night's halves, and the half offsets `held` rows keep), then every event folded per (broker, real
     topic, UNIQ_KEY). An op naming a half the run did not read (before its window, retention) tells nothing
@@ -226,7 +243,7 @@ def _folded(events):
 
     kind = F.col("kind")
 
-    def when(k, column):
+    def when(k: str, column: Column) -> Column:
         return F.when(kind == k, column)
     first = F.struct(*(F.col(c) for c in ("producer_group", "queue_id", "born_timestamp", "immunity_seconds")))
     commit = F.struct(F.col("queue_offset").alias("committed_queue_offset"), "store_timestamp", "producer_group",
@@ -262,7 +279,7 @@ EVIDENCE = ("producer_group", "queue_id", "born_timestamp", "immunity_seconds", 
             "commit_commitlog_offsets")
 
 
-def combined(rows):
+def combined(rows: DataFrame) -> DataFrame:
     """Rows of evidence (EVIDENCE and KEYS: a table's and a night's, or a night's alone) as one row per key: the
     first half's fields from the earliest half, the checks of the latest, the earliest op, discard and commit,
     the sets of copies united. Folding rows twice gives the same rows (a night merged again)."""
@@ -274,7 +291,7 @@ def combined(rows):
     last = F.array_max(F.col("half_commitlog_offsets"))
     commit = F.struct("committed_queue_offset", "committed_timestamp")
 
-    def union(name):
+    def union(name: str) -> Column:
         return F.array_sort(F.array_distinct(F.flatten(F.collect_list(F.coalesce(
             F.col(name), F.array().cast("array<bigint>")))))).alias(name)
     out = rows.groupBy(*KEYS).agg(
@@ -292,7 +309,7 @@ def combined(rows):
         "half_commitlog_offsets", "half_queue_offsets", "commit_commitlog_offsets"))
 
 
-def settled(rows):
+def settled(rows: DataFrame) -> DataFrame:
     """LEDGER_SCHEMA's columns of evidence rows: the fate (committed over rolled back over discarded over
     pending), the time of what decided it (the first op naming a copy; a commit's own time when its op was not
     read; the discard's), the copies counted, cut off when the run did not read its first half."""
@@ -314,7 +331,7 @@ def settled(rows):
     return rows.select(*(columns.get(f.name, F.col(f.name)) for f in LEDGER_SCHEMA))
 
 
-def count_rows(ledger, reads, window_ms):
+def count_rows(ledger: DataFrame, reads: Reads, window_ms: Mapping[str | None, int]) -> list[dict[str, Any]]:
     """Per (broker, topic, fate): transactions, stuck (pending, born more than the broker's check window before
     the latest record the run read of it: `reads.clocks`, `window_ms`), committed_twice (the alarm: consumers got
     them twice); and whether the run read the real topic (`commits_looked_for`: where a committed copy lies,
@@ -335,14 +352,14 @@ def count_rows(ledger, reads, window_ms):
                   key=lambda r: (r["broker"] or "", r["topic"] or "", FATES.index(r["fate"])))
 
 
-def transactions_summary(counts):
+def transactions_summary(counts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """summary.json's `transactions`: the counts per (broker, topic, fate) and their totals per fate."""
     totals = {fate: sum(r["transactions"] for r in counts if r["fate"] == fate) for fate in FATES}
     totals.update({k: sum(r[k] for r in counts) for k in ("stuck", "committed_twice")})
     return {"topics": counts, "totals": totals}
 
 
-def transaction_warnings(counts, window_ms):
+def transaction_warnings(counts: Sequence[Mapping[str, Any]], window_ms: Mapping[str | None, int]) -> list[str]:
     """The operator's alarms: transactions committed more than once (their consumers got them twice), pending
     ones older than the broker's check window (stuck), and real topics the run did not read (commits not looked
     for)."""
@@ -364,12 +381,12 @@ def transaction_warnings(counts, window_ms):
     return out
 
 
-def check_windows(planned, settings):
+def check_windows(planned: Any, settings: Mapping[str, Any] | None) -> dict[str, int]:
     """{broker: its check window in ms} of a run's brokers (check_window of each store's broker.conf)."""
     return {b.name: check_window(settings, broker_conf(b.fs, b.root)) for b, _ in planned.parts}
 
 
-def broker_conf(fs, root):
+def broker_conf(fs: pafs.FileSystem, root: str) -> dict[str, str]:
     """The broker's settings its store keeps beside it (`broker.conf` in the store root or its config/, Java
     properties: key=value lines), {} when there is none or it cannot be read."""
     for path in (f"{root}/broker.conf", f"{root}/config/broker.conf"):
@@ -384,7 +401,7 @@ def broker_conf(fs, root):
     return {}
 
 
-def check_window(settings, stored=None):
+def check_window(settings: Mapping[str, Any] | None, stored: Mapping[str, Any] | None = None) -> int:
     """The broker's check window in ms: transactionTimeOut + transactionCheckMax x transactionCheckInterval, each
     from conf/replay.json's `transaction_check` (when given), else `stored` (the store's broker.conf), else
     RocketMQ's: a half is checked after transactionTimeOut, then every interval, at most Max times."""
@@ -407,13 +424,14 @@ FATE_WORDS = {  # what each fate means, as the report says it
 }
 
 
-def report_section(transactions, escape):
+def report_section(transactions: Mapping[str, Any] | None, escape: Callable[[Any], str]) -> str:
     """The report's section (HTML) of summary.json's `transactions`: the alarms first (committed more than once,
     stuck), the fates in words, a stacked bar per (broker, topic) and the counts' table; "" without any.
     `escape`: the report's HTML escape."""
     rows = (transactions or {}).get("topics") or []
     if not rows:
         return ""
+    assert transactions is not None  # its rows, above
     totals = transactions["totals"]
     out = ["<h2>Transactions (OUT/transactions/)</h2>"]
     alarms = [f"{r['committed_twice']:,} transaction(s) of <strong>{escape(r['topic'])}</strong> committed more than "
@@ -423,7 +441,7 @@ def report_section(transactions, escape):
     if alarms:
         out.append("<ul class=\"bad\">" + "".join(f"<li>{a}</li>" for a in alarms) + "</ul>")
     out.append(states_in_words(totals, FATE_WORDS, escape))
-    topics = {}
+    topics: dict[tuple[str, str], dict[str, int]] = {}
     for r in rows:
         topics.setdefault((r["broker"] or "", r["topic"] or ""), {})[r["fate"]] = r["transactions"]
     out.append(stacked_bars(topics, FATE_WORDS, escape))
@@ -435,7 +453,7 @@ def report_section(transactions, escape):
     return "".join(out) + "</table>\n"
 
 
-def history(events):
+def history(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """One transaction's story (explain --key) from its events (dicts of TRANS_EVENT_SCHEMA, the ops keyed to
     it), by the rules the Spark step folds them with: the ledger's columns, and each half copy, op, committed
     copy and discard in commit-log order."""

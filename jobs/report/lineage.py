@@ -9,13 +9,20 @@ The store (each store of the run) is the input; the outputs are OUT's tables (`O
 the audits) or, with `--sink iceberg`, the Iceberg tables, with their rows, bytes and files as facets. The
 events' run id is a UUID made from the run's own id (`OUT/_SUCCESS`), so a reader finds one from the other.
 Lineage never changes a run's outcome: an event that cannot be sent is a warning on stderr."""
+from __future__ import annotations
+
 import datetime
 import os
 import sys
 import uuid
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from jobs.version import package_version
+
+if TYPE_CHECKING:
+    from openlineage.client import OpenLineageClient
 
 JOB_NAMESPACE_ENV = "OPENLINEAGE_NAMESPACE"  # the job's namespace, as OpenLineage's integrations name it
 JOB_NAME = "mqreplay.replay"
@@ -23,7 +30,7 @@ PRODUCER = "https://github.com/mqreplay/mqreplay"
 RUN_NAMESPACE = uuid.UUID("6f0c3c4e-5a43-4f43-9a3e-6d7172657061")  # fixed: uuid5 of a run id is stable
 
 
-def configured(env=None):
+def configured(env: Mapping[str, str] | None = None) -> bool:
     """Whether the client has a configuration of its own (a transport to send to), as it looks for one."""
     env = os.environ if env is None else env
     if env.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true":
@@ -34,7 +41,7 @@ def configured(env=None):
             or any(k.startswith("OPENLINEAGE__TRANSPORT") for k in env))
 
 
-def dataset_of(uri):
+def dataset_of(uri: str) -> tuple[str, str]:
     """(namespace, name) of a path or URI by OpenLineage's naming: file + absolute path; scheme://authority +
     path for object stores and HDFS."""
     parts = urlsplit(str(uri))
@@ -46,13 +53,13 @@ def dataset_of(uri):
 class Lineage:
     """The events of one run; `of` is None-safe: without a configuration every call does nothing."""
 
-    def __init__(self, client, run, stores, out):
+    def __init__(self, client: OpenLineageClient, run: str, stores: Iterable[str], out: str) -> None:
         self.client, self.run, self.stores, self.out = client, run, list(stores), str(out)
         self.run_uuid = str(uuid.uuid5(RUN_NAMESPACE, run))
-        self.sent = []
+        self.sent: list[str] = []
 
     @classmethod
-    def of(cls, run, stores, out, env=None):
+    def of(cls, run: str, stores: Iterable[str], out: str, env: Mapping[str, str] | None = None) -> Lineage | None:
         if not configured(env):
             return None
         try:
@@ -63,13 +70,13 @@ class Lineage:
             _warn(f"OpenLineage client not started ({type(exc).__name__}: {exc}): no lineage events")
             return None
 
-    def start(self):
+    def start(self) -> None:
         self._emit("START", outputs=[self._dataset(self.out, output=True)])
 
-    def complete(self, summary):
+    def complete(self, summary: Mapping[str, Any]) -> None:
         self._emit("COMPLETE", outputs=self._outputs(summary), input_rows=(summary.get("totals") or {}).get("units"))
 
-    def fail(self, code, message):
+    def fail(self, code: int, message: str) -> None:
         from openlineage.client.generated.error_message_run import ErrorMessageRunFacet
 
         facet = ErrorMessageRunFacet(message=f"exit {code}: {message}", programmingLanguage="PYTHON")

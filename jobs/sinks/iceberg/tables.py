@@ -11,8 +11,9 @@ Before Spark starts, a run whose offsets a group already holds is refused (`chec
 catalog was lost (the warehouse holds the tables, the catalog none: `jobs.maintain --register-existing`), and
 `--starting-offsets iceberg` reads the groups' ranges once before the plan (`LakeScope`), which the plan asks
 where each queue starts for the run's groups (where their ranges end) and which offsets beyond that a group holds
-(out of its scope in the tasks' plan: a group continuing behind the others writes no row it holds). At the commit, runs killed between two tables' commits are removed from the tables first
-(lake.repair), and a backfill's messages the table holds are trimmed from its parts.
+(out of its scope in the tasks' plan: a group continuing behind the others writes no row it holds). At the
+commit, runs killed between two tables' commits are removed from the tables first (lake.repair), and a backfill's
+messages the table holds are trimmed from its parts.
 Every catalog operation waits while the catalog is busy, up to `--catalog-wait` (jobs/sinks/iceberg/catalog_wait.py).
 Parts moved into a table's location by a run that died before its commit are referenced by no snapshot:
 `stale_runs` lists them, `--clean-stale` (or jobs.maintain) removes them."""
