@@ -282,9 +282,9 @@ def run_and_publish(spark, planned, run, options, sink, jobs, progress=None):
     (a stopped run's are cancelled), and the claim released; the session's other jobs are left alone."""
     started = time.time()
     try:
-        summary, timelines = _run(spark, planned, run.tmp, options, sink, progress, run.out)
+        summary, timelines, walked = _run(spark, planned, run.tmp, options, sink, progress, run.out)
         with lifecycle.committing():  # Spark's part is done: a kill from here on lets the run publish first
-            _commit_and_publish(run, summary, timelines, planned, options, sink, started)
+            _commit_and_publish(run, summary, timelines, walked, options, sink, started)
     except BaseException:
         jobs.settle(stopped=lifecycle.stop_signalled() is not None)
         run.abandon()
@@ -294,7 +294,8 @@ def run_and_publish(spark, planned, run, options, sink, jobs, progress=None):
 
 def _commit_and_publish(run, summary, timelines, planned, options, sink, started):
     """What the sink publishes (Iceberg: the tables' commits), summary.json, report.html and offsets.json (the
-    exclusive end per topic and queue of what the run covered, for --starting-offsets), then OUT published."""
+    exclusive end per topic and queue of what the run covered, for --starting-offsets), then OUT published.
+    `planned`: the plan as the stage walked it (ClusterPlan.walked: a rebuilt queue's ranges known)."""
     with writing(f"--sink {sink.name}: committing the run's tables"):
         sink.publish(run.tmp, summary, planned, options, run.claim.run)
         remove_empty_folders(run.fs, run.tmp_path)  # Iceberg moved its parts out: no folder left empty
@@ -346,16 +347,18 @@ def _run_with(spark, tasks, planned, out, options, sink, ranges, progress, given
     """The stage and the sink's commit (stage_and_commit), the ledgers' Spark steps; the summary per broker, then
     of the run (summary.cluster_summary)."""
     reports, written = stage_and_commit(tasks, planned, out, options, sink, ranges, progress, given)
-    brokers = []
-    for b, part in planned.parts:
-        counters = Counters.of([r for r in reports if r.get("broker") == b.name], len(part.problems or []))
-        part.ranges = tuple(part.ranges) + counters.rebuilt  # a rebuilt queue's offsets: known once walked, and
-        brokers.append((b, part, counters))  # the ledgers' (the topics whose copies they looked for) from here on
+    counted = [Counters.of([r for r in reports if r.get("broker") == b.name], len(part.problems or []))
+               for b, part in planned.parts]
+    # a rebuilt queue's offsets are known once walked: the stage's output, the ranges from here on (the ledgers'
+    # topics whose copies they looked for, the summary, offsets.json, the lake's ranges)
+    planned = planned.walked({b.name: c.rebuilt for (b, _), c in zip(planned.parts, counted)})
+    brokers = [(b, part, c) for (b, part), c in zip(planned.parts, counted)]
     reads = timer_reads(reports, planned)
     timers = sink.ledger(spark, out.uri, (out.fs, out.root), written, reads, options)
     windows = check_windows(planned, options.transaction_check)
     transactions = sink.transactions(spark, out.uri, (out.fs, out.root), written, reads, windows)
     pop = sink.pop_ledger(spark, out.uri, (out.fs, out.root), written, planned, options.window.starting_file)
+    notes = [] if pop is None else pop[2]
     traced = sink.trace_ledger(spark, out.uri, (out.fs, out.root), written, planned)
     several = len(planned.parts) > 1
     summaries, timelines = [], {}
@@ -363,12 +366,12 @@ def _run_with(spark, tasks, planned, out, options, sink, ranges, progress, given
         summaries.append((b.name, build_summary(part, counters, replace(options, store=b.uri, window=part.window))))
         timelines.update({((b.name,) + k if several else k): t for k, t in counters.timelines.items()})
     summary = cluster_summary(summaries)
-    summary["warnings"] = list(planned.warnings) + summary["warnings"]
+    summary["warnings"] = list(planned.warnings) + notes + summary["warnings"]
     if timers is not None:
         summary["timers"] = timers_summary(timers)
         summary["warnings"] += overdue_warnings(timers, options.timer_overdue)
     if pop is not None:
-        night, table = pop
+        night, table, _ = pop
         summary["pop"] = pop_summary(night, table, LAKE if sink.name == "iceberg" else CARRIED)
         summary["warnings"] = lost_warnings(night if table is None else table) + summary["warnings"]
     if transactions is not None:
@@ -378,4 +381,4 @@ def _run_with(spark, tasks, planned, out, options, sink, ranges, progress, given
         summary["consumption"] = trace_summary(*traced)
         summary["warnings"] += trace_warnings(summary["consumption"].get("lake") or summary["consumption"])
     summary["outputs"] = {name: {"files": f, "rows": r, "bytes": b} for name, (f, r, b) in sorted(written.items())}
-    return summary, timelines
+    return summary, timelines, planned

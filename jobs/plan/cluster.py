@@ -26,6 +26,12 @@ class ClusterPlan:
     warnings: list = field(default_factory=list)
     window: object = None
 
+    def walked(self, rebuilt):
+        """This plan as the stage walked it: each broker's ranges with those of its rebuilt queues (`rebuilt`:
+        {broker name: ((topic, queue, first, end), ...)}, known once their tasks walked them); a new ClusterPlan."""
+        return replace(self, parts=tuple((b, replace(p, ranges=tuple(p.ranges) + tuple(rebuilt.get(b.name, ()))))
+                                         for b, p in self.parts))
+
     @property
     def brokers(self):
         return tuple(b for b, _ in self.parts)

@@ -94,8 +94,9 @@ class Sink(abc.ABC):
         return None
 
     def pop_ledger(self, spark, out, where, written, planned, earlier=None):
-        """(the POP ledger's counts per (broker, group) of the night, of the ledger it merged into or None), its
-        outputs put into `written` (None: none made). `earlier`: the offsets.json the night starts from."""
+        """(the POP ledger's counts per (broker, group) of the night, of the ledger it merged into or None, its
+        warnings), its outputs put into `written` (None: none made). `earlier`: the offsets.json the night starts
+        from."""
         return None
 
     def transactions(self, spark, out, where, written, reads, window_ms):
@@ -156,22 +157,23 @@ class FileSink(Sink):
 
     def pop_ledger(self, spark, out, where, written, planned, earlier=None):
         """The POP ledger (pop/, jobs/ledgers/pop.py) from the committed POP events: its {output: (files, rows,
-        bytes)} put into `written`, (its counts per (broker, group), those of the ledger carried on or None)
-        returned. `where`: OUT's (filesystem, path); `earlier`: the offsets.json the night starts from, whose
-        OUT's pop/ it carries on (carried_ledger), when it has one."""
+        bytes)} put into `written`, (its counts per (broker, group), those of the ledger carried on or None, the
+        warnings it has) returned. `where`: OUT's (filesystem, path); `earlier`: the offsets.json the night starts
+        from, whose OUT's pop/ it carries on (carried_ledger), when it has one."""
         plans = [p.plan for _, p in planned.parts]
         held = stored_keys = None
+        notes = []
         if earlier and any(p.pop_revive is not None for p in plans):
             held, stored_keys = carried_ledger(spark, os.path.dirname(earlier))
             if held is None:
-                planned.warnings.append(
+                notes.append(
                     f"--starting-offsets {earlier}: no pop/ beside it (not an earlier night's OUT/offsets.json): "
                     "the POP ledger says what tonight's records tell, messages popped in an earlier night are in "
                     "flight or not looked for (docs/output.md)")
         made, counts, table = write_pop_ledger(spark, out, where, written, plans, held=held, stored_keys=stored_keys,
                                                event_files=self._events(POP_EVENTS))
         written.update(made)
-        return counts, table
+        return counts, table, notes
 
     def transactions(self, spark, out, where, written, reads, window_ms):
         """The transaction ledger (transactions/, jobs/ledgers/transactions.py) from the committed transaction
@@ -278,13 +280,13 @@ class IcebergSink(FileSink):
 
     def pop_ledger(self, spark, out, where, written, planned, earlier=None):
         """NS.pop's rows merged with the night's POP events (jobs/sinks/iceberg/ledger_tables.py), committed by
-        `publish`: (the night's counts, the merged table's)."""
+        `publish`: (the night's counts, the merged table's, no warning)."""
         (made, counts, table), self.held_pop = merge_pop(spark, self.target, out, where, written,
                                                          [p.plan for _, p in planned.parts],
                                                          event_files=self._events(POP_EVENTS))
         self.out_where = Place(where[0], where[1], out)
         written.update(made)
-        return counts, table
+        return counts, table, []
 
     def transactions(self, spark, out, where, written, reads, window_ms):
         """NS.transactions' rows folded with the night's events (jobs/ledgers/transactions.py), committed by
