@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 
     Evidence = tuple[DataFrame, DataFrame, DataFrame]  # evidence's (handles, keys, copies)
     Bounds = dict[tuple[str, str, int], tuple[int, int]]  # keyless_bounds': {(broker, topic, queue_id): (lo, hi)}
-    StoredKeys = Callable[[Bounds], DataFrame]  # carried_ledger's (or a lake's) keys of messages read before
+    StoredKeys = Callable[[Bounds], DataFrame | None]  # carried_ledger's (or a lake's) keys of messages read before
 
 # `plan` below is a jobs.plan.replay_plan.ReplayPlan and `out` a jobs.task.split_task.Pieces (or explain's audit):
 # both of layers above the ledgers (setup.cfg [importlinter]), so typed Any here

@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
@@ -47,6 +47,7 @@ from jobs.output.writers import (
 )
 from jobs.sinks.iceberg import tables as lake_sink
 from jobs.sinks.iceberg.ledger_tables import (
+    HeldTable,
     commit_consumption,
     commit_pop,
     commit_timers,
@@ -255,6 +256,11 @@ class IcebergSink(FileSink):
 
     name = "iceberg"
     writer = TableSplitWriter
+    held_timers: HeldTable | None  # each set in __init__, then by its ledger's merge
+    held_pop: HeldTable | None
+    held_transactions: HeldTable | None
+    held_consumption: HeldTable | None
+    out_where: Place | None
 
     def __init__(self, target: lake_sink.IcebergTarget) -> None:
         self.target = target
@@ -262,7 +268,7 @@ class IcebergSink(FileSink):
         self.held_pop = None  # what NS.pop held when the run merged its POP ledger (pop_ledger, then publish)
         self.held_transactions = None  # what NS.transactions held when the run merged its transaction ledger
         self.held_consumption = None  # what NS.consumption held when the run merged it (trace_ledger, then publish)
-        self.out_where: Place | None = None  # the temporary OUT (a Place), where the merged ledger waits for publish
+        self.out_where = None  # the temporary OUT (a Place), where the merged ledger waits for publish
 
     @classmethod
     def of(cls, choice: SinkChoice, brokers: Sequence[Broker]) -> tuple[Sink, str | None]:
@@ -342,15 +348,20 @@ class IcebergSink(FileSink):
         started = time.time()
         written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
         merged: list[Callable[[], Any]] = []  # the night's merged ledgers (ledger, pop_ledger), those that were made
+        # (each held_* is set with out_where, by its ledger's merge: neither is None in the lambdas)
         if self.held_timers is not None:
-            merged.append(lambda: commit_timers(self.target, self.out_where, run, self.held_timers))
+            merged.append(lambda: commit_timers(self.target, cast(Place, self.out_where), run,
+                                                cast(HeldTable, self.held_timers)))
         if self.held_pop is not None:
-            merged.append(lambda: commit_pop(self.target, self.out_where, run, self.held_pop))
+            merged.append(lambda: commit_pop(self.target, cast(Place, self.out_where), run,
+                                             cast(HeldTable, self.held_pop)))
         if self.held_transactions is not None:
-            merged.append(lambda: commit_transactions(self.target, self.out_where, run, self.held_transactions))
+            merged.append(lambda: commit_transactions(self.target, cast(Place, self.out_where), run,
+                                                      cast(HeldTable, self.held_transactions)))
         if self.held_consumption is not None:
-            merged.append(lambda: commit_traces(self.target, self.out_where, run))
-            merged.append(lambda: commit_consumption(self.target, self.out_where, run, self.held_consumption))
+            merged.append(lambda: commit_traces(self.target, cast(Place, self.out_where), run))
+            merged.append(lambda: commit_consumption(self.target, cast(Place, self.out_where), run,
+                                                     cast(HeldTable, self.held_consumption)))
         added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts, self.kept,
                                          merged)
         self.kept = {}  # each moved into its table: none left for OUT's publish
