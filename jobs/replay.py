@@ -13,12 +13,17 @@ the run stopped; 2 usage, the caller's mistake (bad arguments, a missing or wron
 --on-corrupt skip (see OUT/audit/corrupt); 5 the job failed for another reason (a crashed worker, out of
 memory, spark-submit's JVM killed); 128 + N stopped by signal N (143: SIGTERM), nothing published.
 """
+from __future__ import annotations
+
+import argparse
 import logging
 import os
 import re
 import sys
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any, cast
 
 if __package__ in (None, ""):  # run as a file by spark-submit: make the repository importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -60,10 +65,16 @@ from jobs.sinks.kinds import sink_of  # noqa: E402
 from jobs.task.stage import unseen_paths  # noqa: E402
 from schemas.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ConfigError, ReplayError  # noqa: E402
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from jobs.plan.cluster import ClusterPlan
+    from jobs.settings import JobOptions
+
 log = logging.getLogger("mqreplay")
 
 
-def options_from(args, settings, starting=None):
+def options_from(args: argparse.Namespace, settings: Mapping[str, Any], starting: str | None = None) -> JobOptions:
     split = lambda s: tuple(x for x in (s or "").split(",") if x)  # noqa: E731
     return job_options(
         settings, args.store, commitlog=commitlog_dirs(args.commitlog), units_from=args.units_from,
@@ -79,7 +90,7 @@ def options_from(args, settings, starting=None):
     )
 
 
-def spark_cause(exc):
+def spark_cause(exc: BaseException) -> str:
     """Spark's reason for a failed job, in one line (the stack traces are in the log)."""
     text = str(exc)
     for known in ("Python worker exited unexpectedly (crashed)", "java.lang.OutOfMemoryError", "MemoryError",
@@ -127,7 +138,7 @@ def _prepare(args, progress):
         raise
 
 
-def settings_of(args):
+def settings_of(args: argparse.Namespace) -> dict[str, Any]:
     """The job settings of --conf (or conf/replay.json): the caller's file, so a typo or malformed JSON in it
     is a usage error (exit 2)."""
     try:
@@ -147,7 +158,7 @@ QUIET = {"py4j": logging.WARNING, "pyiceberg": logging.ERROR}
 _one_run = threading.Lock()
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """The job, as spark-submit (or a notebook's kernel, from any of its threads) runs it: its exit code. Every call
     is a run of its own (its run id, log file, temporary OUT and lake files); what it sets up for itself (the
     console, the log file, os.environ, signal handlers, the thread's job group) is as it was when it returns."""
@@ -197,12 +208,12 @@ def _run_main(argv):
             console.close_log(opened)
 
 
-def not_py4j(record):
+def not_py4j(record: logging.LogRecord) -> bool:
     """A log record that is not py4j's (which logs some of its errors through the root logger)."""
     return not record.name.startswith("py4j") and "/py4j/" not in record.pathname.replace("\\", "/")
 
 
-def lineage_stores(store):
+def lineage_stores(store: str | Sequence[str]) -> list[str]:
     """The stores a run reads, as paths or URIs (a `NAME=URI` broker's URI)."""
     given = store if isinstance(store, (list, tuple)) else [store]
     return [split_store(value)[1] for value in given]
@@ -310,7 +321,7 @@ def _repeated(args, run):
     return exit_code(summary)
 
 
-def client_paths_absolute(args):
+def client_paths_absolute(args: argparse.Namespace) -> None:
     """Over Spark Connect, local paths are made absolute here: the server runs in a directory of its own."""
     local = lambda p: p if "://" in p else os.path.abspath(p)  # noqa: E731
     named = [split_store(value) for value in args.store]
@@ -320,13 +331,13 @@ def client_paths_absolute(args):
         args.commitlog = ",".join(local(d) for d in commitlog_dirs(args.commitlog))
 
 
-def executors_elsewhere(spark):
+def executors_elsewhere(spark: SparkSession) -> bool:
     """Whether the session's executors may run on other machines: a Spark Connect server, or a master that is not
     local (YARN, Kubernetes, standalone)."""
-    return is_connect(spark) or not spark.sparkContext.master.startswith("local")
+    return is_connect(spark) or not cast(str, spark.sparkContext.master).startswith("local")  # a session's: set
 
 
-def check_server_sees(spark, run, planned, options):
+def check_server_sees(spark: SparkSession, run: outputs.OutputRun, planned: ClusterPlan, options: JobOptions) -> None:
     """Exit 2, nothing written, when the executors (a Connect server's, a cluster's) cannot see the store or OUT's
     directory at the paths this driver planned with (docs/connect.md)."""
     paths = [("--store", broker.uri) for broker, _ in planned.parts] + \

@@ -40,7 +40,11 @@ Event kinds: `ck` (a row per message a checkpoint covers), `ack` and `bAck` (a r
 `message` (every record of a topic a POP group may pop, and of POP retry topics: its UNIQ_KEY, the revived
 copies' 1ST_POP_TIME). A checkpoint or ack whose body is not such JSON is damaged data under the corruption
 policy: the run stops, or (--on-corrupt skip) it is audited and left out of the ledger."""
+from __future__ import annotations
+
 import os
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -52,6 +56,17 @@ from jobs.ledgers.spark_io import read_events, remove, sizes, write_empty_part, 
 from jobs.policy import report_damage
 from schemas.arrow_schemas import spark_schema
 from schemas.log.lookup import read_records
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    Evidence = tuple[DataFrame, DataFrame, DataFrame]  # evidence's (handles, keys, copies)
+    Bounds = dict[tuple[str, str, int], tuple[int, int]]  # keyless_bounds': {(broker, topic, queue_id): (lo, hi)}
+    StoredKeys = Callable[[Bounds], DataFrame | None]  # carried_ledger's (or a lake's) keys of messages read before
+
+# `plan` below is a jobs.plan.replay_plan.ReplayPlan and `out` a jobs.task.split_task.Pieces (or explain's audit):
+# both of layers above the ledgers (setup.cfg [importlinter]), so typed Any here
 
 WHEEL_TOPIC = "rmq_sys_wheel_timer"  # 5.x TimerMessageStore.TIMER_TOPIC
 REVIVE_PREFIX = "rmq_sys_REVIVE_LOG_"  # PopAckConstants.REVIVE_TOPIC + cluster name
@@ -81,7 +96,7 @@ _NULL_ROW = pa.table({f.name: pa.nulls(1, f.type) for f in _BODY_SCHEMA})
 _INT = r"^[+-]?[0-9]{1,18}$"
 
 
-def pop_topics(topics_present, narrowed=()):
+def pop_topics(topics_present: Collection[str], narrowed: Collection[str] = ()) -> set[str]:
     """The topics the POP ledger reads whatever the subscriptions: the revive topics (`rmq_sys_REVIVE_LOG_*`) and,
     with them, the timer wheel (where checkpoints and acks wait before they reach the revive topic: a long
     invisible time's checkpoint is there only), unless --topics (`narrowed`) leaves them out."""
@@ -90,7 +105,8 @@ def pop_topics(topics_present, narrowed=()):
     return {t for t in wanted if not narrowed or t in narrowed}
 
 
-def revive_progress(topics_present, consumer_offsets):
+def revive_progress(topics_present: Iterable[str], consumer_offsets: Mapping[tuple[str, str], Mapping[Any, Any]] | None
+                    ) -> tuple[tuple[str, int, int], ...] | None:
     """((revive topic, revive queue, the revive service's committed offset), ...) of a store with a revive topic
     (consumerOffset.json's `<revive topic>@CID_RMQ_SYS_REVIVE_GROUP`: the revive service has merged every checkpoint
     up to that one); None for a store without one (no POP: the tasks extract no POP event)."""
@@ -101,7 +117,7 @@ def revive_progress(topics_present, consumer_offsets):
                  for q, o in sorted((consumer_offsets or {}).get((t, REVIVE_GROUP), {}).items()))
 
 
-def add_pop_pieces(plan, topic, messages, out):
+def add_pop_pieces(plan: Any, topic: str, messages: pa.Table, out: Any) -> None:
     """A decoded batch's `pop_event` piece, when the store has POP (plan.pop_revive) and the batch holds any."""
     if plan.pop_revive is None or not messages.num_rows:
         return
@@ -115,7 +131,7 @@ def _carries_pop(topic):
     return topic == WHEEL_TOPIC or topic.startswith(REVIVE_PREFIX)
 
 
-def message_keys(messages):
+def message_keys(messages: pa.Table) -> pa.Table:
     """`message` events: each record's place, UNIQ_KEY (the offset message id without one, as the client sees
     it) and 1ST_POP_TIME (a revived copy's)."""
     props = messages.column("properties")
@@ -130,7 +146,7 @@ def message_keys(messages):
                     schema=POP_EVENT_SCHEMA)
 
 
-def pop_records(plan, topic, messages, out):
+def pop_records(plan: Any, topic: str, messages: pa.Table, out: Any) -> pa.Table | None:
     """`ck`, `ack` and `bAck` events of a batch of the wheel or a revive topic: a row per message a checkpoint
     covers (`so` + each of `d`; `so` .. `so`+`n`-1 without `d`, as PopCheckPoint.ackOffsetByIndex), a row per
     offset an ack acks. The wheel's records of other real topics are the timer ledger's, not these."""
@@ -300,14 +316,15 @@ def _array(values):
     return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
-def history(events, copies, committed):
+def history(events: Iterable[Mapping[str, Any]], copies: Iterable[Mapping[str, Any]],
+            committed: Mapping[int, int]) -> dict[str, Any]:
     """One message's POP history for one group (explain --key's), by the rules the job's Spark step pairs its
     events with (jobs/ledgers/pop.py): `events` its `ck`, `ack` and `bAck` events (dicts of POP_EVENT_SCHEMA,
     a handful), `copies` the revived copies found of it (dicts: retry_topic, retry_queue_offset,
     revived_store_timestamp), `committed` {revive queue: the revive service's committed offset}. Returns the
     handles in pop order (each with its first ack; an earlier handle's ack is a changed invisible time), the state
     and where a revived copy went."""
-    handles = {}
+    handles: dict[tuple[Any, Any], dict[str, Any]] = {}
     for e in sorted(events, key=lambda e: (e["commitlog_offset"])):
         h = handles.setdefault((e["ck_start_offset"], e["pop_time"]), {
             "pop_time": e["pop_time"], "ck_start_offset": e["ck_start_offset"], "invisible_time": None,
@@ -359,7 +376,11 @@ KEY_COLUMNS = ("broker", "topic", "queue_id", "queue_offset", "uniq_key")
 LAKE, CARRIED = "lake", "carried"  # summary.json's names of a ledger merged across nights (pop_summary)
 
 
-def write_pop_ledger(spark, out_uri, where, written, plans, held=None, stored_keys=None, event_files=()):
+def write_pop_ledger(
+        spark: SparkSession, out_uri: str, where: tuple[pafs.FileSystem, str], written: dict[str, tuple[int, int, int]],
+        plans: Sequence[Any], held: DataFrame | None = None, stored_keys: StoredKeys | None = None,
+        event_files: Sequence[str] = ()
+) -> tuple[dict[str, tuple[int, int, int]], list[dict[str, Any]], list[dict[str, Any]] | None]:
     """OUT/pop/ from the run's committed POP events (`written`: the sink's {output: (files, rows, bytes)}), then
     the events removed. Returns ({"pop": (files, rows, bytes)}, the night's counts per (broker, group), the
     written table's counts or None): count_rows' rows. `where`: OUT's (filesystem, path); `plans`: the brokers'
@@ -390,30 +411,30 @@ def write_pop_ledger(spark, out_uri, where, written, plans, held=None, stored_ke
     return {POP: sizes(fs, f"{root}/{POP}")}, counts, None if held is None else table
 
 
-def joined(held, night, stored_keys=None):
+def joined(held: DataFrame | None, night: Evidence | None, stored_keys: StoredKeys | None = None) -> Evidence | None:
     """evidence's (handles, keys, copies) of the held rows and of the night (either None), with the stored keys of
     the places no evidence names the key of (with_stored_keys); None when neither has any."""
     if held is None:
         found = night
     else:
         found = held_evidence(held) if night is None else \
-            tuple(a.unionByName(b) for a, b in zip(held_evidence(held), night))
+            cast("Evidence", tuple(a.unionByName(b) for a, b in zip(held_evidence(held), night)))
     return found if found is None or stored_keys is None else with_stored_keys(found, stored_keys)
 
 
-def revive_offsets(plans):
+def revive_offsets(plans: Iterable[Any]) -> dict[str, int]:
     """{"<broker>@<revive queue>": committed offset} of the brokers' revive services ("" for a broker of no name)."""
     return {f"{p.broker or ''}@{q}": o for p in plans for _, q, o in (p.pop_revive or ())}
 
 
-def retry_cut(plans):
+def retry_cut(plans: Iterable[Any]) -> dict[str, list[str]]:
     """{broker ("" for none): the POP retry topics its window did not read to their latest offsets} (ReplayPlan.
     retry_cut): the revive service re-puts a checkpoint's messages before it commits past it, so their copies are
     in a retry topic read to its end; in one cut short a later night may still find them."""
     return {p.broker or "": sorted(p.retry_cut) for p in plans if p.retry_cut}
 
 
-def evidence(events):
+def evidence(events: DataFrame) -> Evidence:
     """(handles, keys, copies) of a DataFrame of POP events: a row per checkpoint or ack of a message (HANDLE's
     columns, then HANDLE_TYPE's), the messages' UNIQ_KEYs by place, the revived copies by UNIQ_KEY."""
     from pyspark.sql import functions as F
@@ -433,7 +454,7 @@ def evidence(events):
     return handles, keys, copies
 
 
-def with_stored_keys(found, stored_keys):
+def with_stored_keys(found: Evidence, stored_keys: StoredKeys) -> Evidence:
     """evidence's (handles, keys, copies) with the keys `stored_keys` finds of the places no evidence names the key
     of (a message read by an earlier night, popped first by a later one)."""
     handles, keys, copies = found
@@ -442,7 +463,7 @@ def with_stored_keys(found, stored_keys):
     return handles, keys if extra is None else keys.unionByName(extra.select(*KEY_COLUMNS)), copies
 
 
-def carried_ledger(spark, earlier):
+def carried_ledger(spark: SparkSession, earlier: str) -> tuple[DataFrame | None, StoredKeys | None]:
     """(the POP ledger an earlier night's OUT holds, its stored keys) for a Parquet night chained by its
     offsets.json (`earlier`: that OUT's local folder, the file's): its pop/ rows as a DataFrame, whose evidence
     joins the night's as NS.pop's does (so pop/ tonight is every night's ledger so far, as one run would make it),
@@ -450,7 +471,7 @@ def carried_ledger(spark, earlier):
     (None, None) when it holds no pop/ (the night alone then says what its records tell: write_pop_ledger)."""
     from pyspark.sql import functions as F
 
-    def at(name):
+    def at(name: str) -> str | None:
         path = os.path.join(earlier, name)
         return "file://" + os.path.abspath(path) if os.path.isdir(path) else None
 
@@ -462,7 +483,7 @@ def carried_ledger(spark, earlier):
     if source is None:
         return held, None
 
-    def stored_keys(bounds):
+    def stored_keys(bounds: Bounds) -> DataFrame:
         rows = spark.read.option("basePath", source).parquet(source)
         broker = F.col("broker") if "broker" in rows.columns else F.lit(None)  # a run of a bare --store: none
         rows = rows.select(
@@ -475,7 +496,7 @@ def carried_ledger(spark, earlier):
     return held, stored_keys
 
 
-def keyless_bounds(handles, keys):
+def keyless_bounds(handles: DataFrame, keys: DataFrame) -> Bounds:
     """{(broker, topic, queue_id): (lowest, highest queue offset)} of the places whose key no evidence holds: a
     row per queue collected, what the lake's messages are read within."""
     from pyspark.sql import functions as F
@@ -487,7 +508,7 @@ def keyless_bounds(handles, keys):
     return {(r["broker"], r["topic"], r["queue_id"]): (r["lo"], r["hi"]) for r in rows}
 
 
-def held_evidence(rows):
+def held_evidence(rows: DataFrame) -> Evidence:
     """evidence's (handles, keys, copies) of ledger rows an earlier night wrote: each row's handles, its
     UNIQ_KEY, its copy. Joined with a night's, the rows come out as one run over both nights would make them."""
     from pyspark.sql import functions as F
@@ -501,7 +522,8 @@ def held_evidence(rows):
     return handles.select(*HANDLE, *(f.name for f in HANDLE_TYPE if f.name not in HANDLE)), keys, copies
 
 
-def settle(handles, keys, copies, committed, cut):
+def settle(handles: DataFrame, keys: DataFrame, copies: DataFrame, committed: Mapping[str, int],
+           cut: Mapping[str, Sequence[str]] | Column) -> DataFrame:  # `cut` is reused below as a Column
     """The ledger (LEDGER_SCHEMA's columns) of evidence's (handles, keys, copies); `committed`: revive_offsets',
     `cut`: retry_cut's. A message is lost only when its key is known (the run read it: its copy was looked for),
     the revive service passed its last checkpoint, and its POP retry topic was read to its end; else, neither
@@ -573,7 +595,7 @@ def _cut_short(cut):
     return F.coalesce(F.arrays_overlap(short, mine), F.lit(False))
 
 
-def count_rows(ledger):
+def count_rows(ledger: DataFrame) -> list[dict[str, Any]]:
     """Per (broker, group): popped, acked, revived, in flight, lost, redeliveries (rows of messages popped from a
     POP retry topic: a revived message delivered again), time to ack (acked_time - first_pop_time, ms: exact
     median and max). Small: a row per group, collected."""
@@ -592,7 +614,8 @@ def count_rows(ledger):
                   key=lambda r: (r["broker"] or "", r["group"] or ""))
 
 
-def pop_summary(counts, table=None, across=LAKE):
+def pop_summary(counts: list[dict[str, Any]], table: list[dict[str, Any]] | None = None,
+                across: str = LAKE) -> dict[str, Any]:
     """summary.json's `pop`: the night's counts per (broker, group) and their totals; with a ledger merged across
     nights (`table`: its counts), the same of it under `across`: `lake` (NS.pop) or `carried` (a Parquet night's
     pop/, an earlier night's carried into it: carried_ledger)."""
@@ -601,7 +624,7 @@ def pop_summary(counts, table=None, across=LAKE):
     return out if table is None else dict(out, **{across: pop_summary(table)})
 
 
-def across_nights(pop):
+def across_nights(pop: Mapping[str, Any]) -> Mapping[str, Any]:
     """summary.json's `pop` as known across nights: the lake's or the carried ledger's when there is one, else the
     night's own."""
     return pop.get(LAKE) or pop.get(CARRIED) or pop
@@ -620,7 +643,7 @@ STATE_WORDS = {  # what each state means, as the report says it
 POP_COLUMNS = ("popped", "acked", "revived", "inflight", "lost", "redeliveries", "ack_ms_median", "ack_ms_max")
 
 
-def report_section(pop, escape):
+def report_section(pop: Mapping[str, Any] | None, escape: Callable[[Any], str]) -> str:
     """The report's section (HTML) of summary.json's `pop`: the states in words, a stacked bar per (broker, group)
     and the counts' table, as known across nights (across_nights); "" without any. `escape`: the report's HTML
     escape."""
@@ -640,7 +663,7 @@ def report_section(pop, escape):
     return "".join(out) + "</table>\n"
 
 
-def lost_warnings(counts):
+def lost_warnings(counts: Iterable[Mapping[str, Any]]) -> list[str]:
     """The operator's alarm: messages the revive service passed without acking or reviving them (`counts`: the
     lake's when there is one, which knows what earlier nights read)."""
     return [f"POP: {r['lost']} message(s) of group {r['group']}" + (f" (broker {r['broker']})" if r["broker"] else "")

@@ -24,7 +24,11 @@ writes the properties string before it clears DELAY), same UNIQ_KEY.
 Left out: messages whose real topic is a system topic (`rmq_sys_`: 5.x POP's checkpoints, which the wheel carries
 to the revive log) or a retry or dead-letter topic (a consumer's retries go through the same queues, several per
 UNIQ_KEY): they are no scheduled message a producer sent."""
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +38,13 @@ from jobs.ledgers.report_bars import stacked_bars, states_in_words
 from jobs.ledgers.spark_io import write_ledger_table
 from jobs.policy import report_damage
 from schemas.log.layout import LMQ_PREFIX
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+    from pyspark.sql import DataFrame, SparkSession
+
+# `plan` below is a jobs.plan.replay_plan.ReplayPlan, `out` a jobs.task.split_task.Pieces (or explain's audit) and
+# `planned` a jobs.plan.cluster.ClusterPlan: of layers above the ledgers (setup.cfg [importlinter]), so typed Any here
 
 WHEEL_TOPIC = "rmq_sys_wheel_timer"  # 5.x TimerMessageStore.TIMER_TOPIC
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # 4.x TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
@@ -50,7 +61,7 @@ _LONG = r"^[+-]?[0-9]{1,18}$"
 _INT = r"^[+-]?[0-9]{1,9}$"
 
 
-def timer_topics(topics_present, narrowed=()):
+def timer_topics(topics_present: Collection[str], narrowed: Collection[str] = ()) -> set[str]:
     """The topics the ledger reads whatever the subscriptions: the timer wheel's (5.x), when the store has it and
     --topics (`narrowed`) does not leave it out. Not 4.x's SCHEDULE_TOPIC_XXXX: a broker lists its 18 queues in
     topics.json and writes only those of the levels used, so reading it unasked would rebuild (walk the whole
@@ -59,7 +70,7 @@ def timer_topics(topics_present, narrowed=()):
     return {WHEEL_TOPIC} if WHEEL_TOPIC in topics_present and (not narrowed or WHEEL_TOPIC in narrowed) else set()
 
 
-def timer_events(plan, topic, messages, out, units=None):
+def timer_events(plan: Any, topic: str, messages: pa.Table, out: Any, units: pa.Table | None = None) -> pa.Table | None:
     """The TIMER_EVENT_SCHEMA rows of a decoded batch of `topic` (None when it holds none); `units`: the batch's
     consume-queue units, row for row (a 4.x scheduled record's deliver time is its unit's tag code; None: unknown,
     as for explain, which reads records, not units). A wheel
@@ -148,7 +159,7 @@ def _audit(plan, out, sel, bad, has_topic, out_ok):
         report_damage(plan, out, sel, at, f"{reason}: left out of the timer ledger", path, kept=True)
 
 
-def add_timer_pieces(plan, topic, units, messages, out):
+def add_timer_pieces(plan: Any, topic: str, units: pa.Table | None, messages: pa.Table, out: Any) -> None:
     """A decoded batch's `timer_event` piece (when it holds any) and its `timer_clock` (the latest store time
     it holds: overdue timers are counted against the latest record the run read)."""
     if not messages.num_rows:
@@ -161,18 +172,18 @@ def add_timer_pieces(plan, topic, units, messages, out):
     out.add("timer_clock", int(pc.max(messages.column("store_timestamp")).as_py()))
 
 
-def fate(events):
+def fate(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The ledger row (jobs/ledgers/timer.LEDGER_SCHEMA's columns but broker) of one message's events (dicts
     of TIMER_EVENT_SCHEMA, a handful: explain --key's), by the rules the job's Spark step pairs them with: the
     first scheduled record, delivered copy and cancel marker in commit-log order; delivered over cancelled over
     pending."""
-    first = {}
+    first: dict[str, Mapping[str, Any]] = {}
     for e in sorted(events, key=lambda e: e["commitlog_offset"]):
         first.setdefault(e["kind"], e)
     s, d, c = (first.get(k) for k in (SCHEDULED, DELIVERED, CANCEL))
     known = [x for x in (s, d, c) if x is not None]
 
-    def pick(name):
+    def pick(name: str) -> Any:
         return next((x[name] for x in known if x[name] is not None), None)
     deliver_ms = pick("deliver_ms")
     return {"uniq_key": known[0]["uniq_key"], "real_topic": pick("real_topic"), "real_queue_id": pick("real_queue_id"),
@@ -198,7 +209,10 @@ LEDGER_SCHEMA = pa.schema([
 COUNT_FIELDS = ("delivered", "pending", "cancelled", "overdue", "overdue_by_wheel", "lag_ms_median", "lag_ms_max")
 
 
-def write_ledger(spark, out_uri, where, written, reads, overdue_ms, held=None, event_files=()):
+def write_ledger(
+        spark: SparkSession, out_uri: str, where: tuple[pafs.FileSystem, str], written: dict[str, tuple[int, int, int]],
+        reads: Reads, overdue_ms: int, held: DataFrame | None = None, event_files: Sequence[str] = ()
+) -> tuple[dict[str, tuple[int, int, int]], list[dict[str, Any]]]:
     """OUT/timers/ from the run's committed timer events (`written`: the sink's {output: (files, rows, bytes)}),
     then the events removed (`where`: OUT's (filesystem, path)). Returns ({output: (files, rows, bytes)} of
     timers/, the counts per (broker, real topic): count_rows' rows). `reads`: what the run read of each broker
@@ -211,7 +225,7 @@ def write_ledger(spark, out_uri, where, written, reads, overdue_ms, held=None, e
                               event_files)
 
 
-def pair(events):
+def pair(events: DataFrame) -> DataFrame:
     """The ledger (LEDGER_SCHEMA's columns) of a DataFrame of timer events: per (broker, UNIQ_KEY) its first
     scheduled record, delivered copy and cancel marker (the first in commit-log order: a message parked beyond
     the roll window is stored again in the wheel, one message still), joined. Delivered wins over a cancel that
@@ -219,7 +233,7 @@ def pair(events):
     row with what it tells."""
     from pyspark.sql import functions as F
 
-    def first_of(kind, name, fields):
+    def first_of(kind: str, name: str, fields: Sequence[str]) -> DataFrame:
         return events.where(F.col("kind") == kind).groupBy("broker", "uniq_key").agg(
             F.min_by(F.struct(*fields), F.col("commitlog_offset")).alias(name))
 
@@ -245,7 +259,7 @@ KNOWN = ("real_topic", "real_queue_id", "deliver_ms", "scheduled_store_timestamp
          "cancelled_store_timestamp")
 
 
-def merged(old, new):
+def merged(old: DataFrame, new: DataFrame) -> DataFrame:
     """Ledger rows of two runs (an Iceberg table's and a night's) as one row per (broker, UNIQ_KEY): each
     column what the night tells, else what the table held (a pending row's scheduled record and a later
     night's delivered copy), the state settled again. Merging a night twice gives the same rows."""
@@ -256,7 +270,7 @@ def merged(old, new):
                                                        for name in KNOWN)))
 
 
-def settled(rows):
+def settled(rows: DataFrame) -> DataFrame:
     """LEDGER_SCHEMA's columns of rows holding what is known (KNOWN, broker, uniq_key): delivered when a copy
     was delivered (a cancel that came too late then counts for nothing), else cancelled when a marker was
     stored, else pending; the lag of a delivered one."""
@@ -272,7 +286,7 @@ def settled(rows):
     return rows.select(*(columns.get(name, F.col(name)) for name in LEDGER_SCHEMA.names))
 
 
-def count_rows(ledger, reads, overdue_ms):
+def count_rows(ledger: DataFrame, reads: Reads, overdue_ms: int) -> list[dict[str, Any]]:
     """Per (broker, real topic): delivered, pending, cancelled, overdue (pending, of a topic the run read, due
     more than overdue_ms before the latest record the run read of its broker, or before the wheel's own read time:
     `reads`), overdue_by_wheel (those of them due before the wheel's read time, config/timercheck's lastReadTimeMs:
@@ -318,10 +332,10 @@ class Reads:
     wheel: dict = field(default_factory=dict)  # {broker: epoch ms}
 
 
-def timer_reads(reports, planned):
+def timer_reads(reports: Iterable[Mapping[str, Any]], planned: Any) -> Reads:
     """Reads of a run: the clocks from the tasks' `timer_clock` rows, the topics and the wheel's read time from
     each broker's plan."""
-    clocks = {}
+    clocks: dict[str | None, int] = {}
     for r in reports:
         if r["kind"] == "timer_clock":
             clocks[r["broker"]] = max(clocks.get(r["broker"], r["last"]), r["last"])
@@ -330,7 +344,7 @@ def timer_reads(reports, planned):
                   if part.plan.timer_wheel_read is not None})
 
 
-def timers_summary(counts):
+def timers_summary(counts: list[dict[str, Any]]) -> dict[str, Any]:
     """summary.json's `timers`: the counts per (broker, real topic) and their totals (the lag's largest)."""
     lags = [r["lag_ms_max"] for r in counts if r["lag_ms_max"] is not None]
     summed = ("delivered", "pending", "cancelled", "overdue", "overdue_by_wheel")
@@ -349,12 +363,13 @@ STATE_WORDS = {  # what each state means, as the report says it
 }
 
 
-def report_section(timers, escape):
+def report_section(timers: Mapping[str, Any] | None, escape: Callable[[Any], str]) -> str:
     """The report's section (HTML) of summary.json's `timers`: the states in words, a stacked bar per (broker,
     real topic) and the counts' table; "" without any. `escape`: the report's HTML escape."""
     topics = (timers or {}).get("topics") or []
     if not topics:
         return ""
+    assert timers is not None  # its topics are
     out = ["<h2>Timer messages per real topic (OUT/timers/)</h2>",
            states_in_words(timers["totals"], STATE_WORDS, escape),
            stacked_bars({(t["broker"] or "", t["real_topic"] or ""): t for t in topics}, STATE_WORDS, escape),
@@ -366,7 +381,7 @@ def report_section(timers, escape):
     return "".join(out) + "</table>\n"
 
 
-def overdue_warnings(counts, overdue_ms):
+def overdue_warnings(counts: Iterable[Mapping[str, Any]], overdue_ms: int) -> list[str]:
     """The operator's alarm: pending timers due well before the latest record read (a stuck wheel); and the
     pending ones whose real topic the run did not read (their state is only what the wheel's records tell)."""
     out = []

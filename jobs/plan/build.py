@@ -2,10 +2,14 @@
 
 Only metadata is handled here (file names, sizes, config JSON, and the head and tail of each consume-queue
 file the run needs: jobs/plan/cq_index.py); the rest of the store's bytes are read by the tasks."""
+from __future__ import annotations
+
 import logging
 import os
 import tempfile
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
@@ -37,6 +41,16 @@ from schemas.store.config import (
     load_store_config,
 )
 from schemas.store.timer_wheel import read_timer_state
+
+if TYPE_CHECKING:
+    from filtering.subscriptions import CompiledSubscription, Subscription
+    from jobs.plan.brokers import Broker
+    from schemas.log.files import CommitLog
+    from schemas.store.config import ConsumerFilterData, StoreConfig, TopicConfig
+    from schemas.store.store import StoreLayout
+
+# `options` below is a jobs.settings.JobOptions and `scope` a sink's (jobs/sinks/iceberg/tables.LakeScope): of
+# layers above the plan (setup.cfg [importlinter]), so typed Any here
 
 log = logging.getLogger("mqreplay")
 
@@ -70,7 +84,8 @@ class LostUnits:
     file: str
 
 
-def build_plan(options, broker=None, several=False, layout=None, scope=None):
+def build_plan(options: Any, broker: Broker | None = None, several: bool = False, layout: StoreLayout | None = None,
+               scope: Any = None) -> Planned:
     """Everything the tasks need; with on_corrupt=fail the first problem found in what the run reads (the
     listing of the queues it needs, the config) stops the job here. `broker`: the store's
     jobs/plan/brokers.Broker (its filesystem and root, resolved once; its name every row carries), None:
@@ -187,7 +202,8 @@ def _build_plan(options, broker, several, layout, scope):
                    window.ranges, units, (regs, everything, topics_present) if several else None, options.window)
 
 
-def plan_from_config(options, config, topics_present, fs, log):
+def plan_from_config(options: Any, config: StoreConfig, topics_present: Collection[str] | None, fs: pafs.FileSystem,
+                     log: CommitLog) -> tuple[ReplayPlan, list[CompiledSubscription]]:
     """(ReplayPlan, every compiled subscription, failed ones included) of a run over all subscriptions, from
     the store's config, its topic names, its filesystem and its commit log (a CommitLog) alone: what
     jobs/explain/__init__.py decides one unit with, without build_plan's listing and checks of every queue. The
@@ -240,7 +256,7 @@ def _stored_sql92(config, problems):
 READ_QUEUE_TYPES = ("SimpleCQ", "BatchCQ")
 
 
-def unreadable_reason(config):
+def unreadable_reason(config: TopicConfig) -> str | None:
     """Why this version cannot replay a topic (a 5.x attribute it does not read), None when it can."""
     attributes = config.attributes or {}
     if str(attributes.get("cleanup.policy", "DELETE")).upper() == "COMPACTION":
@@ -264,7 +280,8 @@ def _unreadable_topics(topic_configs, selected):
     return [f"topic {t!r} left alone: {why}" for t, why in unreadable.items()]
 
 
-def names_that_match_nothing(options, regs, subs, topics_present):
+def names_that_match_nothing(options: Any, regs: Iterable[Registration], subs: Iterable[Subscription],
+                             topics_present: Collection[str]) -> list[str]:
     """_names_that_match_nothing over several brokers: `subs` and `topics_present` of all of them."""
     return _names_that_match_nothing(options, regs, subs, topics_present)
 
@@ -347,7 +364,8 @@ def _audited(ranges, window):
     return tuple((t, q, a if lower else -(1 << 62), b if upper else 1 << 62) for t, q, a, b in ranges)
 
 
-def needed_topics(subscriptions, stored_filters, groups=(), topics=()):
+def needed_topics(subscriptions: Iterable[CompiledSubscription], stored_filters: Iterable[ConsumerFilterData],
+                  groups: Collection[str] = (), topics: Collection[str] = ()) -> set[str]:
     """Topics whose consume queues the run reads: those of its subscriptions (the %RETRY% topics they
     include), and those of the store's SQL92 registrations, whose stored bitmaps the audit compares;
     within --groups and --topics, so that a narrowed run reads nothing else."""
@@ -357,7 +375,7 @@ def needed_topics(subscriptions, stored_filters, groups=(), topics=()):
     return needed
 
 
-def read_topics(options, topics_present):
+def read_topics(options: Any, topics_present: set[str]) -> set[str]:
     """Topics a plain read reads: every topic of the store, or those of read_topics it has."""
     return topics_present if options.read_topics is None else topics_present & set(options.read_topics)
 
@@ -429,7 +447,7 @@ WITHOUT = {TOPICS_FILE: "the topics' queue counts are unknown (a queue the consu
            CONSUMER_OFFSET_FILE: "no group's committed offset is known (--from committed)"}
 
 
-def config_file_warnings(config, needed, broker, sql92=True):
+def config_file_warnings(config: StoreConfig, needed: Iterable[str], broker: Broker, sql92: bool = True) -> list[str]:
     """A warning per config file the run reads that is missing or unreadable (a damaged one read as absent under
     --on-corrupt skip): what the run cannot know without it; for topics.json of a store given without a name,
     that the store does not name its broker (the name its rows carry, and its identity in a lake). A missing
@@ -451,14 +469,16 @@ def config_file_warnings(config, needed, broker, sql92=True):
     return out
 
 
-def config_files(options):
+def config_files(options: Any) -> tuple[str, ...]:
     """The store's config files a run reads: the SQL92 registrations (stage 1 and the bitmap audit), the topics'
     queue counts (a queue the consume queue lacks is rebuilt or audited, never silently missing), and the
     committed offsets for --from committed. subscriptionGroup.json is not read."""
     return (CONSUMER_FILTER_FILE, TOPICS_FILE) + ((CONSUMER_OFFSET_FILE,) if options.start_from == "committed" else ())
 
 
-def load_store_config_at(fs, root, needed, on_corrupt=CorruptPolicy.FAIL, problems=None):
+def load_store_config_at(fs: pafs.FileSystem, root: str, needed: Collection[str],
+                         on_corrupt: CorruptPolicy = CorruptPolicy.FAIL,
+                         problems: list[dict[str, Any]] | None = None) -> StoreConfig:
     """The `needed` config files of the store at `root` on `fs` (remote ones are copied through pyarrow to a
     temporary directory first). With a CorruptPolicy that skips, a malformed file is recorded in `problems` and read as
     absent."""

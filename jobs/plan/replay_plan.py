@@ -1,8 +1,16 @@
 """The plan a replay task needs besides its units: built on the driver (jobs/plan/build.py), shipped to every
 task."""
+from __future__ import annotations
+
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from jobs.policy import CorruptPolicy
+
+if TYPE_CHECKING:
+    from schemas.log.files import CommitLog
+
+# `options` below is a jobs.settings.JobOptions: of a layer above the plan (setup.cfg [importlinter]), so typed Any
 
 
 @dataclass(frozen=True)
@@ -54,33 +62,33 @@ class ReplayPlan:
     traces: object = None
 
     @property
-    def skips_damage(self):
+    def skips_damage(self) -> bool:
         """--on-corrupt skip: damaged data is audited and left out; otherwise it stops the run."""
         return self.on_corrupt.skips
 
     @property
-    def sql92_properties(self):
+    def sql92_properties(self) -> tuple[str, ...]:
         """The property names the run's SQL92 expressions read (the registrations' and the subscriptions'): the
         decode encodes each as a dictionary column (schemas/log/records.py `coded`)."""
-        names = {}
+        names: dict[str, None] = {}
         for c in (*self.registrations, *self.subscriptions):
             if c.sql is not None:
                 names.update(dict.fromkeys(c.sql.properties))
         return tuple(names)
 
     @property
-    def walks_records(self):
+    def walks_records(self) -> bool:
         """Whether the tasks walk their splits' records (to rebuild units, or to audit them): splits then start
         at records (split_units.snap_to_records)."""
         return any(s.WALKS_RECORDS for s in self.units) or self.audit_queues is not None
 
-    def for_split(self, start, end):
+    def for_split(self, start: int, end: int) -> ReplayPlan:
         """The plan as one split's task needs it: each units source cut to the split (a data source partition
         ships only that)."""
         return replace(self, units=tuple(s.for_split(start, end) for s in self.units))
 
 
-def replay_plan(options, log, **facts):
+def replay_plan(options: Any, log: CommitLog, **facts: Any) -> ReplayPlan:
     """The ReplayPlan of a run's JobOptions, its commit log and what the driver found (`facts`: ReplayPlan's other
     fields). The split size is the option's, at most a commit-log file."""
     return ReplayPlan(

@@ -8,9 +8,13 @@ embedded too, as `<script type="application/json" id="report-data">`, for a sche
 Everything a store, a subscription or a producer named (groups, topics, expressions, property values) is
 escaped for where it lands: HTML text and attributes, SVG text, and the JSON inside <script>, where `<`, `>`
 and `&` are written as \\u escapes so that no `</script>` can end the element."""
+from __future__ import annotations
+
 import datetime
 import html
 import json
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from filtering.topic_replay import timeline_width
 from jobs.ledgers import pop as pop_ledger
@@ -25,7 +29,8 @@ COLORS = {"delivered": "#2e7d32", "collided": "#ef6c00", "filtered": "#b0bec5"}
 CHART_W, CHART_H = 720, 110
 
 
-def report_data(summary, timelines, status):
+def report_data(summary: Mapping[str, Any], timelines: Mapping[tuple[str, ...], Timeline], status: int
+                ) -> dict[str, Any]:
     """The page's data: the run, and per subscription its counters and timeline on the run's one time axis
     ([bucket start ms, delivered], with collided and filtered beside it)."""
     axis, width = _axis(timelines)
@@ -63,7 +68,7 @@ def report_data(summary, timelines, status):
             "pop_lost": [g for g in settled["groups"] if g["lost"]]}
 
 
-def needs_attention(subs):
+def needs_attention(subs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """[{broker, group, topic, why}] of the subscriptions a reader must look at first: an expression that failed
     to parse or parsed with a warning, units skipped as damaged, and one that delivered nothing of the units in its
     scope. A subscription with no unit in scope is quiet, not an alarm: an incremental night in which its topic
@@ -86,7 +91,7 @@ def needs_attention(subs):
     return out
 
 
-def threw(subs):
+def threw(subs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """[{broker, group, topic, why}] of the expressions that threw on some messages (not delivered, as RocketMQ's
     broker does): said once, in a note, not in the attention list or the headline."""
     return [{"broker": s.get("broker"), "group": s["group"], "topic": s["topic"],
@@ -113,7 +118,7 @@ def _on_axis(timeline, axis, width):
     return [wide.counts.get(b, [0, 0, 0]) for b in axis]
 
 
-def render(summary, timelines, status):
+def render(summary: Mapping[str, Any], timelines: Mapping[tuple[str, ...], Timeline], status: int) -> str:
     """The whole page: trouble first (the headline, POP messages lost, what needs attention, damaged units,
     every subscription in one table, the notes, the POP groups), then the run and the charts."""
     data = report_data(summary, timelines, status)
@@ -248,7 +253,7 @@ def _notes(data):
                 for n in data["notes"]) + "</ul>\n")
 
 
-def window_text(window):
+def window_text(window: Mapping[str, Any]) -> str:
     """The window in words: the bounds asked, and how many units of how many queues it covered (the queues'
     offsets are in summary.json and offsets.json); a cluster's, broker by broker."""
     if "units" not in window:  # {broker: window} of a run of several brokers

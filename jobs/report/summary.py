@@ -1,18 +1,30 @@
 """What a run says it did: summary.json (counters per group and topic, the bitmap audit per topic, warnings)
 from the tasks' reports, the console table, and the exit code that goes with it."""
+from __future__ import annotations
+
 import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from jobs.ledgers.pop import CARRIED, LAKE
 from jobs.plan.window import describe
 from jobs.report.timeline import Timeline
 from schemas.arrow_schemas import STAT_FIELDS, TOPIC_STAT_FIELDS
 
+if TYPE_CHECKING:
+    from jobs.plan.build import Planned
+
+# `options` below is a jobs.settings.JobOptions: of a layer above the report (setup.cfg [importlinter]), so typed Any
+
 
 class Counters:
     """What the tasks counted, summed over tasks: per (group, topic), per topic, and the audit's size."""
 
-    def __init__(self, groups=None, topics=None, examples=None, corrupt_items=0, uninflated_bodies=0,
-                 timelines=None, rebuilt=(), cq_findings=0):
+    def __init__(self, groups: dict[tuple[str, str], dict[str, int]] | None = None,
+                 topics: dict[str, dict[str, int]] | None = None, examples: dict[tuple[str, str], str] | None = None,
+                 corrupt_items: int = 0, uninflated_bodies: int = 0,
+                 timelines: dict[tuple[str, str], Timeline] | None = None,
+                 rebuilt: tuple[tuple[str, int, int, int], ...] = (), cq_findings: int = 0) -> None:
         self.groups, self.topics = groups or {}, topics or {}
         self.rebuilt = rebuilt  # ((topic, queue_id, first, end), ...): the offsets the rebuilt queues' units cover
         self.cq_findings = cq_findings  # rows of audit/consume_queue: --audit-consume-queue's findings
@@ -21,8 +33,13 @@ class Counters:
         self.uninflated_bodies = uninflated_bodies  # rows of audit/bodies: bodies beyond max_body_mb, left null
 
     @classmethod
-    def of(cls, reports, driver_problems=0):
+    def of(cls, reports: Iterable[Mapping[str, Any]], driver_problems: int = 0) -> Counters:
         """The counters of the successful attempts' reports (jobs/output/writers.py's report rows)."""
+        groups: dict[tuple[str, str], dict[str, int]]
+        topics: dict[str, dict[str, int]]
+        examples: dict[tuple[str, str], str]
+        timelines: dict[tuple[str, str], Timeline]
+        marks: list[Mapping[str, Any]]
         groups, topics, examples, corrupt, bodies, timelines, marks = {}, {}, {}, driver_problems, 0, {}, []
         cq_findings = 0
         for r in reports:
@@ -45,12 +62,12 @@ class Counters:
         return cls(groups, topics, examples, corrupt, bodies, timelines, rebuilt_ranges(marks), cq_findings)
 
 
-def rebuilt_ranges(marks):
+def rebuilt_ranges(marks: Iterable[Mapping[str, Any]]) -> tuple[tuple[str, int, int, int], ...]:
     """((topic, queue_id, first, end), ...) of the rebuilt queues, from the splits' queue marks
     (split_units.QUEUE_MARKS_SCHEMA rows): a queue ends at its first unit stored at or after --until where a
     split saw one, else one past the last before it; it starts at its first unit stored at or after --since
     (at its end when it has none in the window)."""
-    merged = {}
+    merged: dict[tuple[str, int], tuple[Any, Any, Any]] = {}  # (first, end, after): offsets or None
     for m in marks:
         first, end, after = merged.get((m["topic"], m["queue_id"]), (None, None, None))
         end = end if m["end"] is None else max(end or 0, m["end"])
@@ -72,7 +89,7 @@ def _add(into, names, values):
         into[name] = into.get(name, 0) + value
 
 
-def build_summary(planned, counters, options):
+def build_summary(planned: Planned, counters: Counters, options: Any) -> dict[str, Any]:
     """summary.json: per group and topic every counter, per topic the bitmap audit, failed subscriptions
     with RocketMQ's status, and the warnings a user must read."""
     rows = []
@@ -94,6 +111,7 @@ def build_summary(planned, counters, options):
         rows.append(row)
     topics = [{"topic": t, **{name: int(v.get(name) or 0) for name in TOPIC_STAT_FIELDS}}
               for t, v in sorted(counters.topics.items())]
+    assert planned.sources is not None  # build_plan's: always chosen
     return {
         "store": options.store,
         "from": options.start_from,
@@ -155,7 +173,7 @@ def _body_warnings(counters, options):
             "delivered with a null body; listed in OUT/audit/bodies/"]
 
 
-def exit_code(summary):
+def exit_code(summary: Mapping[str, Any]) -> int:
     """0 clean; 4 finished, but damaged data was skipped (audit/corrupt) or the consume-queue audit found units
     that disagree with the commit log (audit/consume_queue); 3 some subscription failed."""
     if summary.get("corrupt_items") or summary.get("consume_queue_audit"):
@@ -165,7 +183,7 @@ def exit_code(summary):
     return 0
 
 
-def summary_table(summary):
+def summary_table(summary: Mapping[str, Any]) -> str:
     """The summary as a fixed-width text table (stdout: what a pipe takes), then what a user must read
     (summary_notes: stderr)."""
     heads = ["group", "topic", "units", "skipped", "stage1", "broker", "client", "collisions", "bloom_fp",
@@ -196,6 +214,8 @@ def summary_table(summary):
         names = ["broker", "topic", "fate", "transactions", "stuck", "committed_twice"]
         out += _table(names, [[str(t[k]) for k in names] for t in transactions])
     names = ["popped", "acked", "revived", "inflight", "lost", "redeliveries", "ack_ms_median", "ack_ms_max"]
+    pop: Any  # summary.json's sections, JSON: each a dict or None
+    c: Any
     for title, pop in (("POP consumption per group (what the run's records tell)", summary.get("pop")),
                        ("POP consumption per group in the lake (NS.pop, across nights)",
                         (summary.get("pop") or {}).get(LAKE)),
@@ -222,7 +242,7 @@ def summary_table(summary):
     return "\n".join(out)
 
 
-def summary_notes(summary):
+def summary_notes(summary: Mapping[str, Any]) -> list[str]:
     """What a user must read, a line each, for stderr: the errors of subscriptions, then the warnings."""
     out = [f"error: {r['group']}/{r['topic']}: {r['error']}" for r in summary["subscriptions"] if r.get("error")]
     return out + [f"warning: {w}" for w in summary.get("warnings", [])]
@@ -252,7 +272,7 @@ def _width(text):
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
-def cluster_summary(summaries):
+def cluster_summary(summaries: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
     """summary.json of a run of brokers from each broker's (build_summary's): `summaries` [(name, summary)].
     One broker's summary is as before, with its `broker`; several
     brokers' rows (subscriptions, bitmap audit topics, store problems) each name their broker, warnings say

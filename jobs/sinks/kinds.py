@@ -12,11 +12,15 @@ Each sink names its task-side writer (`writer`: jobs/output/writers.py's SplitWr
 parts otherwise); the layout (jobs/output/layouts.py) is the options' object, which the writer asks. A new sink is one
 `Sink` subclass here (or in a module of its own), its writer when its parts differ, its entry in SINKS, and its
 tests (docs/design.md, "Adding a sink")."""
+from __future__ import annotations
+
 import abc
 import os
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
@@ -25,7 +29,7 @@ from jobs.ledgers.pop import carried_ledger, write_pop_ledger
 from jobs.ledgers.timer import write_ledger
 from jobs.ledgers.traces import write_trace_ledgers
 from jobs.ledgers.transactions import write_transactions
-from jobs.output.layouts import NORMALIZED
+from jobs.output.layouts import NORMALIZED, Normalized, Wide
 from jobs.output.place import Place
 from jobs.output.writers import (
     POP_EVENTS,
@@ -43,6 +47,7 @@ from jobs.output.writers import (
 )
 from jobs.sinks.iceberg import tables as lake_sink
 from jobs.sinks.iceberg.ledger_tables import (
+    HeldTable,
     commit_consumption,
     commit_pop,
     commit_timers,
@@ -56,6 +61,19 @@ from jobs.sinks.iceberg.ledger_tables import (
 from jobs.task.cq_audit import CQ_AUDIT_SCHEMA
 from schemas.arrow_schemas import CORRUPT_SCHEMA
 
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+    from pyspark.sql import SparkSession
+
+    from jobs.ledgers.timer import Reads
+    from jobs.plan.brokers import Broker
+    from jobs.plan.cluster import ClusterPlan
+
+    Written = dict[str, tuple[int, int, int]]  # {output: (files, rows, bytes)}
+    Counts = list[dict[str, Any]]  # a ledger's count rows
+
+# `options` below is a jobs.settings.JobOptions: of a layer above the sinks (setup.cfg [importlinter]), so typed Any
+
 
 class Sink(abc.ABC):
     """The protocol every sink follows; each hook's default is what a sink that has nothing to add does."""
@@ -64,7 +82,7 @@ class Sink(abc.ABC):
     writer = SplitWriter  # the task-side writer of a split's parts (jobs/output/writers.py)
 
     @classmethod
-    def of(cls, choice, brokers):
+    def of(cls, choice: SinkChoice, brokers: Sequence[Broker]) -> tuple[Sink, str | None]:
         """(the sink of the command line's choice (SinkChoice), the --starting-offsets it reads: None, the
         command line's); UsageError for what goes with another sink."""
         if choice.catalog.given:
@@ -73,45 +91,49 @@ class Sink(abc.ABC):
             raise UsageError("--starting-offsets iceberg reads the Iceberg tables' offsets: give --sink iceberg")
         return cls(), None
 
-    def spec(self, out, options):
+    def spec(self, out: Place, options: Any) -> SinkSpec:
         """What every task writes, shipped with the plan: under the temporary OUT, in the run's layout."""
         return SinkSpec(out, options.layout, options.with_body, self.writer)
 
-    def scope(self):
+    def scope(self) -> lake_sink.LakeScope | None:
         """What the plan takes from what the sink holds (jobs/plan/build.py: where each group starts, what it holds
         already), read once before the plan; None: nothing (the command line's window)."""
         return None
 
-    def check(self, planned, clean_stale):
+    def check(self, planned: ClusterPlan, clean_stale: bool) -> None:
         """Refuse, before Spark starts, what the sink cannot take (UsageError)."""
 
     @abc.abstractmethod
-    def commit(self, out, reports, planned, options):
+    def commit(self, out: Place, reports: list[dict[str, Any]], planned: ClusterPlan, options: Any) -> Written:
         """{output: (files, rows, bytes)} of what the successful attempts (and the driver) wrote."""
 
-    def ledger(self, spark, out, where, written, reads, options):
+    def ledger(self, spark: SparkSession, out: str, where: tuple[pafs.FileSystem, str], written: Written,
+               reads: Reads, options: Any) -> Counts | None:
         """The timer ledger's counts per (broker, real topic), its outputs put into `written` (None: none made)."""
         return None
 
-    def pop_ledger(self, spark, out, where, written, planned, earlier=None):
+    def pop_ledger(self, spark: SparkSession, out: str, where: tuple[pafs.FileSystem, str], written: Written,
+                   planned: ClusterPlan, earlier: str | None = None) -> tuple[Counts, Counts | None, list[str]] | None:
         """(the POP ledger's counts per (broker, group) of the night, of the ledger it merged into or None, its
         warnings), its outputs put into `written` (None: none made). `earlier`: the offsets.json the night starts
         from."""
         return None
 
-    def transactions(self, spark, out, where, written, reads, window_ms):
+    def transactions(self, spark: SparkSession, out: str, where: tuple[pafs.FileSystem, str], written: Written,
+                     reads: Reads, window_ms: Mapping[str | None, int]) -> Counts | None:
         """The transaction ledger's counts per (broker, topic, fate), its outputs put into `written` (None: none
         made)."""
 
-    def trace_ledger(self, spark, out, where, written, planned):
+    def trace_ledger(self, spark: SparkSession, out: str, where: tuple[pafs.FileSystem, str], written: Written,
+                     planned: ClusterPlan) -> tuple[Counts, Counts | None] | None:
         """(the trace ledgers' counts per (broker, group, final) of the night, of the table it merged into or None),
         their outputs put into `written` (None: none made)."""
         return None
 
-    def publish(self, out, summary, planned, options, run):
+    def publish(self, out: Place, summary: dict[str, Any], planned: ClusterPlan, options: Any, run: str) -> None:
         """What the sink adds to the summary once the outputs are committed, before OUT is published."""
 
-    def in_attempts(self):
+    def in_attempts(self) -> dict[str, str]:
         """{final name: attempt's file} (relative to the temporary OUT) of the parts OUT's publish copies from
         where their attempts wrote them (outputs.OutputRun.publish)."""
         return {}
@@ -124,7 +146,7 @@ class FileSink(Sink):
 
     kept: dict = {}  # {output: [(attempt's file, final name)]}
 
-    def commit(self, out, reports, planned, options):
+    def commit(self, out: Place, reports: list[dict[str, Any]], planned: ClusterPlan, options: Any) -> Written:
         """{output: (files, rows, bytes)}: the successful attempts' files at their names where a rename is one
         step (on an object store left where their attempts wrote them: `kept`), the driver's parts (damage found
         while planning), and an empty table for every answer with no row."""
@@ -141,7 +163,8 @@ class FileSink(Sink):
             write_driver_part(out, "audit/consume_queue", CQ_AUDIT_SCHEMA.empty_table())  # of no row
         return written
 
-    def ledger(self, spark, out, where, written, reads, options):
+    def ledger(self, spark: SparkSession, out: str, where: tuple[pafs.FileSystem, str], written: Written,
+               reads: Reads, options: Any) -> Counts | None:
         """The timer ledger (timers/, jobs/ledgers/timer.py) from the committed timer events: its
         {output: (files, rows, bytes)} put into `written`, and its counts per (broker, real topic) returned.
         `where`: OUT's (filesystem, path)."""
@@ -155,7 +178,8 @@ class FileSink(Sink):
         object store), taken out of `kept`: the ledger reads them there, and neither OUT nor a table gets them."""
         return [path for path, _ in self.kept.pop(output, ())] if self.kept else []
 
-    def pop_ledger(self, spark, out, where, written, planned, earlier=None):
+    def pop_ledger(self, spark: SparkSession, out: str, where: tuple[pafs.FileSystem, str], written: Written,
+                   planned: ClusterPlan, earlier: str | None = None) -> tuple[Counts, Counts | None, list[str]] | None:
         """The POP ledger (pop/, jobs/ledgers/pop.py) from the committed POP events: its {output: (files, rows,
         bytes)} put into `written`, (its counts per (broker, group), those of the ledger carried on or None, the
         warnings it has) returned. `where`: OUT's (filesystem, path); `earlier`: the offsets.json the night starts
@@ -175,7 +199,8 @@ class FileSink(Sink):
         written.update(made)
         return counts, table, notes
 
-    def transactions(self, spark, out, where, written, reads, window_ms):
+    def transactions(self, spark: SparkSession, out: str, where: tuple[pafs.FileSystem, str], written: Written,
+                     reads: Reads, window_ms: Mapping[str | None, int]) -> Counts | None:
         """The transaction ledger (transactions/, jobs/ledgers/transactions.py) from the committed transaction
         events: its {output: (files, rows, bytes)} put into `written`, its counts per (broker, topic, fate)
         returned."""
@@ -184,7 +209,8 @@ class FileSink(Sink):
         written.update(made)
         return counts
 
-    def trace_ledger(self, spark, out, where, written, planned):
+    def trace_ledger(self, spark: SparkSession, out: str, where: tuple[pafs.FileSystem, str], written: Written,
+                     planned: ClusterPlan) -> tuple[Counts, Counts | None] | None:
         """OUT/traces/ and OUT/consumption/ (jobs/ledgers/traces.py) from the committed trace events: their
         {output: (files, rows, bytes)} put into `written`, (their counts per (broker, group, final), None)."""
         found = write_trace_ledgers(spark, out, where, written, [p.plan for _, p in planned.parts],
@@ -194,7 +220,7 @@ class FileSink(Sink):
         written.update(found[0])
         return found[1], None
 
-    def in_attempts(self):
+    def in_attempts(self) -> dict[str, str]:
         """{final name: attempt's file} (relative to the temporary OUT) of the parts OUT's publish copies from
         where their attempts wrote them (outputs.OutputRun.publish)."""
         return {final: path for parts in self.kept.values() for path, final in parts}
@@ -213,13 +239,13 @@ class NoopSink(Sink):
     name = "noop"
     writer = CountingSplitWriter
 
-    def spec(self, out, options):
+    def spec(self, out: Place, options: Any) -> SinkSpec:
         return SinkSpec(out, NORMALIZED, options.with_body, self.writer)
 
-    def commit(self, out, reports, planned, options):
+    def commit(self, out: Place, reports: list[dict[str, Any]], planned: ClusterPlan, options: Any) -> Written:
         return {}
 
-    def publish(self, out, summary, planned, options, run):
+    def publish(self, out: Place, summary: dict[str, Any], planned: ClusterPlan, options: Any, run: str) -> None:
         summary["sink"] = "noop: every decision made, nothing written"
 
 
@@ -230,8 +256,13 @@ class IcebergSink(FileSink):
 
     name = "iceberg"
     writer = TableSplitWriter
+    held_timers: HeldTable | None  # each set in __init__, then by its ledger's merge
+    held_pop: HeldTable | None
+    held_transactions: HeldTable | None
+    held_consumption: HeldTable | None
+    out_where: Place | None
 
-    def __init__(self, target):
+    def __init__(self, target: lake_sink.IcebergTarget) -> None:
         self.target = target
         self.held_timers = None  # what NS.timers held when the run merged its ledger (ledger, then publish)
         self.held_pop = None  # what NS.pop held when the run merged its POP ledger (pop_ledger, then publish)
@@ -240,7 +271,7 @@ class IcebergSink(FileSink):
         self.out_where = None  # the temporary OUT (a Place), where the merged ledger waits for publish
 
     @classmethod
-    def of(cls, choice, brokers):
+    def of(cls, choice: SinkChoice, brokers: Sequence[Broker]) -> tuple[Sink, str | None]:
         """Its catalog and the run's stores by what they are; with `--starting-offsets iceberg` no offsets of the
         command line (the plan asks the lake's scope where each group starts)."""
         target = lake_sink.catalog_target(choice.catalog)
@@ -250,12 +281,12 @@ class IcebergSink(FileSink):
         target = lake_sink.with_stores(target, brokers, choice.continuing)
         return cls(target), "{}" if choice.continuing else None
 
-    def scope(self):
+    def scope(self) -> lake_sink.LakeScope | None:
         """With `--starting-offsets iceberg`: the lake's groups' ranges, read once (lake_sink.LakeScope), which the
         plan asks where each of the run's groups starts and what it holds already."""
         return lake_sink.LakeScope(self.target) if self.target.continuing else None
 
-    def check(self, planned, clean_stale):
+    def check(self, planned: ClusterPlan, clean_stale: bool) -> None:
         """Refuse offsets a group of the run holds and lost catalogs (exit 2); list, or with --clean-stale
         remove, parts of dead runs."""
         for line in lake_sink.check_lake(self.target, planned.parts):
@@ -270,7 +301,8 @@ class IcebergSink(FileSink):
                   f"(runs that died before their commit, or parts compacted away whose snapshots expired): "
                   f"{listed}; --clean-stale (or jobs.maintain, once they are old) removes them", file=sys.stderr)
 
-    def ledger(self, spark, out, where, written, reads, options):
+    def ledger(self, spark: SparkSession, out: str, where: tuple[pafs.FileSystem, str], written: Written,
+               reads: Reads, options: Any) -> Counts | None:
         """NS.timers' rows merged with the night's (jobs/sinks/iceberg/ledger_tables.py), committed by `publish`."""
         (made, counts), self.held_timers = merge_timers(spark, self.target, out, where, written, reads,
                                                         options.timer_overdue, event_files=self._events(TIMER_EVENTS))
@@ -278,7 +310,8 @@ class IcebergSink(FileSink):
         written.update(made)
         return counts
 
-    def pop_ledger(self, spark, out, where, written, planned, earlier=None):
+    def pop_ledger(self, spark: SparkSession, out: str, where: tuple[pafs.FileSystem, str], written: Written,
+                   planned: ClusterPlan, earlier: str | None = None) -> tuple[Counts, Counts | None, list[str]] | None:
         """NS.pop's rows merged with the night's POP events (jobs/sinks/iceberg/ledger_tables.py), committed by
         `publish`: (the night's counts, the merged table's, no warning)."""
         (made, counts, table), self.held_pop = merge_pop(spark, self.target, out, where, written,
@@ -288,7 +321,8 @@ class IcebergSink(FileSink):
         written.update(made)
         return counts, table, []
 
-    def transactions(self, spark, out, where, written, reads, window_ms):
+    def transactions(self, spark: SparkSession, out: str, where: tuple[pafs.FileSystem, str], written: Written,
+                     reads: Reads, window_ms: Mapping[str | None, int]) -> Counts | None:
         """NS.transactions' rows folded with the night's events (jobs/ledgers/transactions.py), committed by
         `publish`: the merged table's counts."""
         (made, counts), self.held_transactions = merge_transactions(
@@ -297,7 +331,8 @@ class IcebergSink(FileSink):
         written.update(made)
         return counts
 
-    def trace_ledger(self, spark, out, where, written, planned):
+    def trace_ledger(self, spark: SparkSession, out: str, where: tuple[pafs.FileSystem, str], written: Written,
+                     planned: ClusterPlan) -> tuple[Counts, Counts | None] | None:
         """NS.consumption's rows merged with the night's trace events, NS.traces' night (jobs/ledgers/traces.py),
         committed by `publish`: (the night's counts, the merged table's)."""
         found, held = merge_consumption(spark, self.target, out, where, written, [p.plan for _, p in planned.parts],
@@ -309,19 +344,24 @@ class IcebergSink(FileSink):
         written.update(found[0])
         return found[1], found[2]
 
-    def publish(self, out, summary, planned, options, run):
+    def publish(self, out: Place, summary: dict[str, Any], planned: ClusterPlan, options: Any, run: str) -> None:
         started = time.time()
         written = {name: (o["files"], o["rows"], o["bytes"]) for name, o in summary["outputs"].items()}
-        merged = []  # the night's merged ledgers (ledger, pop_ledger), those that were made
+        merged: list[Callable[[], Any]] = []  # the night's merged ledgers (ledger, pop_ledger), those that were made
+        # (each held_* is set with out_where, by its ledger's merge: neither is None in the lambdas)
         if self.held_timers is not None:
-            merged.append(lambda: commit_timers(self.target, self.out_where, run, self.held_timers))
+            merged.append(lambda: commit_timers(self.target, cast(Place, self.out_where), run,
+                                                cast(HeldTable, self.held_timers)))
         if self.held_pop is not None:
-            merged.append(lambda: commit_pop(self.target, self.out_where, run, self.held_pop))
+            merged.append(lambda: commit_pop(self.target, cast(Place, self.out_where), run,
+                                             cast(HeldTable, self.held_pop)))
         if self.held_transactions is not None:
-            merged.append(lambda: commit_transactions(self.target, self.out_where, run, self.held_transactions))
+            merged.append(lambda: commit_transactions(self.target, cast(Place, self.out_where), run,
+                                                      cast(HeldTable, self.held_transactions)))
         if self.held_consumption is not None:
-            merged.append(lambda: commit_traces(self.target, self.out_where, run))
-            merged.append(lambda: commit_consumption(self.target, self.out_where, run, self.held_consumption))
+            merged.append(lambda: commit_traces(self.target, cast(Place, self.out_where), run))
+            merged.append(lambda: commit_consumption(self.target, cast(Place, self.out_where), run,
+                                                     cast(HeldTable, self.held_consumption)))
         added = lake_sink.publish_tables(self.target, out, written, run, options.with_body, planned.parts, self.kept,
                                          merged)
         self.kept = {}  # each moved into its table: none left for OUT's publish
@@ -339,13 +379,13 @@ class SinkChoice:
     (jobs/output/layouts.py), the catalog's arguments (iceberg_sink.CatalogArgs), whether the run continues from the
     lake (`--starting-offsets iceberg`)."""
 
-    kind: type = ParquetSink
-    layout: object = NORMALIZED
+    kind: type[Sink] = ParquetSink
+    layout: Normalized | Wide = NORMALIZED
     catalog: lake_sink.CatalogArgs = lake_sink.CatalogArgs()
     continuing: bool = False
 
 
-def sink_of(choice, brokers):
+def sink_of(choice: SinkChoice, brokers: Sequence[Broker]) -> tuple[Sink, str | None]:
     """(the run's sink, made once from the command line's SinkChoice by its class, the --starting-offsets it
     reads before the plan: None, the command line's)."""
     return choice.kind.of(choice, brokers)

@@ -17,12 +17,23 @@
 
 Damage is returned as problems (the shape of schemas/store/checks.py's: {file, offset, topic, queue_id, reason}),
 never raised: the caller's corruption policy decides."""
+from __future__ import annotations
+
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from schemas.store import storefs
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
+    from schemas.store.storefs import Segment
+
+    EachChunk = Callable[[np.ndarray, np.ndarray], object]  # each_chunk(positions, units)
 
 CHECKPOINT_FILE = "timercheck"  # under config/
 METRICS_FILE = "timermetrics"  # under config/
@@ -55,15 +66,15 @@ class TimerCheckpoint:
     version_counter: int
 
     @property
-    def zeroed(self):
+    def zeroed(self) -> bool:
         """Nothing in it: a checkpoint the wheel never wrote (or one wiped)."""
         return not any(getattr(self, name) for name in CHECKPOINT_FIELDS)
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in CHECKPOINT_FIELDS}
 
 
-def decode_checkpoint(data, path=CHECKPOINT_FILE):
+def decode_checkpoint(data: bytes, path: str = CHECKPOINT_FILE) -> tuple[TimerCheckpoint | None, list[dict[str, Any]]]:
     """(TimerCheckpoint or None, problems) of config/timercheck's bytes: a file of another size than the page the
     broker maps is damaged (None when it is too short to hold the seven longs)."""
     problems = []
@@ -76,7 +87,7 @@ def decode_checkpoint(data, path=CHECKPOINT_FILE):
     return TimerCheckpoint(*(int(x) for x in longs)), problems
 
 
-def decode_metrics(data):
+def decode_metrics(data: bytes) -> dict[str, Any]:
     """config/timermetrics' JSON (TimerMetrics.TimerMetricsSerializeWrapper) as a dict."""
     return json.loads(bytes(data).decode("utf-8"))
 
@@ -84,7 +95,8 @@ def decode_metrics(data):
 CHUNK_UNITS = 1 << 16  # units read at a time (3.4 MB): a timer log of any size is checked in bounded memory
 
 
-def scan_timer_log(fs, segments, file_size=None, each_chunk=None):
+def scan_timer_log(fs: pafs.FileSystem, segments: Sequence[Segment], file_size: int | None = None,
+                   each_chunk: EachChunk | None = None) -> tuple[int, list[dict[str, Any]]]:
     """(end, problems) of the timer log's files (storefs Segments in offset order), read CHUNK_UNITS units at a
     time; `end` the offset after the last unit (0: no unit). `each_chunk(positions, units)`: called with every
     chunk's units (a UNIT_DTYPE array over the file's bytes, valid during the call) and their timer-log offsets, in
@@ -145,7 +157,8 @@ def _tail_problems(fs, seg, at, size, last):
                      if first is not None else f"{left} stray byte(s) after the last timer-log unit")]
 
 
-def checkpoint_problems(checkpoint, end, path=CHECKPOINT_FILE):
+def checkpoint_problems(checkpoint: TimerCheckpoint | None, end: int, path: str = CHECKPOINT_FILE
+                        ) -> list[dict[str, Any]]:
     """What the checkpoint and the timer log say of each other: a zeroed checkpoint beside a timer log of units
     (the wheel's read time lost: every unit would be read again, or the file was wiped), a flush position beyond
     the timer log's last unit (units the broker flushed are gone)."""
@@ -159,13 +172,13 @@ def checkpoint_problems(checkpoint, end, path=CHECKPOINT_FILE):
     return []
 
 
-def decode_slots(data):
+def decode_slots(data: bytes | np.ndarray) -> np.ndarray:
     """The wheel's slots (SLOT_DTYPE) of `timerwheel`'s bytes (whole slots; a partial one left out)."""
     data = np.asarray(data, np.uint8)
     return data[:len(data) // SLOT_SIZE * SLOT_SIZE].view(SLOT_DTYPE)
 
 
-def used_slots(slots):
+def used_slots(slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(indexes, slots) of the slots the wheel has written (a time set)."""
     at = np.flatnonzero(slots["time_div_precision"] != 0)
     return at, slots[at]
@@ -186,11 +199,11 @@ class TimerState:
     problems: list
 
     @property
-    def present(self):
+    def present(self) -> bool:
         return self.checkpoint is not None or bool(self.files)
 
 
-def read_checkpoint(fs, root):
+def read_checkpoint(fs: pafs.FileSystem, root: str) -> tuple[TimerCheckpoint | None, str | None, list[dict[str, Any]]]:
     """(the store's timer checkpoint or None, its path or None, its damage) of config/timercheck."""
     path = f"{root}/config/{CHECKPOINT_FILE}"
     if fs.get_file_info(path).type.name != "File":
@@ -199,7 +212,7 @@ def read_checkpoint(fs, root):
     return checkpoint, path, problems
 
 
-def read_timer_state(fs, root, each_chunk=None):
+def read_timer_state(fs: pafs.FileSystem, root: str, each_chunk: EachChunk | None = None) -> TimerState:
     """The timer wheel's state of the store at `root` on `fs`: its checkpoint and its timer log, checked against each
     other (problems: damage, for the caller's corruption policy), the log read in bounded chunks (scan_timer_log,
     whose `each_chunk` gets its units)."""
