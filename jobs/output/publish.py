@@ -152,7 +152,7 @@ class OutputRun:
         rest = [f for f in files if f not in ("summary.json", SUCCESS)]
         copied = []
 
-        def copy(name):
+        def copy(name: str) -> None:
             self.fs.copy_file(f"{self.tmp_path}/{in_attempts.get(name, name)}", f"{self.final}/{name}")
             copied.append(name)
         try:
