@@ -9,16 +9,20 @@ the same store (its broker's name and store identity, brokers.store_identity) ho
 config/consumerFilter.json). The fingerprint is written into OUT's `_SUCCESS`."""
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import pyarrow.fs as pafs
 
-from jobs.plan.brokers import Broker, store_identity
+from jobs.plan.brokers import store_identity
 from schemas.store.config import CONSUMER_FILTER_FILE
+
+if TYPE_CHECKING:
+    import argparse
+
+    from jobs.plan.brokers import Broker
 
 # options that say how a run runs, not what it answers: a retry may change them
 HOW = ("progress", "clean_stale", "master", "remote", "catalog_wait", "overwrite", "run")
