@@ -21,6 +21,8 @@ How it is held depends on the filesystem, and so does how a dead run's claim is 
 
 Every renewed claim is renewed by a thread that release() stops and joins before it deletes the claim: no
 renewal writes the claim back after its release, and none writes a claim that is no longer this run's."""
+from __future__ import annotations
+
 import fcntl
 import json
 import os
@@ -30,6 +32,7 @@ import threading
 import time
 import uuid
 from functools import lru_cache
+from typing import Any, Callable, Optional, Union
 
 import pyarrow.fs as pafs
 
@@ -48,13 +51,14 @@ class ClaimRefused(UsageError):
     """Another live run holds OUT (exit 2)."""
 
 
-def claim_path(out):
+def claim_path(out: Union[Place, str]) -> tuple[pafs.FileSystem, str]:
     """(filesystem, path of OUT's claim): beside OUT, built from the parsed path, never from the URI text."""
     out = Place.of(out)
     return out.fs, out.root.rstrip("/") + SUFFIX
 
 
-def acquire(out, clean_stale=False, run=None):
+def acquire(out: Union[Place, str], clean_stale: bool = False,
+            run: Optional[str] = None) -> Union[LocalClaim, S3Claim, LeaseClaim]:
     """Claim OUT (a place.Place, or a path or URI) for this run (a LocalClaim, S3Claim or LeaseClaim);
     ClaimRefused when a live run holds it. `run`: the run id the console and the log file already name (a new
     one when not given)."""
@@ -73,7 +77,7 @@ def _holder(out, run=None):
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "renewed": time.time()}
 
 
-def describe(holder):
+def describe(holder: Optional[dict[str, Any]]) -> str:
     """Who holds a claim, for the refusal message."""
     if not holder:
         return "another run (its claim file is being written)"
@@ -101,15 +105,17 @@ def _take_over(out, found, clean_stale):
 class LocalClaim:
     """An exclusive flock on OUT.claim, held by this process until release() or its end."""
 
-    def __init__(self, path, fd, holder):
+    fd: Optional[int]  # None once released
+
+    def __init__(self, path: str, fd: int, holder: dict[str, Any]) -> None:
         self.path, self.fd, self.holder = path, fd, holder
 
     @property
-    def run(self):
+    def run(self) -> str:
         return self.holder["run"]
 
     @classmethod
-    def take(cls, out, path, holder):
+    def take(cls, out: str, path: str, holder: dict[str, Any]) -> LocalClaim:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         while True:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -131,11 +137,11 @@ class LocalClaim:
         os.pwrite(fd, json.dumps(holder).encode("utf-8"), 0)
         return cls(path, fd, holder)
 
-    def holds(self):
+    def holds(self) -> bool:
         """Whether this run still holds OUT (a flock cannot be taken from a live process)."""
         return self.fd is not None
 
-    def release(self):
+    def release(self) -> None:
         """Remove the claim file while still holding its lock (so no other run locks a removed file), unlock."""
         if self.fd is None:
             return
@@ -159,14 +165,17 @@ class _Renewed:
     release() stops it at once; release() joins it before removing the claim, so a renewal in flight finishes
     first and none comes after. A renewal that finds the claim no longer this run's stops for good."""
 
-    def __init__(self, path, holder):
+    _renew_once: Callable[[], bool]  # each kind's renewal: whether the claim is still this run's
+    _remove: Callable[[], None]  # each kind's removal of its claim
+
+    def __init__(self, path: str, holder: dict[str, Any]) -> None:
         self.path, self.holder = path, holder
         self._stop = threading.Event()
         self._lost = False
         self._thread = threading.Thread(target=self._renew, name="mqreplay-claim", daemon=True)
 
     @property
-    def run(self):
+    def run(self) -> str:
         return self.holder["run"]
 
     def _start(self):
@@ -184,7 +193,7 @@ class _Renewed:
                       f"(a claim not renewed for {EXPIRE_S:.0f} s is taken over by the next run)",
                       file=sys.stderr, flush=True)
 
-    def release(self):
+    def release(self) -> None:
         """Stop and join the renewing thread, then remove the claim if it is still this run's; idempotent."""
         if self._stop.is_set():
             return
@@ -199,12 +208,13 @@ class LeaseClaim(_Renewed):
     """A best-effort lease (stores without a conditional create): written, read back after SETTLE_S, renewed
     by reading then writing; taken over once not renewed for EXPIRE_S seconds."""
 
-    def __init__(self, fs, path, holder):
+    def __init__(self, fs: pafs.FileSystem, path: str, holder: dict[str, Any]) -> None:
         super().__init__(path, holder)
         self.fs = fs
 
     @classmethod
-    def take(cls, out, fs, path, holder, clean_stale=False):
+    def take(cls, out: str, fs: pafs.FileSystem, path: str, holder: dict[str, Any],
+             clean_stale: bool = False) -> LeaseClaim:
         found = _read(fs, path)
         if found is not None:
             _take_over(out, found, clean_stale)
@@ -225,7 +235,7 @@ class LeaseClaim(_Renewed):
         with self.fs.open_output_stream(self.path) as f:
             f.write(json.dumps(self.holder).encode("utf-8"))
 
-    def holds(self):
+    def holds(self) -> bool:
         found = _read(self.fs, self.path)
         return not self._lost and found is not None and found.get("run") == self.run
 
@@ -257,14 +267,15 @@ class S3Claim(_Renewed):
     """A claim object on S3 written only by conditional PutObject: created with If-None-Match, renewed and taken
     over with If-Match on the ETag this run last saw, deleted with If-Match on this run's ETag."""
 
-    def __init__(self, client, path, holder):
+    def __init__(self, client: Any, path: str, holder: dict[str, Any]) -> None:
         super().__init__(path, holder)
         self.client = client
         self.bucket, self.key = path.split("/", 1)
         self.etag = None
 
     @classmethod
-    def take(cls, out, fs, path, holder, clean_stale=False):
+    def take(cls, out: str, fs: pafs.FileSystem, path: str, holder: dict[str, Any],
+             clean_stale: bool = False) -> Union[S3Claim, LeaseClaim]:
         claim = cls(_s3_client(fs), path, holder)
         for _ in range(CONFLICT_TRIES):
             found, etag = claim._get()
@@ -315,7 +326,7 @@ class S3Claim(_Renewed):
         self.etag = answer["ETag"]
         return None
 
-    def holds(self):
+    def holds(self) -> bool:
         found, _ = self._get()
         return not self._lost and found is not None and found.get("run") == self.run
 

@@ -7,21 +7,29 @@ except those that only say how the run runs: `HOW`), the files those options nam
 (--subscriptions, --conf, --brokers, --starting-offsets and --ending-offsets given as files), and each store is
 the same store (its broker's name and store identity, brokers.store_identity) holding the same registrations (its
 config/consumerFilter.json). The fingerprint is written into OUT's `_SUCCESS`."""
+from __future__ import annotations
+
 import hashlib
 import json
 import os
+from typing import TYPE_CHECKING, Iterable
 
 import pyarrow.fs as pafs
 
 from jobs.plan.brokers import store_identity
 from schemas.store.config import CONSUMER_FILTER_FILE
 
+if TYPE_CHECKING:
+    import argparse
+
+    from jobs.plan.brokers import Broker
+
 # options that say how a run runs, not what it answers: a retry may change them
 HOW = ("progress", "clean_stale", "master", "remote", "catalog_wait", "overwrite", "run")
 FILES = ("subscriptions", "conf", "brokers", "starting_offsets", "ending_offsets")
 
 
-def fingerprint(args, brokers):
+def fingerprint(args: argparse.Namespace, brokers: Iterable[Broker]) -> str:
     """sha256 (hex) of the command: its deciding options, the content of the files they name, its stores."""
     options = {k: v for k, v in sorted(vars(args).items()) if k not in HOW}
     files = {k: [_content(p) for p in (v if isinstance(v, list) else [v])] for k, v in options.items()

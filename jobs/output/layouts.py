@@ -9,12 +9,19 @@ once from the command line (`LAYOUTS`); nothing compares a layout's name.
               messages/.
 
 A new layout is one object here, its entry in LAYOUTS and its tests (test_sink.py)."""
-from dataclasses import dataclass
+from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Union
+
+import numpy as np
 import pyarrow.compute as pc
 
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS
 from schemas.columns import batch_bounds, one_array
+
+if TYPE_CHECKING:
+    from filtering.topic_replay import MessageRows
 
 # the narrow row of matched/ and audit/collisions/ (besides group and topic)
 NARROW_FIELDS = ["queue_id", "queue_offset", "commitlog_offset", "msg_id", "uniq_key", "tags", "keys",
@@ -26,7 +33,7 @@ WIDE_ROWS = 65536
 WIDE_BYTES = 64 << 20
 
 
-def message_fields(with_body):
+def message_fields(with_body: bool) -> list[str]:
     """The message columns a run writes: every one, the body only when the run keeps bodies."""
     return [f for f, _ in OUTPUT_MESSAGE_FIELDS if with_body or f != "body"]
 
@@ -39,11 +46,11 @@ class Normalized:
     messages: bool = True  # messages/ written, each message once
     tables: bool = True  # the shape of an Iceberg namespace's tables (jobs/sinks/iceberg/tables.py)
 
-    def pair_fields(self, with_body):
+    def pair_fields(self, with_body: bool) -> list[str]:
         """The message columns of a matched or collided row (after group and topic)."""
         return list(NARROW_FIELDS)
 
-    def chunks(self, piece, rows):
+    def chunks(self, piece: MessageRows, rows: np.ndarray) -> list[tuple[int, int]]:
         """(lo, hi) ranges of a piece's (group, message) rows written at a time: all of them (narrow rows)."""
         return [(0, len(rows))]
 
@@ -56,14 +63,16 @@ class Wide:
     messages: bool = False
     tables: bool = False
 
-    def pair_fields(self, with_body):
+    def pair_fields(self, with_body: bool) -> list[str]:
         return message_fields(with_body)
 
-    def chunks(self, piece, rows):
+    def chunks(self, piece: MessageRows, rows: np.ndarray) -> np.ndarray:
         """At most WIDE_ROWS rows and WIDE_BYTES of bodies at a time (bodies fanned out)."""
         sizes = pc.binary_length(one_array(piece.table.column("body"))).fill_null(0).to_numpy()
         return batch_bounds(sizes[rows], WIDE_ROWS, WIDE_BYTES)
 
 
 NORMALIZED, WIDE = Normalized(), Wide()
-LAYOUTS = {layout.name: layout for layout in (NORMALIZED, WIDE)}  # --layout's choices, the first its default
+Layout = Union[Normalized, Wide]  # a layout's type (annotations)
+# --layout's choices, the first its default
+LAYOUTS: dict[str, Layout] = {layout.name: layout for layout in (NORMALIZED, WIDE)}

@@ -12,6 +12,8 @@ How OUT is published depends on the filesystem (`_renames`):
   `_SUCCESS` first) only once the new output is complete under OUT.tmp-<run>. A failure while copying
   deletes the objects already copied under OUT (none is left that a reader could take for data), keeps the
   complete output at OUT.tmp-<run>, and says so."""
+from __future__ import annotations
+
 import contextlib
 import json
 import re
@@ -19,6 +21,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
 import pyarrow.fs as pafs
 
@@ -35,6 +38,12 @@ from jobs.report.summary import Counters, build_summary, cluster_summary, exit_c
 from jobs.runtime import lifecycle
 from jobs.runtime.progress import Progress
 from jobs.task import stage as T
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from jobs.plan.cluster import ClusterPlan
+    from jobs.runtime.job_tag import RunJobs
 
 TMP_MARK = ".tmp-"
 # In a run's temporary OUT from its claim until it publishes (then removed): what tells --clean-stale that an
@@ -53,7 +62,8 @@ class OutputRun:
     temporary removed, the claim released). Both endings take one lock, so a kill's cleanup (jobs/runtime/lifecycle.py)
     never interleaves with a publish."""
 
-    def __init__(self, out, overwrite=False, clean_stale=False, run=None, command=None):
+    def __init__(self, out: Union[Place, str], overwrite: bool = False, clean_stale: bool = False,
+                 run: Optional[str] = None, command: Optional[str] = None) -> None:
         self.place = Place.of(out)  # OUT resolved once: every step of the run and its tasks ask this object
         self.out, self.overwrite, self.command = self.place.uri, overwrite, command
         self.fs, self.final = self.place.fs, self.place.root
@@ -85,12 +95,12 @@ class OutputRun:
             self.claim.release()
             raise
 
-    def published_summary(self):
+    def published_summary(self) -> dict[str, Any]:
         """OUT's summary.json, of the run that published OUT (a retry of its command reports it)."""
         with self.fs.open_input_stream(f"{self.final}/summary.json") as f:
             return json.loads(f.read().decode("utf-8"))
 
-    def publish(self, in_attempts=None):
+    def publish(self, in_attempts: Optional[dict[str, str]] = None) -> None:
         """Move the complete temporary OUT to OUT (replacing a previous job's OUT with --overwrite). `in_attempts`:
         {final name: attempt's file} of parts the commit left where their attempts wrote them (an object store:
         each copied once, from there to its name under OUT)."""
@@ -142,7 +152,7 @@ class OutputRun:
         rest = [f for f in files if f not in ("summary.json", SUCCESS)]
         copied = []
 
-        def copy(name):
+        def copy(name: str) -> None:
             self.fs.copy_file(f"{self.tmp_path}/{in_attempts.get(name, name)}", f"{self.final}/{name}")
             copied.append(name)
         try:
@@ -165,7 +175,7 @@ class OutputRun:
             except OSError:  # the store refuses even that: `_SUCCESS` was never copied, readers skip OUT
                 continue
 
-    def abandon(self):
+    def abandon(self) -> None:
         """Remove the temporary OUT and release the claim (a failed, stopped or killed run); idempotent."""
         with self._lock, lifecycle.ending():
             if self.ended:
@@ -178,7 +188,7 @@ class OutputRun:
                 self.claim.release()
 
 
-def refuse_existing(out, overwrite):
+def refuse_existing(out: Union[Place, str], overwrite: bool) -> None:
     """UsageError for an OUT (a Place, or a path or URI) that exists (without --overwrite), or that --overwrite
     must not replace: a file, or a directory that holds something other than a job's output."""
     out = Place.of(out)
@@ -198,7 +208,7 @@ def refuse_existing(out, overwrite):
                          "--overwrite replaces only an earlier run's OUT")
 
 
-def stale_temporaries(out, exclude=None):
+def stale_temporaries(out: Union[Place, str], exclude: Optional[str] = None) -> list[str]:
     """Temporary siblings of OUT other than `exclude`, left by runs of this job that died (a run holding the
     claim is the only one writing one): directories named OUT.tmp-<run id> that hold a run's RUN_MARK. Nothing
     else in OUT's parent is ever listed, so nothing else is removed."""
@@ -211,7 +221,7 @@ def stale_temporaries(out, exclude=None):
     return sorted(p for p in named if fs.get_file_info(f"{p}/{RUN_MARK}").type == pafs.FileType.File)
 
 
-def remove_temporaries(out, paths):
+def remove_temporaries(out: Union[Place, str], paths: Iterable[str]) -> None:
     fs = Place.of(out).fs
     for path in paths:
         fs.delete_dir(path)
@@ -236,7 +246,7 @@ def _published(fs, root, in_attempts):
     return sorted({f for f in _files(fs, root) if not f.startswith(ATTEMPTS + "/")} | set(in_attempts))
 
 
-def remove_empty_folders(fs, root):
+def remove_empty_folders(fs: pafs.FileSystem, root: str) -> None:
     """Remove every folder under root that holds no file (the partition folders whose parts an Iceberg run moved
     into its tables): a reader of OUT never meets one (Spark's `read.parquet` fails on an empty folder)."""
     infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
@@ -261,7 +271,7 @@ def _write_success(fs, tmp_path, run, in_attempts=None, command=None):
         f.write(json.dumps(marks, indent=1, ensure_ascii=False).encode("utf-8"))
 
 
-def published_by(fs, path, command):
+def published_by(fs: pafs.FileSystem, path: str, command: Optional[str]) -> Optional[dict[str, Any]]:
     """OUT's `_SUCCESS` (run, command, files) when OUT is the complete output of this same command
     (jobs/output/command.py), else None: a retry of that command has nothing to do."""
     if not command:
@@ -274,7 +284,8 @@ def published_by(fs, path, command):
     return marks if isinstance(marks, dict) and marks.get("command") == command else None
 
 
-def run_and_publish(spark, planned, run, options, sink, jobs, progress=None):
+def run_and_publish(spark: SparkSession, planned: ClusterPlan, run: OutputRun, options: Any, sink: Any, jobs: RunJobs,
+                    progress: Optional[Progress] = None) -> dict[str, Any]:
     """Run the job, write every output under the run's temporary OUT through the run's sink (jobs/sinks/kinds.py),
     summary.json, report.html, and offsets.json (the exclusive end per topic and queue of what the run covered,
     for --starting-offsets), then publish it as OUT; returns the summary. `jobs`: the run's own Spark jobs
@@ -312,7 +323,7 @@ def _commit_and_publish(run, summary, timelines, planned, options, sink, started
 
 
 @contextlib.contextmanager
-def writing(where):
+def writing(where: str) -> Iterator[None]:
     """An OSError met writing an output (OUT, the warehouse, the catalog's files) is the output's: exit 2 naming
     `where`, never "input damaged" (the store was read before)."""
     try:
@@ -331,7 +342,9 @@ def _run(spark, planned, out, options, sink, progress=None, given=None):
         return _run_with(spark, tasks, planned, out, options, sink, ranges, counters, given or out)
 
 
-def stage_and_commit(tasks, planned, out, options, sink, ranges, progress=None, given=None):
+def stage_and_commit(tasks: Callable[..., Any], planned: ClusterPlan, out: Place, options: Any, sink: Any,
+                     ranges: Sequence[tuple[int, int, int]], progress: Optional[Sequence[Any]] = None,
+                     given: Optional[str] = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The one stage over every broker's splits (tasks write their parts; `tasks`: the mapper, stage.SparkTasks or
     stage.in_process), then the sink's commit of what successful attempts wrote: (the report rows, {output:
     (files, rows, bytes)}). `out`: the temporary OUT (a Place); `given`: OUT as the command line gave it, for an

@@ -16,9 +16,12 @@ output and split; a batch's rows a message at a time, each with its groups), `Ta
 per partition), `CountingSplitWriter` (noop: rows counted, nothing written), each named by its sink
 (jobs/sinks/kinds.py) in the `SinkSpec` the tasks get. Audits: audit/bitmaps/, audit/corrupt/, audit/bodies/ (only
 when there are rows)."""
+from __future__ import annotations
+
 import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +40,10 @@ from jobs.report.timeline import Timeline
 from schemas.arrow_schemas import OUTPUT_MESSAGE_FIELDS, STAT_FIELDS, TOPIC_STAT_FIELDS
 from schemas.columns import one_array
 from schemas.store import storefs
+
+if TYPE_CHECKING:
+    from filtering.topic_replay import MessageRows
+    from jobs.output.layouts import Layout
 
 ATTEMPTS = "_attempts"
 # What a task returns, a dict per row (pickled back by Spark): `file` rows (kind, output, path, final, rows,
@@ -57,7 +64,7 @@ ANSWER_TABLES = ("matched", "messages", "audit/collisions")  # the answer's tabl
 RUN_INTEGERS: tuple[str, ...] = ("queue_id", "queue_offset", "commitlog_offset")
 
 
-def hive_escape(value):
+def hive_escape(value: str) -> str:
     """A partition value as Spark and Hive escape it in a path (ExternalCatalogUtils.escapePathName)."""
     out = []
     for ch in value:
@@ -75,8 +82,15 @@ class SplitWriter:
 
     statistics = STATISTICS  # the columns whose min/max a part's footer holds
     run_integers = RUN_INTEGERS  # written plain in pair parts, where a message's rows come together (_pairs)
+    writers: dict[str, list[Any]]
+    stats: dict[tuple[str, str], list[int]]
+    topic_stats: dict[str, list[int]]
+    examples: dict[tuple[str, str], str]
+    timelines: dict[tuple[str, str], Timeline]
+    marks: list[dict[str, Any]]
+    clock: Optional[int]
 
-    def __init__(self, spec, split, attempt, broker=None):
+    def __init__(self, spec: SinkSpec, split: int, attempt: str, broker: Optional[str] = None) -> None:
         self.spec, self.split, self.attempt = spec, split, attempt
         self.broker = broker  # the split's broker (ReplayPlan.broker): a `broker` column on every row written
         self.out = Place.of(spec.out)
@@ -87,7 +101,7 @@ class SplitWriter:
         self.marks = []  # rows of split_units.QUEUE_MARKS_SCHEMA: the offsets rebuilt queues reach
         self.clock = None  # the latest store time of the records decoded (the timer ledger's overdue count)
 
-    def write(self, kind, piece):
+    def write(self, kind: str, piece: Any) -> None:
         with self._writing():
             getattr(self, "_" + kind)(piece)
 
@@ -199,7 +213,7 @@ class SplitWriter:
         entry[0].write_table(table)
         entry[3] += table.num_rows
 
-    def close(self):
+    def close(self) -> list[dict[str, Any]]:
         """The report rows: a `file` row per part written, then the split's counters."""
         rows = []
         for final, (writer, stream, output, n) in sorted(self.writers.items()):
@@ -224,7 +238,7 @@ class SplitWriter:
             rows.append(dict(kind="timer_clock", last=self.clock))
         return [dict(r, broker=self.broker) for r in rows]
 
-    def abort(self):
+    def abort(self) -> None:
         for writer, stream, _, _ in self.writers.values():
             if writer is not None:
                 try:
@@ -278,22 +292,22 @@ class SinkSpec:
     """Where and how the tasks write; shipped to executors with the plan. `writer`: the sink's task-side writer
     (SplitWriter or a subclass), which a task opens per split (`open`)."""
 
-    out: object  # the temporary OUT: a jobs/output/place.Place (resolved on the driver), or a path or URI
-    layout: object = NORMALIZED  # a jobs/output/layouts.py layout: the columns and outputs a part holds
+    out: Union[Place, str]  # the temporary OUT: a jobs/output/place.Place (resolved on the driver), or a path or URI
+    layout: Layout = NORMALIZED  # a jobs/output/layouts.py layout: the columns and outputs a part holds
     with_body: bool = True
-    writer: type = SplitWriter
+    writer: type[SplitWriter] = SplitWriter
 
-    def open(self, split, attempt, broker=None):
+    def open(self, split: int, attempt: str, broker: Optional[str] = None) -> SplitWriter:
         """The writer of one split's attempt."""
         return self.writer(self, split, attempt, broker)
 
 
-def required(schema):
+def required(schema: pa.Schema) -> pa.Schema:
     """`schema` with its NEVER_NULL fields not nullable."""
     return pa.schema([f.with_nullable(False) if f.name in NEVER_NULL else f for f in schema], schema.metadata)
 
 
-def with_broker(table, broker):
+def with_broker(table: pa.Table, broker: Optional[str]) -> pa.Table:
     """`table` with its `broker` column (a dictionary of one value: nothing copied per row); before a last
     `topic` column (a table's messages part), so that every part of a table has one column order. None:
     the table as it is (a writer outside a run of brokers)."""
@@ -304,7 +318,8 @@ def with_broker(table, broker):
     return table.add_column(at, "broker", column)
 
 
-def group_rows(piece, groups, rows, names, distinct_ids):
+def group_rows(piece: MessageRows, groups: np.ndarray, rows: np.ndarray, names: Sequence[str],
+               distinct_ids: bool) -> pa.Table:
     """The (group, message) rows of a MessageRows piece, `groups` and `rows` its index pairs: group, topic
     and the `names` columns of each row's message. group, topic and msg_id are dictionary columns over
     values that are distinct (the topic's groups, the piece's messages: a message is in some five groups'
@@ -339,14 +354,15 @@ def _add(into, key, values):
 MOVE_THREADS = 16
 
 
-def commit(out, reports, move=True):
+def commit(out: Union[Place, str], reports: Sequence[Mapping[str, Any]],
+           move: bool = True) -> dict[str, tuple[int, int, int]]:
     """Keep exactly the files the successful attempts reported: move each to its final name (MOVE_THREADS at a
     time), then remove _attempts/ with everything else in it. `out`: the temporary OUT (a Place, or a path or
     URI). move=False: the files stay where their attempts wrote them, _attempts/ with them (attempt_parts: an
     Iceberg run on an object store copies each once, into its table, and removes _attempts/ then). Returns
     {output: (files, rows, bytes)}."""
     out = Place.of(out)
-    written = {}
+    written: dict[str, tuple[int, int, int]] = {}
     for r in reports:
         if r["kind"] != "file":
             continue
@@ -359,22 +375,23 @@ def commit(out, reports, move=True):
     return written
 
 
-def attempt_parts(reports):
+def attempt_parts(reports: Iterable[Mapping[str, Any]]) -> dict[str, list[tuple[str, str]]]:
     """{output: [(file a successful attempt wrote, its final name), ...]}, both relative to the temporary OUT."""
-    out = {}
+    out: dict[str, list[tuple[str, str]]] = {}
     for r in reports:
         if r["kind"] == "file" and r["path"] is not None:
             out.setdefault(r["output"], []).append((r["path"], r["final"]))
     return out
 
 
-def remove_attempts(out):
+def remove_attempts(out: Place) -> None:
     """_attempts/ removed with whatever failed, retried or speculative attempts left there."""
     if out.fs.get_file_info(out.path(ATTEMPTS)).type != pafs.FileType.NotFound:
         out.fs.delete_dir(out.path(ATTEMPTS))
 
 
-def move_all(fs, moves, target_fs=None):
+def move_all(fs: pafs.FileSystem, moves: Sequence[tuple[str, str]],
+             target_fs: Optional[pafs.FileSystem] = None) -> Any:
     """Move each (path, target) pair, MOVE_THREADS at a time, their folders made first: a rename (a copy and a
     delete on an object store: pyarrow's move), or a copy and a delete where the target is on another filesystem
     (`target_fs`) or another local device."""
@@ -383,7 +400,7 @@ def move_all(fs, moves, target_fs=None):
     for folder in sorted({target.rsplit("/", 1)[0] for _, target in moves}):
         target_fs.create_dir(folder, recursive=True)
 
-    def move(pair):
+    def move(pair: tuple[str, str]) -> Any:
         if target_fs is fs or local:
             try:
                 return fs.move(*pair)
@@ -398,7 +415,7 @@ def move_all(fs, moves, target_fs=None):
         list(pool.map(move, moves))
 
 
-def write_driver_part(out, output, table, name="driver"):
+def write_driver_part(out: Union[Place, str], output: str, table: pa.Table, name: str = "driver") -> None:
     """A part the driver writes itself (audit rows of listing and config problems): part-<name>.parquet."""
     out = Place.of(out)
     out.fs.create_dir(out.path(output), recursive=True)
@@ -406,7 +423,7 @@ def write_driver_part(out, output, table, name="driver"):
         pq.write_table(table, stream, **parquet_options(table.schema))
 
 
-def answer_schema(output, layout, with_body):
+def answer_schema(output: str, layout: Layout, with_body: bool) -> pa.Schema:
     """The Arrow schema of an answer table as readers see it: matched/ and audit/collisions/ rows (group,
     topic, then the layout's message columns, then broker), messages/ rows (broker, then topic last, as
     Spark adds the partition column)."""
@@ -418,13 +435,14 @@ def answer_schema(output, layout, with_body):
     return pa.schema([("group", pa.string()), ("topic", pa.string())] + fields + [("broker", pa.string())])
 
 
-def write_empty_tables(out, layout, with_body, written):
+def write_empty_tables(out: Union[Place, str], layout: Layout, with_body: bool,
+                       written: Mapping[str, tuple[int, int, int]]) -> dict[str, tuple[int, int, int]]:
     """A part of zero rows for each answer table no task wrote (an empty window, no backlog, a quiet night),
     so that every answer is a table a reader can load: {output: (files, rows, bytes)} of those parts.
     messages/ is not in the wide layout."""
     out = Place.of(out)
     fs, root = out.fs, out.root
-    made = {}
+    made: dict[str, tuple[int, int, int]] = {}
     for output in ANSWER_TABLES:
         if written.get(output, (0,))[0] or (output == "messages" and not layout.messages):
             continue

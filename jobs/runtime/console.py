@@ -12,6 +12,8 @@ The log file: `$MQREPLAY_LOG` is the directory (default `$TMPDIR/mqreplay-<user>
 each run's file `replay-<UTC time>-<run>.log`. The venv's wrapper chooses the run id and the file before
 the JVM starts (its log4j2 file appender reads them from MQREPLAY_RUN and MQREPLAY_LOG_FILE); a driver
 started without it (`python jobs/replay.py`) chooses them before it starts Spark, whose JVM inherits them."""
+from __future__ import annotations
+
 import contextlib
 import getpass
 import logging
@@ -22,6 +24,7 @@ import sys
 import tempfile
 import time
 import uuid
+from typing import IO, Iterator, Mapping, MutableMapping, Optional
 
 from jobs.errors import UsageError
 
@@ -30,7 +33,7 @@ SUBMIT_CLASS = b"org.apache.spark.deploy.SparkSubmit"  # in the command line of 
 RUN_ID = re.compile(r"^[0-9a-f]{8}$")
 
 
-def under_spark_submit(env=None, parent=None):
+def under_spark_submit(env: Optional[Mapping[str, str]] = None, parent: Optional[int] = None) -> bool:
     """Whether this driver is spark-submit's child: PYSPARK_GATEWAY_PORT set, and the parent process is the JVM
     running SparkSubmit. A notebook's or Databricks' kernel has the gateway port too, from a JVM that is not its
     parent: there stderr is never redirected through /proc/PPID and the parent never watched."""
@@ -44,7 +47,7 @@ def under_spark_submit(env=None, parent=None):
         return False
 
 
-def diagnostics(env=None, parent=None):
+def diagnostics(env: Optional[Mapping[str, str]] = None, parent: Optional[int] = None) -> IO[str]:
     """The stream for diagnostics: the spark-submit JVM's stderr when the driver runs under it and that is
     another file than its stdout; else sys.stderr."""
     env = os.environ if env is None else env
@@ -65,7 +68,8 @@ def diagnostics(env=None, parent=None):
 
 
 @contextlib.contextmanager
-def run_console(quiet=(), env=None):
+def run_console(quiet: Mapping[str, int] = (),  # type: ignore[assignment]  # () has no .items(): always given
+                env: Optional[Mapping[str, str]] = None) -> Iterator[Optional[logging.Handler]]:
     """The run's console while `main` runs: sys.stderr (and so argparse, warnings and the console handler) is
     `diagnostics()`, the root logger has a console handler at INFO (when it had none: logging.basicConfig's), the
     loggers `quiet` ({name: level}) are set to their levels. All of it as it was when the run ends: a notebook's
@@ -105,7 +109,7 @@ def run_console(quiet=(), env=None):
 _wrapper_runs: set[str] = set()  # run ids of the venv's wrapper this process has used: each names one run only
 
 
-def run_identity(env=None, parent=None):
+def run_identity(env: Optional[Mapping[str, str]] = None, parent: Optional[int] = None) -> tuple[str, str]:
     """(run id, log file) of this run: the wrapper's when it chose them for this driver (spark-submit's child) and no
     earlier run of this process took them, else new ones. Nothing is exported: a kernel that calls `main` twice
     gets two runs, two files (`run_environment` hands them to a JVM this run starts)."""
@@ -119,7 +123,7 @@ def run_identity(env=None, parent=None):
 
 
 @contextlib.contextmanager
-def run_environment(run, path, env=None):
+def run_environment(run: str, path: str, env: Optional[MutableMapping[str, str]] = None) -> Iterator[None]:
     """os.environ as the run needs it while it runs, and as it was once it ends: MQREPLAY_RUN and MQREPLAY_LOG_FILE
     for a JVM the run starts (its log4j2 appender writes the run's file), and whatever the libraries the run calls
     set for themselves (PySpark's Connect builder, pyiceberg's defaults) put back, so that a kernel that called
@@ -137,11 +141,11 @@ def run_environment(run, path, env=None):
                 env[key] = value
 
 
-def log_dir(env):
+def log_dir(env: Mapping[str, str]) -> str:
     return env.get(LOG_DIR_ENV) or os.path.join(tempfile.gettempdir(), f"mqreplay-{getpass.getuser()}")
 
 
-def private_folder(path, default=False):
+def private_folder(path: str, default: bool = False) -> None:
     """Make `path` (the log folder) this user's only (0700) when missing; UsageError when another user owns it (on a
     shared /tmp another user could make the default folder first and read every run's log). The default folder is
     made private again when an earlier version left it open; one named by MQREPLAY_LOG keeps the mode its owner
@@ -161,7 +165,8 @@ def private_folder(path, default=False):
         os.chmod(path, 0o700)
 
 
-def open_log(run, path, logger="mqreplay", env=None):
+def open_log(run: str, path: str, logger: str = "mqreplay", env: Optional[Mapping[str, str]] = None,
+             ) -> tuple[logging.FileHandler, logging.Logger, int]:
     """This run's log file for every Python logger (the root's level, INFO) and the job's own at DEBUG (the
     stacks the console leaves out), each line with the run id; the Spark lines come from the JVM's appender
     into the same file (both append). Returns what `close_log` takes to put the loggers back."""
@@ -178,7 +183,7 @@ def open_log(run, path, logger="mqreplay", env=None):
     return opened
 
 
-def close_log(opened):
+def close_log(opened: tuple[logging.Handler, logging.Logger, int]) -> None:
     handler, job_logger, level = opened
     logging.getLogger().removeHandler(handler)
     job_logger.setLevel(level)

@@ -14,6 +14,8 @@ Anything the stand-in cannot use (no zygote, one that failed to preload or died,
 it to preload and become the daemon itself, as before. The zygote lives as long as the driver (it exits when the
 pipe the driver holds closes) and serves the same user only (a socket in a private folder, the peer's uid checked);
 the daemons it forked live as long as the JVM that talks to them (PySpark's daemon exits when its stdin closes)."""
+from __future__ import annotations
+
 import json
 import os
 import select
@@ -25,6 +27,14 @@ import subprocess
 import sys
 import tempfile
 import traceback
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing into the daemon
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
+    from typing import TypeVar
+
+    Prepared = TypeVar("Prepared")
 
 ZYGOTE = "MQREPLAY_ZYGOTE"  # the zygote's socket, in the daemon's environment (spark.executorEnv.MQREPLAY_ZYGOTE)
 # the daemon module run as the zygote: `python -m jobs.runtime.worker_daemon --zygote FD FD`
@@ -38,7 +48,9 @@ class Zygote:
     """The driver's handle: the socket the daemon's stand-in reaches the zygote at (`env`, for the executors'
     environment) and the zygote's process, which exits when `lifeline` (its pipe's end held here) closes."""
 
-    def __init__(self, python):
+    lifeline: int | None  # None once closed (stop)
+
+    def __init__(self, python: str) -> None:
         self.folder = tempfile.mkdtemp(prefix="mqreplay-zygote-")  # mode 0700: this user's only
         self.path = os.path.join(self.folder, "socket")
         theirs, self.lifeline = os.pipe()
@@ -55,10 +67,10 @@ class Zygote:
             os.close(theirs)
 
     @property
-    def env(self):
+    def env(self) -> dict[str, str]:
         return {ZYGOTE: self.path}
 
-    def stop(self):
+    def stop(self) -> None:
         """Let the zygote exit (the daemons it forked run on) and remove its folder, as the zygote does on its way
         out unless it was killed."""
         if self.lifeline is not None:
@@ -70,7 +82,7 @@ class Zygote:
 _started: list[Zygote] = []  # the zygotes this driver started, held for its life (their lifelines close with it)
 
 
-def start(python):
+def start(python: str) -> Zygote | None:
     """A zygote of `python` (the workers' interpreter), preloading from now on; None if it cannot be started, or
     serve nothing (no pidfds: not Linux 5.3 or later)."""
     if not hasattr(os, "pidfd_open"):
@@ -82,13 +94,13 @@ def start(python):
     return _started[-1]
 
 
-def stop():
+def stop() -> None:
     """Let every zygote this driver started exit (at the end of its session)."""
     while _started:
         _started.pop().stop()
 
 
-def listening(path):
+def listening(path: str) -> socket.socket:
     """A Unix socket listening at `path`; a stand-in that asks before the zygote answers waits in its backlog."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -100,7 +112,8 @@ def listening(path):
     return listener
 
 
-def serve(listener, lifeline, prepare, become_daemon):
+def serve(listener: socket.socket, lifeline: int, prepare: Callable[[], Prepared],
+          become_daemon: Callable[[Prepared], object]) -> None:
     """The zygote: run `prepare()` (the daemon's preload; if it raises, exit and leave each stand-in to preload
     for itself), then fork a daemon per stand-in that asks at `listener` (a listening Unix socket), until
     `lifeline` closes; the socket's folder is removed on the way out. `become_daemon(what prepare returned)` runs
@@ -112,7 +125,7 @@ def serve(listener, lifeline, prepare, become_daemon):
         # follows its daemon
         while True:
             _reap()
-            ready = select.select([listener, lifeline], [], [], 1.0)[0]
+            ready = select.select([listener, lifeline], [], [], 1.0)[0]  # type: ignore[type-var]  # socket | int
             if lifeline in ready and not os.read(lifeline, 1):
                 return
             if listener in ready:
@@ -194,7 +207,7 @@ def _receive(conn):
     return json.loads(data[HEADER.size:].decode("utf-8")), fds
 
 
-def spawn(path):
+def spawn(path: str) -> bool:
     """The stand-in's side: ask the zygote at `path` for a daemon with this process's pipes, environment,
     arguments, path and folder; wait until it exits, passing it SIGTERM, SIGINT and SIGHUP. Whether a daemon was
     forked (and has run); False: nothing was forked, this process is to become the daemon itself."""
@@ -226,7 +239,7 @@ def spawn(path):
 
 def _follow(pidfd):
     """Wait for the daemon to exit, passing it the signals the JVM stops its daemon with."""
-    def forward(signum, _frame):
+    def forward(signum: int, _frame: FrameType | None) -> None:
         try:
             signal.pidfd_send_signal(pidfd, signum)
         except ProcessLookupError:

@@ -8,19 +8,29 @@ terminal: the venv's spark-submit wrapper passes the terminal of its own stderr 
 mode writes there. During the stage a daemon thread polls two accumulators the tasks add to when a split
 is done (its units and its bytes); Spark's own console progress bar (kept off in conf/replay.json) shows
 tasks only."""
+from __future__ import annotations
+
 import contextlib
 import os
 import sys
 import threading
 import time
+from typing import IO, TYPE_CHECKING, Iterator, Mapping, Optional
 
 from jobs.runtime.session import is_connect
+
+if TYPE_CHECKING:
+    from pyspark import Accumulator
+    from pyspark.sql import SparkSession
+
+    Counters = tuple[Accumulator[int], Accumulator[int], Accumulator[int]]  # units, bytes, splits
 
 MODES = ("auto", "tty", "log", "off")
 TTY_ENV = "MQREPLAY_TTY"
 
 
-def open_progress(mode="auto", stream=None, env=None):
+def open_progress(mode: str = "auto", stream: Optional[IO[str]] = None,
+                  env: Optional[Mapping[str, str]] = None) -> Progress:
     """The Progress of a `--progress` mode: tty mode writes to the wrapper's terminal when it named one."""
     env = os.environ if env is None else env
     stream = stream or sys.stderr
@@ -57,7 +67,10 @@ class Progress:
     """The progress of one run: a phase (planning, starting Spark...) until the stage runs, then the tasks'
     counts."""
 
-    def __init__(self, mode="log", stream=None, every=None):
+    counters: Optional[Counters]
+    _thread: Optional[threading.Thread]
+
+    def __init__(self, mode: str = "log", stream: Optional[IO[str]] = None, every: Optional[float] = None) -> None:
         if mode not in ("tty", "log", "off"):
             raise ValueError(f"progress mode {mode!r}: tty, log or off")
         self.mode, self.stream = mode, stream or sys.stderr
@@ -69,18 +82,18 @@ class Progress:
         self._stop = threading.Event()
         self._thread = None
 
-    def start(self):
+    def start(self) -> Progress:
         """Show the phase from now on (tty: at once, and every second)."""
         if self.mode == "tty":
             self._thread = threading.Thread(target=self._run, name="mqreplay-progress", daemon=True)
             self._thread.start()
         return self
 
-    def set_phase(self, text):
+    def set_phase(self, text: str) -> None:
         self.phase = text
 
     @contextlib.contextmanager
-    def stage(self, spark, total_splits, total_bytes):
+    def stage(self, spark: SparkSession, total_splits: int, total_bytes: int) -> Iterator[Optional[Counters]]:
         """The Spark stage: yields the accumulators for the task closure (small and picklable); None over Spark
         Connect, which has none: there the line shows the phase and the time."""
         self.total_splits, self.total_bytes = total_splits, total_bytes
@@ -100,7 +113,7 @@ class Progress:
             if self.mode == "log":
                 self.stop()
 
-    def stop(self):
+    def stop(self) -> None:
         """Stop showing; a tty's line is cleared."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
@@ -129,7 +142,7 @@ class Progress:
         except (OSError, ValueError):  # the terminal went away: stop showing, never stop the run
             self._stop.set()
 
-    def line(self):
+    def line(self) -> str:
         elapsed = time.time() - self._started
         if self.phase != "replaying" or self.counters is None:
             return f"mqreplay: {self.phase}, elapsed {_clock(elapsed)}"

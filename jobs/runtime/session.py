@@ -3,13 +3,20 @@ Spark Connect client (`--remote sc://HOST:PORT`). The stage runs as an RDD on a 
 operations over Connect (jobs/task/stage.py); what only a classic session has (accumulators for progress, the status
 tracker) is asked for through `is_connect`. How a run starts and stops its session cheaply: `SessionStart`,
 `warm_workers`, `stop_session`."""
+from __future__ import annotations
+
 import logging
 import os
 import subprocess
 import sys
 import threading
+from typing import TYPE_CHECKING, Any, Mapping, MutableMapping, Optional
 
 from jobs.runtime import daemon_zygote
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("mqreplay")
 
@@ -22,7 +29,7 @@ DAEMON_MODULE = "jobs.runtime.worker_daemon"
 ARCHIVE_MADE = "MQREPLAY_CDS_MADE"
 
 
-def archive_of_a_whole_run(env=None):
+def archive_of_a_whole_run(env: Optional[Mapping[str, str]] = None) -> None:
     """Mark the class-data archive this run's JVM writes at exit as one of a run that got through Spark's stage:
     the wrapper keeps only such an archive. One of a run that stopped sooner (a usage error, a refused OUT) holds
     few of the classes a run loads, and every later run loaded the rest without it: 1.2 s more job time per run
@@ -35,7 +42,8 @@ def archive_of_a_whole_run(env=None):
             pass
 
 
-def spark_session(settings, master=None, remote=None, zygote=False):
+def spark_session(settings: Mapping[str, Any], master: Optional[str] = None, remote: Optional[str] = None,
+                  zygote: bool = False) -> SparkSession:
     """A session with conf/replay.json's "spark" settings under those spark-submit already set. Over Connect the
     server owns its static settings: only the runtime ones (spark.sql.*) are applied, on the session. zygote: the
     job's daemon forked from a process preloaded from now on (jobs/runtime/daemon_zygote.py), when it is the job's
@@ -50,7 +58,7 @@ def spark_session(settings, master=None, remote=None, zygote=False):
         return spark
     if classic_session_exists():  # a kernel's: used as it is, its runtime conf untouched (the builder's options
         return SparkSession.builder.getOrCreate()  # would be set on it and stay)
-    options = {"spark.app.name": "mqreplay"}
+    options: dict[str, Any] = {"spark.app.name": "mqreplay"}  # conf/replay.json's values: strings, numbers
     if not master and "PYSPARK_GATEWAY_PORT" not in os.environ:  # plain `python jobs/replay.py`
         master = "local[*]"
     workers_run_this_python(master, settings.get("spark", {}))
@@ -68,11 +76,11 @@ def spark_session(settings, master=None, remote=None, zygote=False):
             options.update({f"spark.executorEnv.{key}": value for key, value in preloaded.env.items()})
         from pyspark import SparkConf, SparkContext
 
-        warm_workers(SparkContext.getOrCreate(SparkConf().setAll(options.items())))
+        warm_workers(SparkContext.getOrCreate(SparkConf().setAll(options.items())))  # type: ignore[arg-type]
     return SparkSession.builder.config(map=options).getOrCreate()  # on the context made above, if one was
 
 
-def warm_workers(sc):
+def warm_workers(sc: SparkContext) -> None:
     """Start the Python daemon while the session is made: a task that does nothing, run in a daemon thread as soon
     as the SparkContext exists, makes the JVM start the job's daemon (jobs/runtime/worker_daemon.py, forked preloaded
     from the driver's zygote where there is one) and fork a worker, while the SparkSession is built (0.7-0.9 s more
@@ -100,7 +108,10 @@ class SessionStart:
     Only under spark-submit: a driver that stops at a planning error exits, and the JVM with it; a session started
     in a process that lives on (a notebook's kernel, the tests) would outlive the run unasked."""
 
-    def __init__(self, settings, master=None):
+    _spark: Optional[SparkSession]
+    _error: Optional[BaseException]
+
+    def __init__(self, settings: Mapping[str, Any], master: Optional[str] = None) -> None:
         self._spark = self._error = None
         self._thread = threading.Thread(target=self._start, args=(settings, master), name="mqreplay-session-start",
                                         daemon=True)
@@ -112,14 +123,15 @@ class SessionStart:
         except BaseException as exc:  # noqa: BLE001 - raised again by session(), in the run's own thread
             self._error = exc
 
-    def session(self):
+    def session(self) -> SparkSession:
         self._thread.join()
         if self._error is not None:
             raise self._error
+        assert self._spark is not None  # started: no error raised
         return self._spark
 
 
-def stop_session(spark):
+def stop_session(spark: SparkSession) -> None:
     """Stop a session the run started. PySpark's stop ends with the shutdown of its accumulator server (the
     progress line's counters), which waits until the server's handler notices, at its next once-a-second poll:
     0.86 s of every run's end, measured, after OUT was published. The JVM has sent every update by then (a task's
@@ -128,13 +140,15 @@ def stop_session(spark):
     sc = None if is_connect(spark) else spark.sparkContext
     server = getattr(sc, "_accumulatorServer", None)
     if server is not None:
-        sc._accumulatorServer = None  # SparkContext.stop then skips it
+        assert sc is not None  # a server is a classic context's
+        sc._accumulatorServer = None  # type: ignore[assignment]  # SparkContext.stop then skips it
         threading.Thread(target=server.shutdown, name="mqreplay-accumulator-server-shutdown", daemon=True).start()
     spark.stop()
     daemon_zygote.stop()
 
 
-def workers_run_this_python(master, spark_settings, env=None):
+def workers_run_this_python(master: Optional[str], spark_settings: Mapping[str, Any],
+                            env: Optional[MutableMapping[str, str]] = None) -> None:
     """A plain `python jobs/replay.py` on a local master: its Python workers run this interpreter (the venv's,
     which has the project's dependencies), not PySpark's default `python3` from PATH (which may lack pyarrow),
     unless PYSPARK_PYTHON or spark.pyspark.python names one. Under spark-submit, or on a cluster's master, the
@@ -187,7 +201,7 @@ def _submitted_conf():
     return {key for key, _ in SparkConf().getAll()}
 
 
-def classic_session_exists():
+def classic_session_exists() -> bool:
     """Whether a classic SparkContext already runs in this process (a notebook's, Databricks'): the job runs in its
     session and leaves it running. The context, not the thread's active session: a kernel's other thread has
     none of its own, and the session it would get is the kernel's all the same."""
@@ -196,6 +210,6 @@ def classic_session_exists():
     return SparkContext._active_spark_context is not None
 
 
-def is_connect(spark):
+def is_connect(spark: object) -> bool:
     """Whether `spark` is a Spark Connect client session (no SparkContext, no RDDs, no accumulators)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")

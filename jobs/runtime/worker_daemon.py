@@ -13,6 +13,8 @@ becomes PySpark's own daemon (exec), whose workers import for themselves, as bef
 
 Under spark-submit on a local master the driver runs this module as a zygote first (`--zygote`: preloaded while
 the driver plans, jobs/runtime/daemon_zygote.py), and the process the JVM starts has the zygote fork the daemon."""
+from __future__ import annotations
+
 import ctypes
 import ctypes.util
 import gc
@@ -24,6 +26,11 @@ import sys
 import zipimport
 
 from jobs.runtime import daemon_zygote
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing into the daemon
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from types import ModuleType
 
 # the job's modules whose import a replay task needs (unpickling its function imports them)
 MODULES = (
@@ -42,7 +49,7 @@ KERNEL_MODULES = ("schemas.kernels", "schemas.log.dledger", "schemas.queues.cq_r
 JOB_DAEMON = "MQREPLAY_JOB_DAEMON"
 
 
-def preload():
+def preload() -> int:
     """Import MODULES, load the kernels numba has cached on this machine, import PySpark's worker module; the
     number of kernels loaded."""
     # imported here, once main() has told OpenBLAS and jemalloc to start no thread: the schemas package loads numpy
@@ -58,7 +65,7 @@ def preload():
     return loaded
 
 
-def forget_zip_importers():
+def forget_zip_importers() -> None:
     """Drop the importers of zip archives (pyspark.zip and py4j's, one per package of them imported) from the
     import system's cache. A forked worker's first task puts Spark's files folder on sys.path, and PySpark then
     invalidates the import caches: each cached zip importer reads its whole archive's directory again (18 of them
@@ -69,12 +76,12 @@ def forget_zip_importers():
             del sys.path_importer_cache[path]
 
 
-def worker_module():
+def worker_module() -> str:
     """The module pyspark.daemon runs in a forked worker (its argument, as pyspark.daemon.worker reads it)."""
     return sys.argv[1] if len(sys.argv) > 1 and sys.argv[1].startswith("pyspark") else "pyspark.worker"
 
 
-def load_cached(module):
+def load_cached(module: ModuleType) -> int:
     """Load every compiled version of `module`'s kernels that numba's cache holds for this machine, as their
     first call would: nothing is compiled (a signature not in the cache is not asked for)."""
     import numba.core.registry  # noqa: F401 (the dispatcher class)
@@ -82,10 +89,11 @@ def load_cached(module):
 
     loaded = 0
     for kernel in vars(module).values():
-        if not isinstance(kernel, Dispatcher) or not kernel._cache.__class__.__name__ == "FunctionCache":
+        if (not isinstance(kernel, Dispatcher)
+                or not kernel._cache.__class__.__name__ == "FunctionCache"):  # type: ignore[attr-defined]
             continue
-        magic = kernel.targetctx.codegen().magic_tuple()
-        for key in kernel._cache._cache_file._load_index():
+        magic = kernel.targetctx.codegen().magic_tuple()  # type: ignore[attr-defined]
+        for key in kernel._cache._cache_file._load_index():  # type: ignore[attr-defined]
             if key[1] == magic:
                 kernel.compile(key[0])
                 loaded += 1
@@ -98,7 +106,7 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 HEAP_BLOCKS = 256 << 20
 
 
-def keep_freed_memory():
+def keep_freed_memory() -> None:
     """Let the workers this daemon forks reuse the memory their tasks free, not hand it back to the kernel and fault
     it in again. A task allocates a few hundred arrays of a batch's length each (numpy's from glibc malloc, which
     maps every block over its threshold anew, and trims the heap's top; Arrow's from mimalloc, which purges freed
@@ -115,7 +123,7 @@ def keep_freed_memory():
         pass
 
 
-def threads():
+def threads() -> int:
     """Threads of this process (Linux); 1 where /proc is not there to say."""
     try:
         return len(os.listdir("/proc/self/task"))
@@ -123,7 +131,7 @@ def threads():
         return 1
 
 
-def prepare():
+def prepare() -> int:
     """This process made ready to fork the workers: no thread started by what it loads, the freed memory kept, the
     preload done and no thread left; raises if it is not."""
     # the two libraries that start threads on loading: OpenBLAS (numpy) a pool per core unless told how many
@@ -138,7 +146,7 @@ def prepare():
     return loaded
 
 
-def become_daemon(loaded, forked=False):
+def become_daemon(loaded: int, forked: bool = False) -> None:
     """PySpark's daemon in this preloaded process (`loaded` kernels), here or in one the zygote forked."""
     os.environ[JOB_DAEMON] = "1"
     if os.environ.get("MQREPLAY_DAEMON_LOG"):
@@ -149,7 +157,7 @@ def become_daemon(loaded, forked=False):
     daemon.manager()
 
 
-def zygote(argv):
+def zygote(argv: Sequence[str]) -> None:
     """The driver's zygote (jobs/runtime/daemon_zygote.py): preloaded as the daemon is, it forks a daemon per process
     the JVM starts. argv: the listening socket's and the lifeline's file descriptors."""
     listener, lifeline = socket.socket(fileno=int(argv[0])), int(argv[1])
@@ -161,7 +169,7 @@ def zygote(argv):
         sys.exit(1)
 
 
-def main():
+def main() -> None:
     if sys.argv[1:2] == [daemon_zygote.ZYGOTE_ARGUMENT]:
         return zygote(sys.argv[2:])
     zygote_path = os.environ.get(daemon_zygote.ZYGOTE)

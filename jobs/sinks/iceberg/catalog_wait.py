@@ -8,10 +8,13 @@ run removes first).
 
 An operation retried here must be whole: it loads what it changes again (a table's metadata moved on when
 another writer committed) and commits once."""
+from __future__ import annotations
+
 import os
 import re
 import sqlite3
 import time
+from typing import Callable, Optional, TypeVar
 
 from jobs.errors import OutputError, UsageError, output_error
 from schemas.errors import ReplayError
@@ -19,9 +22,10 @@ from schemas.errors import ReplayError
 DEFAULT_WAIT = "5m"
 FIRST_PAUSE_S, MAX_PAUSE_S = 0.5, 10.0
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+T = TypeVar("T")  # what a waited operation returns
 
 
-def seconds(text, flag="--catalog-wait"):
+def seconds(text: str, flag: str = "--catalog-wait") -> float:
     """Seconds of a DURATION: a number and a unit, s, m, h or d (`90s`, `5m`, `0s`); UsageError otherwise."""
     found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", str(text))
     if not found:
@@ -29,7 +33,7 @@ def seconds(text, flag="--catalog-wait"):
     return float(found.group(1)) * UNITS[found.group(2)]
 
 
-def busy(exc):
+def busy(exc: BaseException) -> Optional[str]:
     """Why the catalog refused for now (a reason to wait), or None for any other error: by the exception's type
     (pyiceberg's and SQLAlchemy's, imported here: only an Iceberg run has them loaded)."""
     from pyiceberg.exceptions import (
@@ -50,7 +54,7 @@ def busy(exc):
     return None
 
 
-def holders(uri):
+def holders(uri: Optional[str]) -> list[str]:
     """Other processes that hold a SQLite catalog's file open (from /proc: Linux), as `process N (command)`."""
     if not uri or not uri.startswith("sqlite:///"):
         return []
@@ -67,7 +71,7 @@ def holders(uri):
     return found
 
 
-def unusable(exc, uri, what, repair):
+def unusable(exc: BaseException, uri: Optional[str], what: str, repair: str) -> Optional[OutputError]:
     """The OutputError (exit 2) of a catalog that cannot be used as it is, or None: a file that is no SQLite
     database (random bytes, a truncated copy), or one that cannot be opened or written; an OSError writing the
     warehouse. `repair`: the command that registers the warehouse's tables in a new catalog."""
@@ -90,7 +94,8 @@ def unusable(exc, uri, what, repair):
     return None
 
 
-def waiting(operation, wait_s, what, uri=None, sleep=time.sleep, repair=None):
+def waiting(operation: Callable[[], T], wait_s: float, what: str, uri: Optional[str] = None,
+            sleep: Callable[[float], None] = time.sleep, repair: Optional[str] = None) -> T:
     """operation() once the catalog takes it: retried while it is busy (`busy`, by the error's type) with a pause
     that doubles up to MAX_PAUSE_S, for at most wait_s seconds (tenacity, pyiceberg's own retry library). A catalog
     or warehouse that cannot be used (`unusable`) is the output's error, exit 2, never the input's."""

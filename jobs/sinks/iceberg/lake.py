@@ -14,9 +14,12 @@ there (a run of no offsets, a quiet night, commits a marker row of no topic).
 - A run killed between two tables' commits left data files under `data/run-<run>/` of a run the ranges do not
   name: the next run (or `jobs.maintain`) removes them from the tables first (`repair`), so each row counts once.
 """
+from __future__ import annotations
+
 import re
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +29,21 @@ import pyarrow.parquet as pq
 
 from jobs.errors import UsageError
 from jobs.ledgers.pop import pop_topics
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+    from filtering.subscriptions import CompiledSubscription
+    from jobs.output.place import Place
+    from jobs.plan.build import Planned
+    from jobs.sinks.iceberg.tables import LakeScope
+
+    Range = tuple[str, str, str, int, int, int]  # (broker, group, topic, queue, first, end)
+    HeldSpan = tuple[str, str, int, int, int]  # (group, topic, queue, first, end) of a broker
+    Intervals = dict[tuple[str, str, str, int], list[tuple[int, int]]]  # (broker, group, topic, queue): spans
+    Pairs = Mapping[str, Collection[tuple[str, str]]]  # {broker: {(group, topic)}}
+    Lake = Union["Held", LakeScope]  # what asks the lake's intervals
 
 RANGES = "_mqreplay_ranges"
 RANGES_SCHEMA = pa.schema([("store", pa.string()), ("head", pa.string()), ("broker", pa.string()),
@@ -49,11 +67,11 @@ class StoreRef:
     key: str
     head: str = ""
 
-    def holds(self, row):
+    def holds(self, row: Mapping[str, Any]) -> bool:
         """Whether a ranges row ({"store", "head", ...}) is of this store (held_mask)."""
         return self.held_mask(pa.table({"store": [row["store"]], "head": [row["head"]]}))[0].as_py()
 
-    def held_mask(self, table):
+    def held_mask(self, table: pa.Table) -> pa.ChunkedArray:
         """Per row of an Arrow table of ranges rows, whether it is of this store: the same key, and the same first
         record or an earlier one (retention removed it since); a row or a ref without a first record: the key."""
         mine = pc.equal(table.column("store"), self.key)
@@ -67,7 +85,7 @@ class StoreRef:
         return pc.and_(mine, same_or_earlier)
 
 
-def load(catalog, identifier):
+def load(catalog: Catalog, identifier: str) -> Optional[Table]:
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
     try:
         return catalog.load_table(identifier)
@@ -80,13 +98,14 @@ class Held:
     group, queue and night: a year of nights stays a few MB, never a Python object a row), and every run the table
     names."""
 
-    def __init__(self, rows, runs=None):
+    def __init__(self, rows: Union[pa.Table, Iterable[Mapping[str, Any]]],
+                 runs: Optional[Iterable[str]] = None) -> None:
         table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(list(rows), schema=_HELD_SCHEMA)
         self.table = table.select(_HELD_SCHEMA.names).filter(pc.not_equal(table.column("topic"), ""))
         self.runs = set(pc.unique(table.column("run")).to_pylist()) if runs is None else set(runs)
 
     @classmethod
-    def of(cls, catalog, namespace, refs=None):
+    def of(cls, catalog: Catalog, namespace: str, refs: Optional[Collection[StoreRef]] = None) -> Held:
         """The lake's ranges of `refs`' stores (None: every store's; (): none, the runs only), read with the store
         pushed into the scan; the runs of every store, read as one column (a repair must know every run that
         committed)."""
@@ -98,13 +117,14 @@ class Held:
         if refs is not None and not refs:
             return cls([], runs)
         scan = table.scan(selected_fields=_HELD_SCHEMA.names) if refs is None else table.scan(
-            row_filter=In("store", {r.key for r in refs}), selected_fields=_HELD_SCHEMA.names)
+            row_filter=In("store", {r.key for r in refs}),  # type: ignore[call-arg, arg-type]  # pyiceberg's own form
+            selected_fields=_HELD_SCHEMA.names)
         return cls(scan.to_arrow(), runs)
 
-    def intervals(self, refs):
+    def intervals(self, refs: Iterable[StoreRef]) -> Intervals:
         """{(broker, group, topic, queue): [(first, end), ...]}: the offsets each group holds of the run's stores,
         touching ranges merged (a key's nights become one span, however many nights the table holds)."""
-        out = {}
+        out: Intervals = {}
         for ref in refs:
             spans = self._of(ref).group_by(KEY, use_threads=False).aggregate([("first", "list"), ("end", "list")])
             columns = (spans.column(c).to_pylist() for c in (*KEY, "first_list", "end_list"))
@@ -112,9 +132,10 @@ class Held:
                 out[(ref.broker, g, t, q)] = _merged(zip(firsts, ends))
         return out
 
-    def rows_over(self, refs, broker, group, topic, queue, first, end):
+    def rows_over(self, refs: Iterable[StoreRef], broker: str, group: str, topic: str, queue: int, first: int,
+                  end: int) -> list[tuple[int, int, str]]:
         """[(first, end, run)] of the rows of (broker, group, topic, queue) that overlap [first, end): who holds it."""
-        out = []
+        out: list[tuple[int, int, str]] = []
         for mine in (self._of(ref) for ref in refs if ref.broker == broker):
             hit = pc.and_(pc.and_(pc.equal(mine.column("group"), group), pc.equal(mine.column("topic"), topic)),
                           pc.and_(pc.equal(mine.column("queue_id"), queue),
@@ -133,14 +154,15 @@ _HELD_SCHEMA = pa.schema([RANGES_SCHEMA.field(n) for n in ("store", "head", "gro
                                                            "end", "run")])
 
 
-def held_scope(held, refs, ranges, pairs=None):
+def held_scope(held: Lake, refs: Iterable[StoreRef], ranges: Collection[Range],
+               pairs: Optional[Pairs] = None) -> dict[str, tuple[HeldSpan, ...]]:
     """{broker: ((group, topic, queue, first, end), ...)}: the offsets of the run's `ranges` (run_ranges) that a
     group already holds, merged, clipped to the run's range; the tasks leave them out of the group's scope
     (ReplayPlan.held), so that no task writes a row the lake holds and nothing is trimmed after the stage.
     `pairs` ({broker: {(group, topic)}} of the run): a queue of theirs the plan has no range of (rebuilt from
     the commit log: its offsets are known once its tasks walk it) gets its held offsets whole, merged."""
     intervals = held.intervals(refs)
-    out = {}
+    out: dict[str, list[HeldSpan]] = {}
     for b, g, t, q, first, end in _answers(ranges):
         out.setdefault(b, []).extend((g, t, q, lo, hi) for lo, hi in _merged(
             (max(hf, first), min(he, end)) for hf, he in intervals.get((b, g, t, q), ()) if hf < end and first < he))
@@ -162,14 +184,14 @@ def _merged(spans):
     return [tuple(m) for m in merged]
 
 
-def unheld(ranges, scope):
+def unheld(ranges: Iterable[Range], scope: Mapping[str, Iterable[HeldSpan]]) -> list[Range]:
     """The run's `ranges` (run_ranges) less the offsets its plan left out as held (held_scope): what the run
     commits that no earlier run held when it was planned."""
-    cut = {}
+    cut: dict[tuple[str, str, str, int], list[tuple[int, int]]] = {}
     for b, spans in scope.items():
         for g, t, q, lo, hi in spans:
             cut.setdefault((b, g, t, q), []).append((lo, hi))
-    out = []
+    out: list[Range] = []
     for b, g, t, q, first, end in ranges:
         at = first
         for lo, hi in sorted(cut.get((b, g, t, q), ())):
@@ -181,16 +203,17 @@ def unheld(ranges, scope):
     return out
 
 
-def run_ranges(parts):
+def run_ranges(parts: Iterable[tuple[str, Planned]]) -> list[Range]:
     """[(broker, group, topic, queue, first, end)] a run covers: each (broker, plan.Planned) part's (broker_ranges)."""
     return [r for broker, planned in parts for r in broker_ranges(broker, planned.plan.subscriptions, planned.ranges)]
 
 
-def broker_ranges(broker, subscriptions, ranges):
+def broker_ranges(broker: str, subscriptions: Iterable[CompiledSubscription],
+                  ranges: Collection[tuple[str, int, int, int]]) -> list[Range]:
     """[(broker, group, topic, queue, first, end)] of one broker's queue `ranges` ((topic, queue, first, end)), for
     every group of `subscriptions` (CompiledSubscriptions) subscribing the topic, and for LEDGER_READS those of the
     topics the POP ledger reads."""
-    topics = {}
+    topics: dict[str, set[str]] = {}
     for s in subscriptions:
         topics.setdefault(s.sub.topic, set()).add(s.sub.group)
     for topic in pop_topics({t for t, *_ in ranges}) - set(topics):
@@ -204,7 +227,8 @@ def _answers(ranges):
     return [r for r in ranges if r[1] != LEDGER_READS]
 
 
-def overlapping(held, refs, ranges):
+def overlapping(held: Held, refs: Iterable[StoreRef],
+                ranges: Iterable[Range]) -> list[tuple[str, str, str, int, int, int, int, int, str]]:
     """[(broker, group, topic, queue, first, end, held first, held end, run)]: the run's ranges a group holds, each
     held row (its run named) that overlaps."""
     intervals = held.intervals(refs)
@@ -213,7 +237,7 @@ def overlapping(held, refs, ranges):
             for hf, he, run in held.rows_over(refs, b, g, t, q, first, end)]
 
 
-def refuse_overlaps(namespace, held, refs, ranges):
+def refuse_overlaps(namespace: str, held: Held, refs: Sequence[StoreRef], ranges: Iterable[Range]) -> None:
     """UsageError (exit 2, nothing committed) naming the groups, queues and runs a run's offsets overlap."""
     found = overlapping(held, refs, ranges)
     if not found:
@@ -227,7 +251,7 @@ def refuse_overlaps(namespace, held, refs, ranges):
                      f"{shown}{more} (nothing committed; --starting-offsets iceberg continues every group after them)")
 
 
-def stores_held(catalog, namespace):
+def stores_held(catalog: Catalog, namespace: str) -> list[dict[str, Any]]:
     """The (store, head, broker) the lake's ranges name, each once: its stores under every broker name (three
     columns of the ranges table read, not its rows of groups and queues)."""
     table = load(catalog, f"{namespace}.{RANGES}")
@@ -237,7 +261,7 @@ def stores_held(catalog, namespace):
     return found.group_by(["store", "head", "broker"]).aggregate([]).to_pylist()
 
 
-def refuse_renamed(namespace, stores, refs):
+def refuse_renamed(namespace: str, stores: Iterable[Mapping[str, Any]], refs: Iterable[StoreRef]) -> None:
     """UsageError (exit 2, nothing committed) when the lake holds a store of the run under another broker name
     (`stores`: stores_held's): the same storeHost (or real path) and first record, or an earlier one. A bare store
     is named by its config/topics.json: a copy without it would be taken for a new store and its rows committed
@@ -259,20 +283,22 @@ def _stores(refs):
     return ", ".join(f"{r.key} (first record {r.head})" if r.head else r.key for r in refs)
 
 
-def starts(held, refs, pairs=None):
+def starts(held: Lake, refs: Iterable[StoreRef], pairs: Optional[Pairs] = None,
+           ) -> dict[str, dict[str, dict[int, int]]]:
     """{broker: {topic: {queue: offset}}} where `--starting-offsets iceberg` starts: per queue, the earliest end
     among the groups that read it (`pairs` {broker: {(group, topic)}} of the run; None: every group the lake
     holds), so every group continues from its own ranges (the offsets a group holds already: held_scope). A queue
     one of those groups holds nothing of starts at the earliest."""
     intervals = held.intervals(refs)
-    ends = {}
+    ends: dict[str, dict[str, dict[int, dict[str, int]]]] = {}
     for (b, g, t, q), spans in intervals.items():
         ends.setdefault(b, {}).setdefault(t, {}).setdefault(q, {})[g] = spans[-1][1]
-    out = {}
+    out: dict[str, dict[str, dict[int, int]]] = {}
     for ref in refs:
         mine = ends.get(ref.broker, {})
-        groups = None if pairs is None else {}
+        groups: Optional[dict[str, set[str]]] = None if pairs is None else {}
         if pairs is not None:
+            assert groups is not None  # made for `pairs`
             for g, t in pairs.get(ref.broker, ()):
                 groups.setdefault(t, set()).add(g)
         for topic, queues in mine.items():
@@ -287,7 +313,7 @@ def starts(held, refs, pairs=None):
     return out
 
 
-def ranges_rows(refs, ranges, run):
+def ranges_rows(refs: Iterable[StoreRef], ranges: Iterable[Range], run: str) -> pa.Table:
     """The run's rows of NS._mqreplay_ranges (a marker row when it covered no offsets)."""
     by_broker = {r.broker: r for r in refs}
     now = int(time.time() * 1000)
@@ -314,7 +340,7 @@ def _rewrite(fs, path, table, keep):
     return dropped
 
 
-def trim_messages(out, kept, present):
+def trim_messages(out: Place, kept: Iterable[str], present: Mapping[tuple[str, str], np.ndarray]) -> int:
     """Drop, from the run's messages/ parts (`out`: the temporary OUT's place.Place; `kept`: the paths of those
     left where their attempts wrote them), the messages the table already holds (`present`: {(broker, topic):
     commit-log offsets}): a group backfilled over offsets other groups hold references messages stored once."""
@@ -335,14 +361,16 @@ def trim_messages(out, kept, present):
     return dropped
 
 
-def messages_present(table, held, refs, ranges):
+def messages_present(table: Optional[Table], held: Held, refs: Iterable[StoreRef],
+                     ranges: Iterable[Range]) -> dict[tuple[str, str], np.ndarray]:
     """{(broker, topic): commit-log offsets} of the messages NS.messages holds in the queue ranges of the run that
     earlier runs (any group) covered: what trim_messages drops. Empty (nothing read) when no range overlaps: a
     night after the last reads nothing here."""
     from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThan
     if table is None:
         return {}
-    covered = {}
+    covered: dict[tuple[str, str, int], list[tuple[int, int]]] = {}
+    spans: Any  # a key's held spans, then {(broker, topic): (lo, hi)} of the offsets to read
     for (b, _, t, q), spans in held.intervals(refs).items():
         covered.setdefault((b, t, q), []).extend(spans)
     spans = {}
@@ -350,9 +378,11 @@ def messages_present(table, held, refs, ranges):
         if any(first < he and hf < end for hf, he in covered.get((b, t, q), ())):  # offsets earlier runs read
             lo, hi = spans.get((b, t), (first, end))
             spans[(b, t)] = (min(lo, first), max(hi, end))
-    out = {}
+    out: dict[tuple[str, str], np.ndarray] = {}
     for (b, t), (lo, hi) in spans.items():
-        within = And(EqualTo("topic", t), And(GreaterThanOrEqual("queue_offset", lo), LessThan("queue_offset", hi)))
+        within = And(EqualTo("topic", t),  # type: ignore[call-arg, arg-type]  # pyiceberg's own form
+                     And(GreaterThanOrEqual("queue_offset", lo),  # type: ignore[call-arg, arg-type]
+                         LessThan("queue_offset", hi)))  # type: ignore[call-arg, arg-type]
         found = table.scan(row_filter=within, selected_fields=("broker", "commitlog_offset")).to_arrow()
         mine = found.filter(pc.fill_null(pc.equal(found.column("broker"), b), False)) if found.num_rows else found
         if mine.num_rows:
@@ -360,7 +390,7 @@ def messages_present(table, held, refs, ranges):
     return out
 
 
-def runs_of_files(table, known=()):
+def runs_of_files(table: Table, known: Collection[str] = ()) -> set[str]:
     """The runs whose data files (`data/run-<run>/`) a table's current snapshot holds, `known` runs left out
     unread: a manifest that only a snapshot of a known run added (as add_files writes it) is not opened, so
     a night reads the manifests added since the lake's last complete run, not every file of a year."""
@@ -370,7 +400,7 @@ def runs_of_files(table, known=()):
     return {run for run in map(_run_of, (f.file_path for f in files)) if run is not None}
 
 
-def referenced_runs(table, runs):
+def referenced_runs(table: Table, runs: Collection[str]) -> set[str]:
     """Which of `runs` (the folders data/run-<run>/ hold) a snapshot of the table references. A run whose own
     snapshot (add_files') is still there is referenced by it, nothing read; the others are looked for in the
     manifests of every snapshot, each read once, until all are found: a year of nights costs a lake no file list
@@ -416,18 +446,19 @@ def _every_manifest(table):
                 yield manifest
 
 
-def committed(table, run):
+def committed(table: Table, run: str) -> bool:
     """Whether the ranges table holds a row of `run` (the run pushed into the scan: its rows, not the table's)."""
     from pyiceberg.expressions import EqualTo
-    return table.scan(row_filter=EqualTo("run", run), selected_fields=("run",)).to_arrow().num_rows > 0
+    return table.scan(row_filter=EqualTo("run", run),  # type: ignore[call-arg, arg-type]  # pyiceberg's own form
+                      selected_fields=("run",)).to_arrow().num_rows > 0
 
 
-def incomplete(table, held):
+def incomplete(table: Table, held: Held) -> list[str]:
     """Runs whose files a table holds but whose ranges were never committed (killed between two commits)."""
     return sorted(runs_of_files(table, held.runs) - held.runs)
 
 
-def remove_runs(table, runs):
+def remove_runs(table: Table, runs: Iterable[str]) -> int:
     """One snapshot removing the data files of `runs` from a table (they stay on disk for orphan removal)."""
     doomed = set(runs)
     files = [f for f in _data_files(table) if _run_of(f.file_path) in doomed]
@@ -440,13 +471,13 @@ def remove_runs(table, runs):
     return len(files)
 
 
-def table_locations(warehouse, namespace):
+def table_locations(warehouse: Optional[Place], namespace: str) -> dict[str, str]:
     """{table name: newest metadata file} of the tables a warehouse (a place.Place, None: unknown) holds under NS
     (pyiceberg's default location `<warehouse>/<namespace>/<table>/metadata/NNNNN-<uuid>.metadata.json`)."""
     if warehouse is None:
         return {}
     fs, root = warehouse.fs, warehouse.root
-    out = {}
+    out: dict[str, str] = {}
     base = f"{root.rstrip('/')}/{namespace}"
     for info in fs.get_file_info(pafs.FileSelector(base, allow_not_found=True)):
         if info.type != pafs.FileType.Directory:

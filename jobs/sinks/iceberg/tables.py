@@ -17,9 +17,12 @@ messages the table holds are trimmed from its parts.
 Every catalog operation waits while the catalog is busy, up to `--catalog-wait` (jobs/sinks/iceberg/catalog_wait.py).
 Parts moved into a table's location by a run that died before its commit are referenced by no snapshot:
 `stale_runs` lists them, `--clean-stale` (or jobs.maintain) removes them."""
+from __future__ import annotations
+
 import json
 import os
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable, Collection, Iterable, Mapping, Optional, Sequence, TypeVar, Union
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -34,6 +37,17 @@ from jobs.sinks.iceberg import lake
 from jobs.sinks.iceberg.catalog_wait import DEFAULT_WAIT, seconds, waiting
 from jobs.task.cq_audit import CQ_AUDIT_SCHEMA
 from schemas.arrow_schemas import BITMAP_SCHEMA, BODIES_SCHEMA, CORRUPT_SCHEMA
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+    from filtering.subscriptions import CompiledSubscription
+    from jobs.plan.brokers import Broker
+    from jobs.plan.build import Planned
+    from jobs.sinks.iceberg.lake import HeldSpan, Intervals, StoreRef
+
+T = TypeVar("T")  # what an operation on the catalog returns
 
 # output folder of a run (jobs/output/writers.py) -> table name; the audits get a table when they have rows
 TABLES = {"messages": "messages", "audit/collisions": "collisions", "matched": "matched",
@@ -63,7 +77,7 @@ class CatalogArgs:
     wait: str = DEFAULT_WAIT
 
     @property
-    def given(self):
+    def given(self) -> bool:
         """Whether any catalog argument was given (they go with --sink iceberg only)."""
         return bool(self.name or self.uri or self.warehouse)
 
@@ -83,7 +97,7 @@ class IcebergTarget:
     refs: tuple = ()
     continuing: bool = False
 
-    def catalog(self):
+    def catalog(self) -> Catalog:
         """The pyiceberg catalog (imported here: only an Iceberg run pays for it): pyiceberg's by name, or the
         embedded one, pyiceberg's SqlCatalog on a SQLite file (Iceberg's JDBC catalog tables: Java's JdbcCatalog
         opens it too), its folder made when missing; UsageError for a URI other than sqlite:///PATH.
@@ -101,13 +115,13 @@ class IcebergTarget:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)  # a new lake's folder, as its warehouse's
         return load_catalog(self.name or DEFAULT_CATALOG, type="sql", uri=self.uri, warehouse=_uri(self.warehouse))
 
-    def describe(self):
+    def describe(self) -> str:
         return f"catalog {self.name}" if self.uri is None else f"{self.uri} (warehouse {self.warehouse})"
 
-    def waiting(self, operation, what):
+    def waiting(self, operation: Callable[[Catalog], T], what: str) -> T:
         """operation(catalog), retried while the catalog is busy (catalog_wait.waiting); each try's catalog closed
         after it (SqlCatalog's engine keeps a pool of connections to the file: none left open between operations)."""
-        def once():
+        def once() -> T:
             catalog = self.catalog()
             try:
                 return operation(catalog)
@@ -115,25 +129,25 @@ class IcebergTarget:
                 getattr(catalog, "close", lambda: None)()
         return waiting(once, self.wait_s, what, self.uri, repair=self.register_command())
 
-    def register_command(self):
+    def register_command(self) -> str:
         """jobs.maintain's command that registers the warehouse's tables in a new catalog (a lost or damaged one)."""
         where = (f"--catalog-uri {self.uri} --warehouse {self.warehouse}" if self.uri is not None
                  else f"--catalog {self.name}")
         return f"python -m jobs.maintain {where} --namespace {self.namespace} --register-existing"
 
-    def warehouse_uri(self, catalog):
+    def warehouse_uri(self, catalog: Catalog) -> Optional[str]:
         return _uri(self.warehouse) if self.uri is not None else catalog.properties.get("warehouse")
 
-    def warehouse_place(self, catalog):
+    def warehouse_place(self, catalog: Catalog) -> Optional[Place]:
         """The warehouse as a place.Place, resolved once (None: the catalog names none)."""
         return place.warehouse(self.warehouse_uri(catalog))
 
-    def table_place(self, catalog, table):
+    def table_place(self, catalog: Catalog, table: Table) -> Place:
         """Where a table's files are, as a place.Place: inside the warehouse's, or its own location's."""
         return place.location(self.warehouse_uri(catalog), table.location())
 
 
-def catalog_target(given, what="--sink iceberg"):
+def catalog_target(given: CatalogArgs, what: str = "--sink iceberg") -> IcebergTarget:
     """IcebergTarget of the command line's catalog (CatalogArgs); UsageError for a half-given catalog or a
     --catalog-wait without its unit."""
     if given.uri and given.name:
@@ -147,13 +161,13 @@ def catalog_target(given, what="--sink iceberg"):
     return IcebergTarget(given.namespace, given.name, given.uri, given.warehouse, seconds(given.wait))
 
 
-def with_stores(target, brokers, continuing):
+def with_stores(target: IcebergTarget, brokers: Iterable[Broker], continuing: bool) -> IcebergTarget:
     """The target knowing the run's stores by what they are (brokers.store_identity), not by their spelling."""
     return replace(target, refs=tuple(lake.StoreRef(b.name, *store_identity(b)) for b in brokers),
                    continuing=continuing)
 
 
-def sqlite_path(uri):
+def sqlite_path(uri: Optional[str]) -> str:
     """The file of an embedded catalog's URI (`sqlite:///PATH`: absolute with four slashes, relative with three, as
     SQLAlchemy reads them); UsageError for anything else."""
     path = uri[len(EMBEDDED_SCHEME):] if uri and uri.startswith(EMBEDDED_SCHEME) else ""
@@ -183,7 +197,7 @@ def _load(catalog, identifier):
     return lake.load(catalog, identifier)
 
 
-def open_lake(target, catalog):
+def open_lake(target: IcebergTarget, catalog: Catalog) -> lake.Held:
     """lake.Held of the namespace, once it is known to be a lake this code continues: UsageError (exit 2) for a
     lost catalog (the warehouse holds the namespace's tables, the catalog none: never a second lake over them)
     and for a lake committed before per-group ranges."""
@@ -207,16 +221,16 @@ def open_lake(target, catalog):
     return lake.Held.of(catalog, target.namespace, target.refs)
 
 
-def check_lake(target, parts):
+def check_lake(target: IcebergTarget, parts: Sequence[tuple[Broker, Planned]]) -> list[str]:
     """Before Spark: the lake opened (open_lake), and a run of given offsets that a group already holds refused
     (exit 2, nothing committed; a continuing run leaves them out of its groups' scope instead: held_scope). The
     runs killed between two commits, which the commit will remove, as warnings."""
-    def check(catalog):
+    def check(catalog: Catalog) -> list[str]:
         held = open_lake(target, catalog)
         lake.refuse_renamed(target.namespace, lake.stores_held(catalog, target.namespace), target.refs)
         if not target.continuing:
             lake.refuse_overlaps(target.namespace, held, target.refs, lake.run_ranges(_named(parts)))
-        dead = {}
+        dead: dict[str, list[str]] = {}
         for name in TABLES.values():
             table = _load(catalog, f"{target.namespace}.{name}")
             for run in lake.incomplete(table, held) if table is not None else ():
@@ -231,20 +245,21 @@ class LakeScope:
     groups' ranges, lake.Held.intervals): the plan asks it, broker by broker, where the run's groups start
     (`starts`) and which offsets of its ranges they hold already (`held`), and is made once with the answers."""
 
-    def __init__(self, target):
+    def __init__(self, target: IcebergTarget) -> None:
         self.refs = target.refs
         self._intervals = target.waiting(lambda catalog: open_lake(target, catalog).intervals(target.refs),
                                          "--starting-offsets iceberg")
 
-    def intervals(self, refs):  # lake.Held's, as read once
+    def intervals(self, refs: Iterable[StoreRef]) -> Intervals:  # lake.Held's, as read once
         return self._intervals
 
-    def starts(self, broker, pairs=None):
+    def starts(self, broker: str, pairs: Optional[Collection[tuple[str, str]]] = None) -> dict[str, dict[int, int]]:
         """{topic: {queue: offset}} where `broker`'s queues start for the groups `pairs` ({(group, topic)}; None:
         every group the lake holds): where the ranges of the groups reading each queue end (lake.starts)."""
         return lake.starts(self, self.refs, None if pairs is None else {broker: pairs}).get(broker, {})
 
-    def held(self, broker, subscriptions, ranges):
+    def held(self, broker: str, subscriptions: Collection[CompiledSubscription],
+             ranges: Collection[tuple[str, int, int, int]]) -> tuple[HeldSpan, ...]:
         """((group, topic, queue, first, end), ...): the offsets of `broker`'s planned `ranges` its groups
         (`subscriptions`) hold in the lake already (lake.held_scope), left out of their scope (ReplayPlan.held)."""
         pairs = {broker: {(s.sub.group, s.sub.topic) for s in subscriptions}}
@@ -256,7 +271,10 @@ def _named(parts):
     return [(b.name, p) for b, p in parts]
 
 
-def publish_tables(target, out, written, run, with_body, parts, kept=None, before_ranges=()):
+def publish_tables(target: IcebergTarget, out: Union[Place, str], written: Mapping[str, tuple[int, int, int]], run: str,
+                   with_body: bool, parts: Sequence[tuple[Broker, Planned]],
+                   kept: Optional[Mapping[str, Sequence[tuple[str, str]]]] = None,
+                   before_ranges: Iterable[Callable[[], Mapping[str, int]]] = ()) -> dict[str, int]:
     """Commit the parts of the run's temporary OUT (sink.commit's `written`: {output: (files, rows, bytes)}) to
     the tables: {table: files added}. Runs killed between two commits are removed first; the rows a group held
     when the run was planned were never written (its plan's `held`); offsets a group holds besides them are
@@ -278,7 +296,7 @@ def publish_tables(target, out, written, run, with_body, parts, kept=None, befor
                                                 separators=(",", ":"))}
     if len(target.refs) == 1:
         properties[STORE] = target.refs[0].key
-    added = {}
+    added: dict[str, int] = {}
     for output, name in TABLES.items():
         if output not in ANSWERS and not written.get(output, (0, 0))[1]:
             continue
@@ -305,9 +323,9 @@ def _prepare_commit(target, catalog, run):
     return held
 
 
-def repair(catalog, namespace, held):
+def repair(catalog: Catalog, namespace: str, held: lake.Held) -> dict[str, int]:
     """Remove from every table the files of runs whose ranges were never committed: {table: files removed}."""
-    removed = {}
+    removed: dict[str, int] = {}
     for name in list(TABLES.values()):
         table = _load(catalog, f"{namespace}.{name}")
         dead = lake.incomplete(table, held) if table is not None else []
@@ -372,12 +390,14 @@ def _schema(output, with_body):
     return answer_schema(output, NORMALIZED, with_body)
 
 
-def table_and_place(target, catalog, identifier, schema, partition_column):
+def table_and_place(target: IcebergTarget, catalog: Catalog, identifier: str, schema: pa.Schema,
+                    partition_column: Optional[str]) -> tuple[Table, Place]:
     table = _table(target, catalog, identifier, schema, partition_column)
     return table, target.table_place(catalog, table)
 
 
-def move_parts(out, output, location, run, kept=()):
+def move_parts(out: Place, output: str, location: Place, run: str,
+               kept: Iterable[tuple[str, str]] = ()) -> list[str]:
     """Move an output's parts from the temporary OUT (a Place: those at their final names, and `kept`, those
     left where their attempts wrote them) into the table's location (a Place), under data/run-<run>/, a folder
     no other run wrote (PublishFailed if it exists: part paths are never reused), sink.MOVE_THREADS at a time (a
@@ -399,7 +419,7 @@ def move_parts(out, output, location, run, kept=()):
     return files
 
 
-def stale_runs(target):
+def stale_runs(target: IcebergTarget) -> list[tuple[str, str, pafs.FileSystem]]:
     """[(table, data/run-<run> folder, its filesystem)] of parts moved into the tables' locations that no snapshot
     references (their run died before its commit, or its files were compacted and their snapshots expired): listed
     by the job, removed by --clean-stale and jobs.maintain."""
@@ -421,7 +441,7 @@ def _stale(target, catalog):
     return out
 
 
-def remove_stale(stale):
+def remove_stale(stale: Iterable[tuple[str, str, pafs.FileSystem]]) -> None:
     """Remove stale_runs' folders."""
     for _, path, fs in stale:
         fs.delete_dir(path)

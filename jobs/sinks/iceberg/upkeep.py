@@ -7,9 +7,12 @@ A table holding files of a run whose ranges are not committed (a night committin
 between two commits) is not compacted this time: its rows must stay removable by the next night's repair
 (jobs/sinks/iceberg/lake.py). The ranges table, where continuation and the overlap check read, is data, not snapshot
 summaries: expiring snapshots leaves it whole."""
+from __future__ import annotations
+
 import time
 import uuid
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Union
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -20,6 +23,11 @@ from jobs.parquet_files import STATISTICS, parquet_options
 from jobs.sinks.iceberg import lake
 from jobs.sinks.iceberg.ledger_tables import MERGED
 from jobs.sinks.iceberg.tables import TABLES
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from jobs.sinks.iceberg.tables import IcebergTarget
 
 COMPACTED = "mqreplay.compacted"  # a compaction's snapshot: the files it rewrote
 TARGET_SIZE = "write.target-file-size-bytes"  # a table's property: the size compaction writes files of
@@ -38,16 +46,16 @@ def _tables(catalog, namespace, timers=True):
     return out
 
 
-def register_existing(target):
+def register_existing(target: IcebergTarget) -> dict[str, str]:
     """Register every table the warehouse holds under the namespace and the catalog lacks, from its newest
     metadata file (its snapshots and history kept): {table: metadata file}."""
-    def register(catalog):
+    def register(catalog: Catalog) -> dict[str, str]:
         found = lake.table_locations(target.warehouse_place(catalog), target.namespace)
         if not found:
             raise UsageError(f"--register-existing: the warehouse holds no table of namespace {target.namespace} "
                              f"({target.warehouse_uri(catalog)}/{target.namespace}/*/metadata/)")
         catalog.create_namespace_if_not_exists(target.namespace)
-        done = {}
+        done: dict[str, str] = {}
         for name, metadata in sorted(found.items()):
             if lake.load(catalog, f"{target.namespace}.{name}") is None:
                 catalog.register_table(f"{target.namespace}.{name}", metadata)
@@ -56,12 +64,12 @@ def register_existing(target):
     return target.waiting(register, "--register-existing")
 
 
-def compact(target):
+def compact(target: IcebergTarget) -> dict[str, Union[tuple[int, int], str]]:
     """Rewrite the data files of each partition that has more than one into files of about the table's target
     size (`write.target-file-size-bytes`, Iceberg's 512 MiB by default), a partition at a time and its rows
     streamed in batches, so the driver holds one batch and one file's row group, never a whole partition:
     {table: (files before, after)}, or a reason it was left as it is."""
-    out = {}
+    out: dict[str, Union[tuple[int, int], str]] = {}
     for name, _ in target.waiting(lambda c: _tables(c, target.namespace, timers=False), "--compact"):
         out[name] = target.waiting(lambda c: _compact(target, c, name), f"--compact {name}")
     return out
@@ -154,10 +162,10 @@ def _crowded(sizes, size):
     return len(sizes) > 1 and min(sizes) < size // 2
 
 
-def expire(target, older_than_s):
+def expire(target: IcebergTarget, older_than_s: float) -> dict[str, int]:
     """Expire every table's snapshots older than older_than_s (the current one always kept): {table: expired}."""
     cut = datetime.fromtimestamp(time.time() - older_than_s, tz=timezone.utc)
-    out = {}
+    out: dict[str, int] = {}
     for name, _ in target.waiting(lambda c: _tables(c, target.namespace), "--expire-snapshots-older-than"):
         out[name] = target.waiting(lambda c: _expire(c, target.namespace, name, cut), f"expiring {name}'s snapshots")
     return out
@@ -170,10 +178,10 @@ def _expire(catalog, namespace, name, cut):
     return before - len(catalog.load_table(f"{namespace}.{name}").snapshots())
 
 
-def remove_orphans(target, older_than_s):
+def remove_orphans(target: IcebergTarget, older_than_s: float) -> dict[str, int]:
     """Delete the data and manifest files under each table's location that no snapshot references, once older than
     older_than_s (a night moving its parts in right now is not touched): {table: files removed}."""
-    out = {}
+    out: dict[str, int] = {}
     for name, _ in target.waiting(lambda c: _tables(c, target.namespace), "removing orphan files"):
         out[name] = target.waiting(lambda c: _orphans(target, c, c.load_table(f"{target.namespace}.{name}"),
                                                       older_than_s),
