@@ -14,7 +14,7 @@ from typing import Any
 
 from jobs.errors import UsageError
 from jobs.plan.brokers import Broker, bare
-from jobs.plan.build import Planned, build_plan, names_that_match_nothing
+from jobs.plan.build import build_plan, names_that_match_nothing
 from jobs.plan.window import Window, offsets_by_broker, offsets_json
 from schemas.errors import StoreNotFound
 
