@@ -92,7 +92,8 @@ def _holding(splits, starts, ends):
 
 
 def snap_to_records(plan: ReplayPlan, splits: Iterable[tuple[int, int]],
-                    mapper: Callable[[Callable[[Any], Any], Sequence[Any]], Iterable[Any]] = map) -> list[tuple[int, int]]:
+                    mapper: Callable[[Callable[[Any], Any], Sequence[Any]], Iterable[Any]] = map
+                    ) -> list[tuple[int, int]]:
     """The splits with their bounds moved to record starts, where units are rebuilt from the records (a task
     then hops over its own split from its first record): each bound inside a plain file becomes the first
     record start at or after it, found by one pass over each file's record headers (0.37 s per GiB), a file
