@@ -65,6 +65,7 @@ def store_broker(uri: object, commitlog: str | Iterable[str] = (), name: str | N
     """The Broker of one store URI, named `name` (not from its store): for a plan made outside a run (tests,
     tools), whose rows name no broker."""
     fs, root = storefs.resolve(uri)
+    # name None: a plan made outside a run, whose rows name no broker (Broker.name is a run's str)
     return Broker(cast(str, name), str(uri), False, fs, root, log_dirs(fs, commitlog))
 
 
