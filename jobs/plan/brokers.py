@@ -10,11 +10,15 @@ stores, `broker-a=/data/a/store` is named, and `a/b=/x` is a name holding `/`, `
 
 This is where a run, explain and the data source turn a store's URI (and --commitlog's) into a pyarrow
 (filesystem, path) pair, once per broker; every module below takes the pair (a Broker), never a URI."""
+from __future__ import annotations
+
 import os
 import re
 import struct
 import tempfile
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 import pyarrow.fs as pafs
 
@@ -25,6 +29,9 @@ from schemas.log.files import StoreLayoutError
 from schemas.store import storefs
 from schemas.store.config import TOPICS_FILE, load_topics
 from schemas.store.store import open_store
+
+if TYPE_CHECKING:
+    from schemas.store.store import StoreLayout
 
 DEFAULT_NAME = "broker"  # a bare store whose topics.json names no broker
 HEAD_BYTES = 4096  # of a store's first commit-log file: the first record, with its storeHost and storeTimestamp
@@ -49,19 +56,21 @@ class Broker:
     root: str | None = field(default=None, compare=False, repr=False)
     log_dirs: tuple = field(default=(), compare=False, repr=False)
 
-    def open_store(self):
+    def open_store(self) -> StoreLayout:
         """The listing of its store (schemas/store/store.StoreLayout)."""
         return open_store(self.fs, self.root, self.log_dirs, self.uri)
 
 
-def store_broker(uri, commitlog=(), name=None):
+def store_broker(uri: object, commitlog: str | Iterable[str] = (), name: str | None = None) -> Broker:
     """The Broker of one store URI, named `name` (not from its store): for a plan made outside a run (tests,
     tools), whose rows name no broker."""
     fs, root = storefs.resolve(uri)
-    return Broker(name, str(uri), False, fs, root, log_dirs(fs, commitlog))
+    # name None: a plan made outside a run, whose rows name no broker (Broker.name is a run's str)
+    return Broker(cast(str, name), str(uri), False, fs, root, log_dirs(fs, commitlog))
 
 
-def brokers_of(stores, brokers_file=None, commitlog=()):
+def brokers_of(stores: Sequence[str] | None, brokers_file: str | None = None,
+               commitlog: str | Iterable[str] = ()) -> tuple[Broker, ...]:
     """The run's Brokers, in the order given, checked (UsageError, exit 2): `stores` the --store values,
     `brokers_file` the --brokers FILE."""
     given = [(value, "--store") for value in stores or ()]
@@ -87,7 +96,7 @@ def brokers_of(stores, brokers_file=None, commitlog=()):
     return tuple(out)
 
 
-def log_dirs(fs, commitlog):
+def log_dirs(fs: pafs.FileSystem, commitlog: str | Iterable[str] | None) -> tuple[str, ...]:
     """--commitlog DIR[,DIR...] (a string or a sequence) as paths on the store's filesystem: a local path
     made absolute, a URI's path where its filesystem is the store's; StoreLayoutError otherwise."""
     if isinstance(commitlog, str):
@@ -107,13 +116,13 @@ def log_dirs(fs, commitlog):
     return tuple(out)
 
 
-def bare(brokers):
+def bare(brokers: Sequence[Broker]) -> bool:
     """Whether the run is one bare --store: its outputs' continuation (offsets.json, the Iceberg snapshots) keyed
     as before brokers."""
     return len(brokers) == 1 and not brokers[0].named
 
 
-def split_store(value, where="--store"):
+def split_store(value: str, where: str = "--store") -> tuple[str | None, str]:
     """(name or None, uri) of one --store value (see the module's docstring)."""
     name, eq, uri = value.partition("=")
     if not eq or ":" in name or name.startswith(("/", ".", "~")):
@@ -126,7 +135,7 @@ def split_store(value, where="--store"):
     return name, uri
 
 
-def check_name(name, where="--store"):
+def check_name(name: str, where: str = "--store") -> None:
     """A broker name is a path segment and a column value: not empty, no `=`, `/` or whitespace."""
     if not name:
         raise UsageError(f"{where}: a broker name is empty (give NAME=URI)")
@@ -136,7 +145,7 @@ def check_name(name, where="--store"):
                          "and a column value")
 
 
-def store_name(fs, root):
+def store_name(fs: pafs.FileSystem, root: str) -> str:
     """The broker's name its store gives: the broker-name system topic of config/topics.json (a topic with
     PERM_INHERIT and one queue that is no other system topic, or 5.x's rmq_sys_SYNC_BROKER_MEMBER_<name>);
     `broker` when there is none, or several could be it."""
@@ -221,11 +230,12 @@ def _log_head(fs, root):
     return first.base_name, head
 
 
-def store_identity(broker):
+def store_identity(broker: Broker) -> tuple[str, str]:
     """(key, head) that say which store a broker's is, whatever its spelling, a symlink or a copy (an Iceberg
     lake's continuation keys on it): key `NAME@STOREHOST` (the broker's name and the storeHost of its commit log's
     first record), head `PHYSICAL_OFFSET:STORE_TIMESTAMP` of that record. A store without a plain commit log
     (DLedger) is known by its name and real path, head ''."""
+    assert broker.root is not None  # a Broker's store, resolved (store_broker, brokers_of)
     head = _log_head(broker.fs, broker.root)
     record = _first_record(head[1]) if head is not None else None
     if record is None:

@@ -6,12 +6,16 @@ What is checked over all brokers: a topic a subscription names must exist on at 
 broker-b only is normal), --groups and --topics must match a subscription on some broker (warnings with
 --allow-missing, as for one store). A broker whose store is missing, with --allow-missing, is left out of
 the run with a warning, and its starting offsets are carried to offsets.json, so the next night continues it."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from jobs.errors import UsageError
-from jobs.plan.brokers import bare
+from jobs.plan.brokers import Broker, bare
 from jobs.plan.build import build_plan, names_that_match_nothing
-from jobs.plan.window import offsets_by_broker, offsets_json
+from jobs.plan.window import Window, offsets_by_broker, offsets_json
 from schemas.errors import StoreNotFound
 
 
@@ -24,29 +28,29 @@ class ClusterPlan:
     parts: tuple
     missing: tuple = ()
     warnings: list = field(default_factory=list)
-    window: object = None
+    window: Window | None = None
 
-    def walked(self, rebuilt):
+    def walked(self, rebuilt: Mapping[str, Sequence[tuple[str, int, int, int]]]) -> ClusterPlan:
         """This plan as the stage walked it: each broker's ranges with those of its rebuilt queues (`rebuilt`:
         {broker name: ((topic, queue, first, end), ...)}, known once their tasks walked them); a new ClusterPlan."""
         return replace(self, parts=tuple((b, replace(p, ranges=tuple(p.ranges) + tuple(rebuilt.get(b.name, ()))))
                                          for b, p in self.parts))
 
     @property
-    def brokers(self):
+    def brokers(self) -> tuple[Broker, ...]:
         return tuple(b for b, _ in self.parts)
 
     @property
-    def bare(self):
+    def bare(self) -> bool:
         """One bare --store (brokers.bare)."""
         return bare(self.brokers) and not self.missing
 
     @property
-    def problems(self):
+    def problems(self) -> list[dict[str, Any]]:
         """Every broker's listing and config problems, each naming its broker."""
         return [dict(p, broker=b.name) for b, planned in self.parts for p in planned.problems or []]
 
-    def offsets(self):
+    def offsets(self) -> dict[str, Any]:
         """OUT/offsets.json: per topic and queue for a bare --store (as before brokers), else per broker."""
         if self.bare:
             return offsets_json(self.parts[0][1].ranges)
@@ -59,7 +63,7 @@ class ClusterPlan:
         return offsets_by_broker({b.name: planned.ranges for b, planned in self.parts}, carried)
 
 
-def plan_cluster(options, brokers, scope=None):
+def plan_cluster(options: Any, brokers: Sequence[Broker], scope: Any = None) -> ClusterPlan:
     """ClusterPlan of the run's JobOptions (its store the first broker's) and its Brokers; `scope`: what the sink
     holds (build_plan's), which also gives a broker left out (--allow-missing) the offsets it carries on."""
     several = len(brokers) > 1

@@ -17,20 +17,30 @@ are ignored, so a wider run's offsets.json serves a narrower one.
 A run of several brokers takes (and writes) offsets per broker, `{"brokers": {"broker-a": {"TopicA": {"0": 23}}}}`:
 each broker's queues are its own. The per-topic shape serves a run of one broker (a bare --store's nightly
 chain reads as before); a broker the per-broker JSON does not name runs from its earliest to its latest."""
+from __future__ import annotations
+
 import json
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from jobs.errors import OffsetOutOfRange, UsageError
 
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
+    from jobs.plan.units.choose import BrokerUnits
+    from schemas.store.store import StoreLayout
+
 EARLIEST, LATEST = -2, -1  # in an offsets JSON, as Spark's Kafka source writes them
 PROBE_THREADS = 16  # queues whose store-time window is searched at a time (the probes wait on reads, not the CPU)
 
 
-def resolve_offset(offset, earliest, latest):
+def resolve_offset(offset: int, earliest: int, latest: int) -> int:
     """An offsets JSON's offset with EARLIEST and LATEST replaced by a queue's earliest and latest."""
     return earliest if offset == EARLIEST else latest if offset == LATEST else offset
 
@@ -43,7 +53,7 @@ FIRST_STORE_TIME = 978307200000
 END_OF_TIME = 253402300800000
 
 
-def parse_store_time(text):
+def parse_store_time(text: str) -> int:
     """A store time as epoch milliseconds: digits are epoch ms, anything else ISO-8601 with an offset
     (`2026-11-21T12:57:15.400+08:00`, or `Z`); ValueError otherwise, and for a number before 2001, which
     would silently put the window's bound in 1970."""
@@ -93,11 +103,11 @@ class Window:
     starting_file: str | None = field(default=None, compare=False)
 
     @property
-    def given(self):
+    def given(self) -> bool:
         return self.since is not None or self.until is not None or bool(self.starting) or bool(self.ending) \
             or bool(self.starting_by_broker) or bool(self.ending_by_broker)
 
-    def for_broker(self, name, several):
+    def for_broker(self, name: str, several: bool) -> Window:
         """This window as one broker of a run sees it (`several`: the run has more than one broker): its own
         offsets of a per-broker JSON; a per-topic JSON only when it is the run's one broker."""
         sides = []
@@ -112,7 +122,7 @@ class Window:
                 sides.append(flat)
         return replace(self, starting=sides[0], ending=sides[1], starting_by_broker=None, ending_by_broker=None)
 
-    def contains(self, store_times):
+    def contains(self, store_times: np.ndarray) -> np.ndarray:
         """Bool per store time (numpy int64): since <= t < until."""
         inside = np.ones(len(store_times), dtype=bool)
         if self.since is not None:
@@ -121,7 +131,7 @@ class Window:
             inside &= store_times < self.until
         return inside
 
-    def queue_offsets(self, earliest, latest):
+    def queue_offsets(self, earliest: int, latest: int) -> dict[tuple[str, int], tuple[int, int]]:
         """{(topic, queue_id): (first, end)} of every queue the offsets name, EARLIEST and LATEST resolved to
         `earliest` and `latest` (a queue named on one side only is open on the other)."""
         first = {(t, q): o for t, queues in self.starting.items() for q, o in queues.items()}
@@ -133,7 +143,8 @@ class Window:
 FLAGS = ("--since", "--until", "--starting-offsets", "--ending-offsets")
 
 
-def parse_window(since=None, until=None, starting=None, ending=None, flags=FLAGS, brokers=False):
+def parse_window(since: str | None = None, until: str | None = None, starting: str | None = None,
+                 ending: str | None = None, flags: Sequence[str] = FLAGS, brokers: bool = False) -> Window:
     """Window of the four options (text as given; None when absent); UsageError names what is wrong, by
     the option names in `flags` (the command line's, or the data source's). `brokers`: the offsets may be
     given per broker (a run of a cluster)."""
@@ -147,7 +158,7 @@ def parse_window(since=None, until=None, starting=None, ending=None, flags=FLAGS
     if first is not None and last is not None and first > last:
         raise UsageError(f"{flags[0]} {since} ({first}) is after {flags[1]} {until} ({last}): "
                          "the window would be empty")
-    sides = {}
+    sides: dict[str, tuple[dict[str, dict[int, int]], dict[str, dict[str, dict[int, int]]] | None]] = {}
     for flag, text in zip(flags[2:], (starting, ending)):
         data = _offsets_data(text, flag)
         if brokers and _per_broker(data):
@@ -224,7 +235,8 @@ class Resolved:
     to_end: frozenset = frozenset()
 
 
-def resolve(window, fs, layout, units, topics_present, allow_missing=False):
+def resolve(window: Window, fs: pafs.FileSystem, layout: StoreLayout, units: BrokerUnits,
+            topics_present: Collection[str], allow_missing: bool = False) -> Resolved:
     """Resolved of a Window over the queues whose bounds the broker's units sources (`units`: a BrokerUnits)
     know before the tasks run; UsageError / OffsetOutOfRange for offsets that name nothing or data the store
     never held. Queues rebuilt from the commit log have no bounds before the tasks walk them: the tasks apply
@@ -234,7 +246,8 @@ def resolve(window, fs, layout, units, topics_present, allow_missing=False):
         bounds.update(source.queue_bounds(fs, layout.log))
     known = {(q.topic, q.queue_id) for q in layout.queues} | set(units.known)
     warnings = _unknown_names(window, known, topics_present, allow_missing, units.rebuilds)
-    problems, given = [], []
+    problems: list[dict[str, Any]] = []
+    given = []
     for key, (lo, hi, time_of) in bounds.items():
         topic, qid = key
         first = _offset(window.starting, key, lo, lo, hi, "--starting-offsets", problems)
@@ -244,7 +257,8 @@ def resolve(window, fs, layout, units, topics_present, allow_missing=False):
                              f"--starting-offsets starts it at {first}")
         given.append((topic, qid, first, end, lo, hi, time_of))
 
-    def searched(queue):  # a queue's binary searches of the store-time window: a probe reads two files
+    # a queue's binary searches of the store-time window: a probe reads two files
+    def searched(queue: tuple[str, int, int, int, int, int, Callable[[int], int]]) -> tuple[str, int, int, int]:
         topic, qid, first, end, lo, hi, time_of = queue
         if window.since is not None:
             first = max(first, _first_stored_at_or_after(time_of, window.since, lo, hi))
@@ -305,15 +319,17 @@ def _first_stored_at_or_after(time_of, bound, lo, hi):
     return lo
 
 
-def offsets_json(ranges):
+def offsets_json(ranges: Iterable[tuple[str, int, int, int]]) -> dict[str, dict[str, int]]:
     """OUT/offsets.json: per topic and queue the exclusive end of what the run covered."""
-    out = {}
+    out: dict[str, dict[str, int]] = {}
     for topic, qid, _, end in ranges:
         out.setdefault(topic, {})[str(qid)] = end
     return out
 
 
-def offsets_by_broker(ends, carried=None):
+def offsets_by_broker(ends: Mapping[str, Iterable[tuple[str, int, int, int]]],
+                      carried: Mapping[str, Mapping[str, Mapping[int, int]]] | None = None
+                      ) -> dict[str, dict[str, dict[str, dict[str, int]]]]:
     """OUT/offsets.json of a run of brokers: {"brokers": {name: offsets_json}}, `ends` {name: ranges} of the
     brokers replayed; `carried` {name: {topic: {queue_id: offset}}}: the starting offsets of brokers the run
     did not replay (a store missing tonight), kept for the next run."""
@@ -323,9 +339,9 @@ def offsets_by_broker(ends, carried=None):
     return {BROKERS_KEY: dict(sorted(out.items()))}
 
 
-def describe(window, ranges):
+def describe(window: Window, ranges: Iterable[tuple[str, int, int, int]]) -> dict[str, Any]:
     """summary.json's `window`: the bounds asked and, per topic and queue, the offsets covered [first, end)."""
-    covered = {}
+    covered: dict[str, dict[str, list[int]]] = {}
     for topic, qid, first, end in ranges:
         covered.setdefault(topic, {})[str(qid)] = [first, end]
     return {"since": window.since, "until": window.until, "starting_offsets": _str_keys(window.starting),

@@ -5,6 +5,8 @@ A unit is right when a record the dispatcher builds a unit for starts at its com
 size, and that record's topic, queue id, queue offset and tag code are the unit's. A record of an audited queue
 (within the run's offsets) that no unit points at is a unit the queue lacks. Each finding is a row of
 OUT/audit/consume_queue/ (CQ_AUDIT_SCHEMA): two swapped units are two rows, each naming what its record is."""
+from collections.abc import Sequence
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,7 +19,8 @@ NO_RECORD = "no record starts at the unit's commit-log offset (or it is a transa
 NO_UNIT = "the commit log holds this record of the queue, and no unit points at it"
 
 
-def audit_units(units, records, ranges):
+def audit_units(units: pa.Table, records: pa.Table,
+                ranges: Sequence[tuple[str, int, int, int]]) -> tuple[pa.Table, np.ndarray]:
     """(CQ_AUDIT_SCHEMA rows, the rows of `units` that are wrong) of a split: `units` (CONSUME_QUEUE_SCHEMA) of
     the audited queues pointing into it, `records` (cq_rebuild.UNITS_SCHEMA, in commit-log order) the units the
     split's records make, `ranges` ((topic, queue_id, first, end), ...) the audited queues and their offsets in

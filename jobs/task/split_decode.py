@@ -1,7 +1,11 @@
 """Decoding a split's records under the corruption policy: every unit's record read and checked (magic,
 size, topic, queue and offset agree with the unit; body CRC on request); damaged ones fail the run or are
 audited and left out (--on-corrupt skip), each with its reason."""
+from __future__ import annotations
+
+from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pyarrow as pa
@@ -19,6 +23,11 @@ from schemas.log.multi_dispatch import dispatched_at
 from schemas.log.records import compression_types, decode_records, decompress, inflated_into, not_inflated_reason
 from schemas.store import storefs
 
+if TYPE_CHECKING:
+    from jobs.plan.replay_plan import ReplayPlan
+    from jobs.task.split_task import Pieces
+    from schemas.log.files import CommitLog
+
 OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL: the commit-log file was deleted (retention)"
 
 EXT_UNREADABLE = "ext unit unreadable"
@@ -28,7 +37,7 @@ CRC_MISMATCH = "body CRC mismatch"
 INNER_BATCH_DAMAGED = "inner batch damaged: its body does not hold whole messages (the client cannot unwrap it)"
 
 
-def check_ext(plan, units, out):
+def check_ext(plan: ReplayPlan, units: pa.Table, out: Pieces) -> None:
     """Units whose ext unit cannot be read: the broker treats the tag code as missing; audited, kept."""
     missing = (units.column("is_ext_addr").to_numpy(zero_copy_only=False)
                & units.column("tags_code").is_null().to_numpy(zero_copy_only=False))
@@ -44,15 +53,15 @@ def check_ext(plan, units, out):
                       f"consumequeue_ext/{topic}/{queue}", offsets=positions, kept=True)
 
 
-def decode_messages(plan, units, out):
+def decode_messages(plan: ReplayPlan, units: pa.Table, out: Pieces) -> tuple[pa.Table | None, pa.Table]:
     """Decode the record of every unit (a batch of split_task.decoded_topics: one commit-log file); units
     whose record is missing or damaged go to the audit. (messages, the units they belong to), row for row;
     compressed bodies as stored (`inflated` inflates them, a budget at a time)."""
     offsets = units.column("commitlog_offset").to_numpy()
     sizes = units.column("size").to_numpy().astype(np.int64)
-    found = plan.log.file_at(int(offsets[0]))  # a plain or DLedger data file (schemas/log/files.py)
+    found = cast("CommitLog", plan.log).file_at(int(offsets[0]))  # a plain or DLedger data file (schemas/log/files.py)
     if found is None:
-        path, deleted = plan.log.missing(int(offsets[0]))
+        path, deleted = cast("CommitLog", plan.log).missing(int(offsets[0]))
         reason = OFFSET_TOO_SMALL if deleted else "commit-log file missing"
         report_damage(plan, out, units, np.arange(units.num_rows), reason, path, deleted=deleted)
         return None, units.slice(0, 0)
@@ -109,7 +118,7 @@ def decode_messages(plan, units, out):
     return messages.take(keep_rows), sel.take(keep_rows)
 
 
-def records_agree(messages, units):
+def records_agree(messages: pa.Table, units: pa.Table) -> np.ndarray:
     """Per row, whether a record is the one its unit names: the unit's topic, queue and offset are the record's,
     or the record's multi-dispatch wrote the unit (an LMQ queue's: schemas/log/multi_dispatch.py)."""
     agree = (pc.equal(messages.column("topic"), units.column("topic")).to_numpy(zero_copy_only=False)
@@ -125,13 +134,13 @@ def records_agree(messages, units):
     return agree
 
 
-def unwrapped(plan, messages, units, out):
+def unwrapped(plan: ReplayPlan, messages: pa.Table, units: pa.Table, out: Pieces) -> tuple[pa.Table, pa.Table]:
     """(messages, units) with every inner batch (a 5.x BatchCQ record) unwrapped into its messages, a row each
     (schemas/log/inner_batch.py), each unit repeated for its messages at its queue offset + the message's place in
     the batch; a batch whose body does not hold whole messages is damaged data (the corruption policy)."""
     messages, parent, index, damaged = unwrap(messages, plan.with_body)
     if len(damaged):
-        path = plan.log.file_at(int(units.column("commitlog_offset")[int(damaged[0])].as_py())).path
+        path = cast("CommitLog", plan.log).file_at(int(units.column("commitlog_offset")[int(damaged[0])].as_py())).path
         report_damage(plan, out, units, damaged, INNER_BATCH_DAMAGED, path)
     if len(parent) == units.num_rows and not len(damaged):
         return messages, units
@@ -177,7 +186,8 @@ def _decode_one_by_one(plan, buf, uniq, starts, idx, base, path, units, out):
     return table, idx, inverse
 
 
-def inflated(plan, messages, units, out, budget):
+def inflated(plan: ReplayPlan, messages: pa.Table, units: pa.Table, out: Pieces,
+             budget: int) -> Iterator[tuple[pa.Table, pa.Table]]:
     """(messages, units) pieces of a decoded batch, its compressed bodies inflated, each piece holding at most
     `budget` bytes of bodies (or one body larger than that alone) and inflated only when the one before has
     been handed on: however large legitimate bodies are, a task holds one piece's, and no body column nears
@@ -198,7 +208,7 @@ def inflated(plan, messages, units, out, budget):
     sizes[rows] = 0  # a compressed body's size is known once inflated
     plain = np.r_[0, np.cumsum(sizes)]  # bytes of the uncompressed bodies before each row
     ctypes, offsets = compression_types(sys_flag), messages.column("commitlog_offset").to_numpy()
-    path = plan.log.file_at(int(offsets[0])).path
+    path = cast("CommitLog", plan.log).file_at(int(offsets[0])).path
     held = _Held(messages, units, stored)
     lo, inflated_bytes = 0, 0  # the piece being filled starts at lo; its compressed bodies' bytes so far
     for i, data in zip([*rows, len(sizes)], stored.take(pa.array(rows)).to_pylist() + [None]):
@@ -228,11 +238,14 @@ def inflated(plan, messages, units, out, budget):
 class _Held:
     """The inflated bodies of `inflated` not handed on yet, and which of them are too large or damaged."""
 
-    def __init__(self, messages, units, stored):
+    def __init__(self, messages: pa.Table, units: pa.Table, stored: pa.Array) -> None:
         self.messages, self.units, self.stored = messages, units, stored
-        self.bodies, self.too_large, self.damaged = {}, {}, set()  # by row
+        # by row
+        self.bodies: dict[int, bytes | None] = {}
+        self.too_large: dict[int, tuple[int, str]] = {}
+        self.damaged: set[int] = set()
 
-    def piece(self, lo, hi, out):
+    def piece(self, lo: int, hi: int, out: Pieces) -> tuple[pa.Table, pa.Table]:
         """(messages, units) of rows [lo, hi) with their inflated bodies; its too large ones to `out`."""
         rows = [r for r in self.bodies if r < hi]
         body = inflated_into(self.stored.slice(lo, hi - lo), np.array(rows, np.int64) - lo,
@@ -260,7 +273,7 @@ _HELD: dict = {}  # commit-log path -> (start, bytes) of the split a task is dec
 
 
 @contextmanager
-def held_split(plan, units):
+def held_split(plan: ReplayPlan, units: pa.Table) -> Iterator[None]:
     """The byte range all of a split's units point into, mapped once while the task decodes it (local files).
 
     A split's batches (a topic's units at a time) each span most of the split, and a fresh mapping of a range
@@ -269,7 +282,8 @@ def held_split(plan, units):
     already 0.25 s). Each batch's range is then a view of this one. Units that point into more than one file
     or outside it (damaged ones) hold nothing: each batch maps its own range, as without this."""
     fs = plan.fs
-    found = plan.log.file_at(int(pc.min(units.column("commitlog_offset")).as_py())) if units.num_rows else None
+    found = cast("CommitLog", plan.log).file_at(int(pc.min(units.column("commitlog_offset")).as_py())) \
+        if units.num_rows else None
     if found is None or not storefs.is_local(fs):
         yield
         return

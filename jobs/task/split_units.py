@@ -2,7 +2,11 @@
 split (run by the tasks): each units source of the plan (jobs/plan/units/: consume-queue files, a RocksDB
 consume queue, units rebuilt from the split's own records) reads its queues' units, and the walk of the split's
 records that a rebuild or the consume-queue audit needs is made here, once."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -15,11 +19,16 @@ from schemas.errors import CorruptStoreError
 from schemas.queues.cq_rebuild import END_DAMAGED, record_cuts
 from schemas.store import storefs
 
+if TYPE_CHECKING:
+    from jobs.plan.replay_plan import ReplayPlan
+    from schemas.log.files import CommitLog, LogFile
+    from schemas.queues.cq_rebuild import Walked
+
 # bytes a pass over a file's record headers reads at a time (storefs.chunk_reader)
 HOP_CHUNK = 16 << 20
 
 
-def commitlog_splits(plan):
+def commitlog_splits(plan: ReplayPlan) -> list[tuple[int, int]]:
     """(start, end) byte ranges a task each: every commit-log file cut into equal pieces of at most
     split_size, plus the ranges no file covers (below the first file: deleted by retention; holes; beyond
     the last), so that units pointing there are still audited.
@@ -29,9 +38,9 @@ def commitlog_splits(plan):
     full one that ran alone. With a window, likewise, a file is cut over the part its units point into
     (the bench store's 10% time window, 640-783 MiB of its first file, fell into grid pieces holding 128
     and 15 MiB of it, so one task ran nearly alone; cut over the window, it is two tasks of 71 MiB)."""
-    spans = None if plan.spans is None else _arrays(plan.spans)
+    spans: tuple[np.ndarray, np.ndarray] | None = None if plan.spans is None else _arrays(plan.spans)
     splits, covered = [], 0
-    for file in plan.log.files:  # plain and DLedger data files alike, each of its format's size
+    for file in cast("CommitLog", plan.log).files:  # plain and DLedger data files alike, each of its format's size
         start, length = file.start, file.length
         if start > covered:
             splits.append((covered, start))
@@ -49,6 +58,7 @@ def commitlog_splits(plan):
         kept = [s for s in splits[:-1] if s[0] < plan.data_end]
         splits = kept + [(kept[-1][1] if kept else 0, 1 << 62)]
     if plan.spans is not None:  # a window: only the splits its units point into
+        assert spans is not None  # made of plan.spans
         splits = _holding(splits, *spans)
     return splits
 
@@ -81,16 +91,19 @@ def _holding(splits, starts, ends):
     return kept
 
 
-def snap_to_records(plan, splits, mapper=map):
+def snap_to_records(plan: ReplayPlan, splits: Iterable[tuple[int, int]],
+                    mapper: Callable[[Callable[[Any], Any], Sequence[Any]], Iterable[Any]] = map
+                    ) -> list[tuple[int, int]]:
     """The splits with their bounds moved to record starts, where units are rebuilt from the records (a task
     then hops over its own split from its first record): each bound inside a plain file becomes the first
     record start at or after it, found by one pass over each file's record headers (0.37 s per GiB), a file
     per call of `mapper` (Spark's map over the files in the job, the builtin map in the data source). Units
     point at record starts, so the units of a split are the same before and after. A DLedger file, whose
     records are found through its entries, is one split. Splits outside the files stay as they are."""
-    by_file, rest = {}, []
+    by_file: dict[LogFile, list[tuple[int, int]]] = {}
+    rest: list[tuple[int, int]] = []
     for start, end in splits:
-        f = plan.log.file_at(start)
+        f = cast("CommitLog", plan.log).file_at(start)
         (by_file.setdefault(f, []) if f is not None else rest).append((start, end))
     bounds = [(f, f.kind.bounds_to_find(f, ranges)) for f, ranges in by_file.items()]
     bounds = [(f, found) for f, found in bounds if found]
@@ -99,7 +112,7 @@ def snap_to_records(plan, splits, mapper=map):
     return sorted(out + rest)
 
 
-def unwalked(plan, splits):
+def unwalked(plan: ReplayPlan, splits: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     """The splits as snap_to_records leaves them without reading a record: those inside a file whose records are
     found only from its start (DLedger) one per file, the others as they are, for their own tasks to snap
     (snap_to_records of one split): what a data source plans, reading nothing on the driver."""
@@ -109,7 +122,7 @@ def unwalked(plan, splits):
 def _cuts_of_file(fs):
     """f((file, bounds)) -> [(bound, first record start at or after it)] of one plain file (run where mapper
     runs it; pyarrow filesystems pickle)."""
-    def cuts(item):
+    def cuts(item: tuple[LogFile, Sequence[int]]) -> list[tuple[int, int]]:
         logfile, bounds = item
         with storefs.chunk_reader(fs, logfile.path, HOP_CHUNK) as read:
             found = record_cuts(read, logfile.length, np.asarray(bounds, np.int64) - logfile.start, HOP_CHUNK)
@@ -129,7 +142,7 @@ class SplitUnits:
     left_out: pa.Table = None  # (topic, queue_id, queue_offset) of the units the audit found wrong: skipped
 
 
-def split_units(plan, start, end):
+def split_units(plan: ReplayPlan, start: int, end: int) -> SplitUnits:
     """CONSUME_QUEUE_SCHEMA table of the needed queues' units pointing into [start, end) (run by a task): each
     of the plan's units sources (jobs/plan/units/) reads its own; when the split's records are walked (a
     source rebuilds units from them, or --audit-consume-queue), the stored units are audited against them."""
@@ -152,13 +165,13 @@ def split_units(plan, start, end):
                       pa.concat_tables(marks) if marks else None, audit, left_out)
 
 
-def walk_split(plan, start, end):
+def walk_split(plan: ReplayPlan, start: int, end: int) -> tuple[Walked | None, dict[str, Any] | None]:
     """(cq_rebuild.Walked of the records starting in [start, end), a record start in one file, or None where no
     file holds the split; the CORRUPT_SCHEMA row of a damaged record that ended it, or None), walked as the file's
     format walks a split (LogFormat.walk_split: a plain file from the split's start, a DLedger file whole). A
     damaged record fails the task, or under --on-corrupt skip ends
     the split's rebuilt units there: the records after it cannot be found, which the audit row says."""
-    fs, f = plan.fs, plan.log.file_at(start)
+    fs, f = plan.fs, cast("CommitLog", plan.log).file_at(start)
     if f is None:
         return None, None
     rel = start - f.start

@@ -14,9 +14,13 @@ column). Either way a task's report rows travel pickled.
 Who runs the tasks is a mapper, `tasks(items, fn)` -> [fn(item) as a list, ...] in item order: `SparkTasks`
 (a Spark task per item) for a run, `in_process` (one after another, the rows pickled as Spark's are) for the tests
 and tools that drive the same stage code without Spark."""
+from __future__ import annotations
+
 import gc
 import os
 import pickle
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
@@ -30,16 +34,26 @@ from schemas.arrow_schemas import CORRUPT_SCHEMA
 from schemas.errors import ReplayError
 from schemas.queues import rocksdb_store
 
+if TYPE_CHECKING:
+    from pyspark import Accumulator
+    from pyspark.sql import SparkSession
 
-def split_bytes(plan, start, end):
+    from jobs.plan.replay_plan import ReplayPlan
+    from schemas.log.files import CommitLog
+
+    # who runs the tasks: tasks(items, fn) -> [fn(item) as a list, ...] in item order (SparkTasks, in_process)
+    Mapper = Callable[[Iterable[Any], Callable[[Any], Iterable[Any]]], list[list[Any]]]
+
+
+def split_bytes(plan: ReplayPlan, start: int, end: int) -> int:
     """Bytes of the commit log's files a split covers, up to the end of the data: what its task reads. The
     ranges no file holds (below the first file, holes, the catch-all split past the last: 2**62 bytes wide
     when units are rebuilt and no data end is known) count none, so the progress line's sizes are true."""
     end = min(end, plan.data_end) if plan.data_end is not None else end
-    return sum(max(0, min(end, f.start + f.length) - max(start, f.start)) for f in plan.log.files)
+    return sum(max(0, min(end, f.start + f.length) - max(start, f.start)) for f in cast("CommitLog", plan.log).files)
 
 
-def attempt_name():
+def attempt_name() -> str:
     """Unique per task attempt (retries and speculative copies included): stage, partition, attempt id."""
     from pyspark import TaskContext
 
@@ -52,14 +66,14 @@ def attempt_name():
 class SparkTasks:
     """The mapper of a run: one Spark task per item (map_tasks)."""
 
-    def __init__(self, spark):
+    def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
 
-    def __call__(self, items, fn):
+    def __call__(self, items: Iterable[Any], fn: Callable[[Any], Iterable[Any]]) -> list[list[Any]]:
         return map_tasks(self.spark, items, fn)
 
 
-def in_process(items, fn):
+def in_process(items: Iterable[Any], fn: Callable[[Any], Iterable[Any]]) -> list[list[Any]]:
     """The mapper without Spark: each item's rows in this process, one item after another, pickled and read back
     as a Spark task's are (a row Spark could not carry fails here too). A task's error is raised as the task
     raised it (no process boundary to carry it across: the TaskFailed record's own error)."""
@@ -72,13 +86,13 @@ def in_process(items, fn):
     return out
 
 
-def broker_splits(tasks, plans):
+def broker_splits(tasks: Mapper, plans: Sequence[ReplayPlan]) -> list[tuple[int, int, int]]:
     """The splits of every broker of a run pooled, one task each: (part, start, end), `part` the index of the
     broker's plan in `plans`: a task knows its broker's plan."""
     return [(k, start, end) for k, plan in enumerate(plans) for start, end in splits(tasks, plan)]
 
 
-def splits(tasks, plan):
+def splits(tasks: Mapper, plan: ReplayPlan) -> list[tuple[int, int]]:
     """The commit-log splits of a run, one task each (split_units.commitlog_splits); their bounds moved to
     record starts when units are rebuilt from the commit log, by one task per file (`tasks`: the mapper)."""
     ranges = commitlog_splits(plan)
@@ -88,7 +102,8 @@ def splits(tasks, plan):
         items, lambda item: [fn(item)]) for row in rows])
 
 
-def replay(tasks, plans, spec, ranges, progress=None):
+def replay(tasks: Mapper, plans: Sequence[ReplayPlan], spec: Any, ranges: Sequence[tuple[int, int, int]],
+           progress: Sequence[Accumulator[int]] | None = None) -> list[Any]:
     """All groups in one pass, one task per commit-log split: the report rows (jobs/output/writers.py) of every split.
     `plans`: each broker's ReplayPlan; `ranges`: broker_splits' (part, start, end) of every broker.
 
@@ -103,7 +118,7 @@ def replay(tasks, plans, spec, ranges, progress=None):
 
     shipped = [cloudpickle.dumps(plan) for plan in plans]
 
-    def task(index):
+    def task(index: int) -> Any:
         part, start, end = ranges[index]
         plan = pickle.loads(shipped[part])
         try:
@@ -120,7 +135,7 @@ def replay(tasks, plans, spec, ranges, progress=None):
     return [row for rows in tasks(range(len(ranges)), task) for row in rows]
 
 
-def map_tasks(spark, items, fn):
+def map_tasks(spark: SparkSession, items: Iterable[Any], fn: Callable[[Any], Iterable[Any]]) -> list[list[Any]]:
     """[fn(item) for item in items], one Spark task per item, the results (lists of picklable rows, small:
     reports, not data) pickled in the task and collected in item order. A classic session runs them as an RDD
     of the items' numbers, a partition each: no query to plan, where a DataFrame's first plan on a cold JVM
@@ -131,15 +146,15 @@ def map_tasks(spark, items, fn):
     if not items:
         return []
 
-    def rows_of(i):
+    def rows_of(i: int) -> bytes:
         with no_pandas.left_out():  # the task's work only: PySpark's own code runs as it would
             return pickle.dumps(list(fn(items[i])))
 
-    def partition(numbers):
+    def partition(numbers: Iterable[int]) -> Iterator[bytes]:
         yield from map(rows_of, numbers)
         settle_garbage()
 
-    def batches(numbered):
+    def batches(numbered: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in numbered:
             for rows in map(rows_of, batch.column(0).to_pylist()):
                 yield pa.RecordBatch.from_arrays([pa.array([rows], pa.binary())], names=["rows"])
@@ -153,7 +168,7 @@ def map_tasks(spark, items, fn):
     return [pickle.loads(rows) for rows in pickled]
 
 
-def settle_garbage(env=None):
+def settle_garbage(env: Mapping[str, str] | None = None) -> None:
     """In the job's own worker daemon (jobs/runtime/worker_daemon.py), after a task: PySpark's daemon runs a full
     garbage collection after every task, which walks every object of the worker (numba's typing tables, PyArrow,
     PySpark: some 140,000); this task's garbage collected now, what is left is frozen, long-lived all of it, so
@@ -164,7 +179,7 @@ def settle_garbage(env=None):
         gc.freeze()
 
 
-def unseen_paths(spark, paths):
+def unseen_paths(spark: SparkSession, paths: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """The (argument, path) pairs of `paths` whose local directory Spark's executors cannot see, found by one
     task: over Spark Connect the client plans from its own filesystem and the server's tasks read and write
     theirs. URIs (s3://, hdfs://...) are each side's to reach, and not checked here."""
@@ -175,7 +190,8 @@ def unseen_paths(spark, paths):
     return [pair for pair, ok in zip(local, seen[0]) if not ok]
 
 
-def run_split(plan, spec, index, split_range, attempt):
+def run_split(plan: ReplayPlan, spec: Any, index: int, split_range: tuple[int, int],
+              attempt: str) -> tuple[Any, int]:
     """One split, decided and written: (its report rows, the units it read)."""
     start, end = split_range
     writer = spec.open(index, attempt, plan.broker)

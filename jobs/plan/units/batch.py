@@ -6,18 +6,28 @@ Each segment's first and last units are read once on the driver (their commit-lo
 serves, their queue offsets the queue's bounds); a task reads the segments overlapping its split. A window keeps
 whole units: a unit is in a range when its first message is (store times are a unit's, so a time window's
 bounds fall between units)."""
+from __future__ import annotations
+
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
-from jobs.plan.units.base import QueueFilesSource, SourceRead
+from jobs.plan.units.base import QueueBounds, QueueFilesSource, SourceRead, Split
 from schemas.errors import NotInStore
 from schemas.log import layout as L
 from schemas.queues.batch_consume_queue import decode_bcq_segment
 from schemas.queues.consume_queue import units_without_ext
 from schemas.store import storefs
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
+    from jobs.plan.window import Window
+    from schemas.log.files import CommitLog
 
 
 @dataclass(frozen=True)
@@ -46,10 +56,11 @@ class BatchQueueFiles(QueueFilesSource):
     offsets: tuple = ()
 
     @property
-    def data_end(self):
+    def data_end(self) -> int:
+        assert self.segments is not None  # probed: prepared() ran on the driver
         return max((s.end_offset for s in self.segments), default=0)
 
-    def prepared(self, fs):
+    def prepared(self, fs: pafs.FileSystem) -> BatchQueueFiles:
         """Itself with each segment's first and last units read (a few small reads per file)."""
         segments = []
         for k, queue in enumerate(self.queues):
@@ -62,7 +73,8 @@ class BatchQueueFiles(QueueFilesSource):
                                                  int(tail["base_offset"]) + int(tail["batch_size"]), count))
         return replace(self, segments=tuple(segments))
 
-    def split(self, fs, split):
+    def split(self, fs: pafs.FileSystem, split: Split) -> SourceRead:
+        assert self.segments is not None  # probed: prepared() ran on the driver
         tables = []
         for seg in self.segments:
             if seg.end_offset <= split.start or seg.first_offset >= split.end:
@@ -78,13 +90,16 @@ class BatchQueueFiles(QueueFilesSource):
                 tables.append(_table(queue, {k: v[keep] for k, v in cols.items()}))
         return SourceRead(tuple(tables))
 
-    def split_holds(self, start, end):
+    def split_holds(self, start: int, end: int) -> bool:
+        assert self.segments is not None  # probed: prepared() ran on the driver
         return any(s.end_offset > start and s.first_offset < end for s in self.segments)
 
-    def for_split(self, start, end):
+    def for_split(self, start: int, end: int) -> BatchQueueFiles:
+        assert self.segments is not None  # probed: prepared() ran on the driver
         return replace(self, segments=tuple(s for s in self.segments if s.end_offset > start and s.first_offset < end))
 
-    def queue_bounds(self, fs, log):
+    def queue_bounds(self, fs: pafs.FileSystem, log: CommitLog) -> QueueBounds:
+        assert self.segments is not None  # probed: prepared() ran on the driver
         out = {}
         for k, queue in enumerate(self.queues):
             mine = [s for s in self.segments if s.queue == k]
@@ -93,11 +108,13 @@ class BatchQueueFiles(QueueFilesSource):
                                                       _store_time(fs, queue, mine))
         return out
 
-    def windowed(self, fs, window, ranges):
+    def windowed(self, fs: pafs.FileSystem, window: Window,
+                 ranges: Sequence[tuple[str, int, int, int]]) -> BatchQueueFiles:
         mine = self.served
         return replace(self, offsets=tuple(r for r in ranges if (r[0], r[1]) in mine))
 
-    def spans(self, fs, log, window):
+    def spans(self, fs: pafs.FileSystem, log: CommitLog, window: Window) -> tuple[tuple[int, int], ...]:
+        assert self.segments is not None  # probed: prepared() ran on the driver
         kept = []
         for seg in self.segments:
             queue = self.queues[seg.queue]
@@ -106,7 +123,8 @@ class BatchQueueFiles(QueueFilesSource):
                 kept.append((seg.first_offset, seg.end_offset))
         return tuple(kept)
 
-    def queue_units(self, fs, log, topic, queue_id, queue_offsets):
+    def queue_units(self, fs: pafs.FileSystem, log: CommitLog, topic: str, queue_id: int,
+                    queue_offsets: Sequence[int] | np.ndarray) -> pa.Table:
         queue = next((q for q in self.queues if (q.topic, q.queue_id) == (topic, queue_id)), None)
         if queue is None:
             raise NotInStore(f"the store has no batch consume queue {queue_id} of topic {topic}")
@@ -173,7 +191,7 @@ def _store_time(fs, queue, segments):
     on the driver. `segments`: the queue's probed segments, in queue-offset order."""
     firsts = [s.first for s in segments]
 
-    def time_of(offset):
+    def time_of(offset: int) -> int:
         seg = segments[max(bisect.bisect_right(firsts, offset) - 1, 0)]
         path = queue.cq[seg.segment]
         lo, hi = 0, seg.units  # the last unit whose first message is at or before `offset` is in [lo, hi)

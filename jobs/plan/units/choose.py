@@ -13,10 +13,15 @@ missing. Under `consumequeue`, a queue topics.json names and the consume queue l
 A RocksDB consume queue is read only where the store is on the local filesystem (RocksDB opens files by
 path); on an object store `auto` rebuilds those queues. Why `auto` reads a RocksDB queue rather than
 rebuilding it: its cost is the needed queues' units, where a rebuild hops over every record of every split."""
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from typing import TYPE_CHECKING, Any
 
 from jobs.errors import UsageError
+from jobs.plan.units.base import UnitsSource
 from jobs.plan.units.batch import BatchQueueFiles
 from jobs.plan.units.files import ConsumeQueueFiles
 from jobs.plan.units.rebuilt import RebuiltUnits
@@ -25,6 +30,11 @@ from schemas.errors import NotInStore
 from schemas.log.lookup import batch_queue_files, queue_files
 from schemas.store import storefs
 from schemas.store.store import StoreLayout
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
+    from schemas.store.config import TopicConfig
 
 
 class UnitsFrom(Enum):
@@ -35,12 +45,12 @@ class UnitsFrom(Enum):
     COMMIT_LOG = "commitlog"
 
     @property
-    def rebuilds_all(self):
+    def rebuilds_all(self) -> bool:
         """Every queue's units rebuilt from the commit log, the consume queue not read."""
         return self is UnitsFrom.COMMIT_LOG
 
     @property
-    def consume_queue_only(self):
+    def consume_queue_only(self) -> bool:
         """A queue the consume queue lacks is damaged data, not rebuilt."""
         return self is UnitsFrom.CONSUME_QUEUE
 
@@ -61,7 +71,7 @@ class BrokerUnits:
     differs: dict = field(default_factory=dict)  # {topic: {queue_id: KIND}} where a queue's source is not it
     known: frozenset = frozenset()  # (topic, queue_id) of the queues the consume queue or topics.json names
 
-    def describe(self):
+    def describe(self) -> dict[str, Any]:
         """summary.json's `units_source`."""
         by_name = lambda kv: str(kv[0])  # noqa: E731 - queue ids, and "*" for every queue of a topic
         return {"default": self.default,
@@ -69,37 +79,40 @@ class BrokerUnits:
                            for t, qs in sorted(self.differs.items())}}
 
     @property
-    def files(self):
+    def files(self) -> ConsumeQueueFiles:
         """The consume-queue files source (an empty one when no queue is read from files)."""
         return next((s for s in self.sources if isinstance(s, ConsumeQueueFiles)), ConsumeQueueFiles().prepared(None))
 
     @property
-    def rebuilds(self):
+    def rebuilds(self) -> bool:
         """Whether some queue's units are rebuilt from the records (the tasks walk their splits)."""
         return any(s.WALKS_RECORDS for s in self.sources)
 
     @property
-    def data_end(self):
+    def data_end(self) -> int | None:
         """Where the last record any unit points at ends, when every source knows it before the tasks run."""
         ends = [s.data_end for s in self.sources]
         return None if None in ends else max(ends, default=0)
 
-    def mapped(self, fn):
+    def mapped(self, fn: Callable[[UnitsSource], UnitsSource]) -> BrokerUnits:
         """Itself with each source replaced by fn(source)."""
         return replace(self, sources=tuple(fn(s) for s in self.sources))
 
 
-def store_topics(fs, layout, topic_configs):
+def store_topics(fs: pafs.FileSystem, layout: StoreLayout,
+                 topic_configs: Mapping[str, TopicConfig]) -> set[str] | None:
     """The topics of a store: those of its consume queue (files, RocksDB) and of config/topics.json; None when
     it has neither, and only the commit log knows them."""
     topics = {q.topic for q in layout.queues + layout.batch_queues} | set(topic_configs)
     if RocksDBQueues.readable(fs, layout.rocksdb_cq):
+        assert layout.rocksdb_cq is not None  # readable: a path
         every = RocksDBQueues.of_store(layout.rocksdb_cq)
         topics |= {t for t, _ in every.served} if every else set()
     return topics or None
 
 
-def choose(units_from, fs, layout, topics, topic_configs):
+def choose(units_from: UnitsFrom, fs: pafs.FileSystem, layout: StoreLayout, topics: Collection[str],
+           topic_configs: Mapping[str, TopicConfig]) -> BrokerUnits:
     """BrokerUnits of the needed `topics` of a listed store (schemas/store/store.StoreLayout) on filesystem `fs`,
     `units_from` a UnitsFrom."""
     if units_from.rebuilds_all:
@@ -144,7 +157,8 @@ def choose(units_from, fs, layout, topics, topic_configs):
     return units
 
 
-def queue_source(units_from, fs, root, topic, queue_id, topic_configs):
+def queue_source(units_from: UnitsFrom, fs: pafs.FileSystem, root: str, topic: str, queue_id: int,
+                 topic_configs: Mapping[str, TopicConfig]) -> UnitsSource:
     """The source of one queue's units as choose() picks it for a run of that queue alone (explain, which reads
     a few units without listing the store: only the queue's own folders are listed). NotInStore when the choice
     serves it from nowhere: --units-from consumequeue and the consume queue lacks it, or neither a consume queue

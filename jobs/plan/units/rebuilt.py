@@ -4,17 +4,27 @@ units the broker's dispatcher would build for the queues of this source (schemas
 a window keeps the rebuilt units inside its offsets (`offsets`) and store times, and the tasks report the
 queue offsets each queue reaches (QUEUE_MARKS_SCHEMA) for offsets.json. A rebuild hops over every record of
 every split whatever its topic (5 M records/s)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.plan.units.base import SourceRead, UnitsSource
+from jobs.plan.units.base import SourceRead, Split, UnitsSource
 from jobs.plan.window import EARLIEST, LATEST
 from schemas.columns import queue_index
 from schemas.log.lookup import first_store_time, rebuilt_queue_units
 from schemas.queues.consume_queue import units_without_ext
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
+    from jobs.plan.window import Window
+    from schemas.log.files import CommitLog
 
 # per rebuilt queue and split, in the offsets window: the first queue offset stored at or after --since, one past
 # the last stored before --until, the first stored at or after --until (nulls: none); the driver takes the least
@@ -39,20 +49,21 @@ class RebuiltUnits(UnitsSource):
     # window's --starting-offsets / --ending-offsets; EARLIEST and LATEST are open)
     offsets: tuple = ()
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return bool(self.topics)
 
-    def serves(self, topic, queue_id):
+    def serves(self, topic: str, queue_id: int) -> bool:
         return topic in self.topics and (topic, queue_id) not in self.kept
 
-    def split(self, fs, split):
+    def split(self, fs: pafs.FileSystem, split: Split) -> SourceRead:
         if split.walked is None:  # a split no file holds: no records
             return SourceRead()
         rebuilt = self._in_offsets(self._mine(split.walked))
         return SourceRead((units_without_ext(*(rebuilt.column(c) for c in UNIT_COLUMNS)),),
                           queue_marks(rebuilt, split.since, split.until))
 
-    def windowed(self, fs, window, ranges):
+    def windowed(self, fs: pafs.FileSystem, window: Window,
+                 ranges: Sequence[tuple[str, int, int, int]]) -> RebuiltUnits:
         """Per queue of a rebuilt topic that the window's offsets JSON names, (first, end) with EARLIEST and
         LATEST open (None): the tasks keep the rebuilt units inside them."""
         if not window.given:
@@ -64,7 +75,7 @@ class RebuiltUnits(UnitsSource):
                                             open_bound(window.ending.get(t, {}).get(q, LATEST)))
                                            for t, q in sorted(keys)))
 
-    def spans(self, fs, log, window):
+    def spans(self, fs: pafs.FileSystem, log: CommitLog, window: Window) -> tuple[tuple[int, int], ...]:
         """The whole of each commit-log file a store-time window can hold records of, by their first records'
         store times (a read of a header each): a file is left out when it starts at or after --until, or when
         the next file starts before --since (the log is in store-time order, as the broker appends it; the
@@ -82,7 +93,8 @@ class RebuiltUnits(UnitsSource):
             kept.append((f.start, f.end))
         return tuple(kept)
 
-    def queue_units(self, fs, log, topic, queue_id, queue_offsets):
+    def queue_units(self, fs: pafs.FileSystem, log: CommitLog, topic: str, queue_id: int,
+                    queue_offsets: Sequence[int] | np.ndarray) -> pa.Table:
         return rebuilt_queue_units(fs, log, topic, queue_id, queue_offsets)
 
     def _mine(self, units):
@@ -105,7 +117,7 @@ class RebuiltUnits(UnitsSource):
         return units.filter(pa.array((offsets >= first[index]) & (offsets < end[index])))  # -1: the open bounds
 
 
-def queue_marks(units, since, until):
+def queue_marks(units: pa.Table, since: int | None, until: int | None) -> pa.Table | None:
     """QUEUE_MARKS_SCHEMA of rebuilt units (with store_timestamp), per queue."""
     if not units.num_rows:
         return None

@@ -3,17 +3,27 @@ database, schemas/queues/rocksdb_store.py). RocksDB opens files by path: read on
 filesystem. A task finds a queue's units pointing into its split by two binary searches of the queue's
 commit-log offsets (units are in commit-log order), then one ranged read: its cost is the needed queues' units
 (2.5 M units/s through rocksdict's C iterator, measured on 1 M units)."""
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
-from jobs.plan.units.base import SourceRead, UnitsSource
+from jobs.plan.units.base import QueueBounds, SourceRead, Split, UnitsSource
 from schemas.log.lookup import rocksdb_units
 from schemas.queues.consume_queue import units_without_ext
 from schemas.queues.rocksdb_store import consume_queue, is_rocksdb
 from schemas.store import storefs
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
+    from jobs.plan.window import Window
+    from schemas.log.files import CommitLog
 
 
 @dataclass(frozen=True)
@@ -26,12 +36,13 @@ class RocksDBQueues(UnitsSource):
     queues: tuple = ()
 
     @staticmethod
-    def readable(fs, path):
+    def readable(fs: pafs.FileSystem, path: str | None) -> bool:
         """Whether `path` is a RocksDB consume queue this process can open (on the local filesystem)."""
         return path is not None and storefs.is_local(fs) and is_rocksdb(path)
 
     @classmethod
-    def of_store(cls, path, topics=None, served=frozenset()):
+    def of_store(cls, path: str, topics: Collection[str] | None = None,
+                 served: Collection[tuple[str, int]] = frozenset()) -> RocksDBQueues | None:
         """The source of the queues of `topics` (None: all) the database at `path` holds, less those `served`
         already; None when that leaves none."""
         queues = tuple(q for q in consume_queue(path).queues()
@@ -39,10 +50,10 @@ class RocksDBQueues(UnitsSource):
         return cls(path, queues) if queues else None
 
     @property
-    def served(self):
+    def served(self) -> frozenset[tuple[str, int]]:
         return frozenset((t, q) for t, q, _, _ in self.queues)
 
-    def split(self, fs, split):
+    def split(self, fs: pafs.FileSystem, split: Split) -> SourceRead:
         db = consume_queue(self.path)
         out = []
         for topic, qid, first, last in self.queues:
@@ -56,18 +67,20 @@ class RocksDBQueues(UnitsSource):
                                              v["commitlog_offset"], v["size"], v["tags_code"]))
         return SourceRead(tuple(out))
 
-    def queue_bounds(self, fs, log):
+    def queue_bounds(self, fs: pafs.FileSystem, log: CommitLog) -> QueueBounds:
         db = consume_queue(self.path)
         return {(t, q): (first, end, partial(db.store_time, t, q)) for t, q, first, end in self.queues}
 
-    def windowed(self, fs, window, ranges):
+    def windowed(self, fs: pafs.FileSystem, window: Window,
+                 ranges: Sequence[tuple[str, int, int, int]]) -> RocksDBQueues:
         cut = {(t, q): (a, b) for t, q, a, b in ranges}
         return replace(self, queues=tuple((t, q) + cut[(t, q)] for t, q, _, _ in self.queues))
 
-    def spans(self, fs, log, window):
+    def spans(self, fs: pafs.FileSystem, log: CommitLog, window: Window) -> tuple[tuple[int, int], ...]:
         db = consume_queue(self.path)
         return tuple((db.commitlog_offset(t, q, a), db.commitlog_offset(t, q, b - 1) + 1)
                      for t, q, a, b in self.queues if b > a)
 
-    def queue_units(self, fs, log, topic, queue_id, queue_offsets):
+    def queue_units(self, fs: pafs.FileSystem, log: CommitLog, topic: str, queue_id: int,
+                    queue_offsets: Sequence[int] | np.ndarray) -> pa.Table:
         return rocksdb_units(self.path, topic, queue_id, queue_offsets)
