@@ -36,7 +36,7 @@ def run(upkeep: Upkeep) -> dict[str, Any]:
     orphans_s = seconds(upkeep.orphans_older_than, "--remove-orphans-older-than")
     if not (upkeep.register_existing or upkeep.compact or expire_s is not None):
         raise UsageError("nothing to do: give --register-existing, --compact or --expire-snapshots-older-than")
-    done = {}
+    done: dict[str, Any] = {}
     if upkeep.register_existing:
         done["registered"] = lake_upkeep.register_existing(target)
     namespace = upkeep.catalog.namespace

@@ -215,7 +215,7 @@ def not_py4j(record: logging.LogRecord) -> bool:
 
 def lineage_stores(store: str | Sequence[str]) -> list[str]:
     """The stores a run reads, as paths or URIs (a `NAME=URI` broker's URI)."""
-    given = store if isinstance(store, (list, tuple)) else [store]
+    given: Sequence[str] = [store] if isinstance(store, str) else store
     return [split_store(value)[1] for value in given]
 
 

@@ -76,7 +76,7 @@ def answer(request: ExplainRequest) -> dict[str, Any]:
     brokers = brokers_of(request.stores, None, request.commitlog)
     named = len(brokers) > 1 or brokers[0].named
     if request.broker is not None:
-        brokers = [b for b in brokers if b.name == request.broker]
+        brokers = tuple(b for b in brokers if b.name == request.broker)
         if not brokers:
             raise UsageError(f"--broker {request.broker}: not one of the --store NAME=STORE given")
     elif len(brokers) > 1 and request.msg_id is None:

@@ -68,7 +68,7 @@ def diagnostics(env: Optional[Mapping[str, str]] = None, parent: Optional[int] =
 
 
 @contextlib.contextmanager
-def run_console(quiet: Mapping[str, int] = (),  # type: ignore[assignment]  # () has no .items(): always given
+def run_console(quiet: Optional[Mapping[str, int]] = None,
                 env: Optional[Mapping[str, str]] = None) -> Iterator[Optional[logging.Handler]]:
     """The run's console while `main` runs: sys.stderr (and so argparse, warnings and the console handler) is
     `diagnostics()`, the root logger has a console handler at INFO (when it had none: logging.basicConfig's), the
@@ -87,6 +87,7 @@ def run_console(quiet: Mapping[str, int] = (),  # type: ignore[assignment]  # ()
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         handler.setLevel(logging.INFO)
         root.addHandler(handler)
+    quiet = quiet or {}
     levels = {name: logging.getLogger(name).level for name in quiet}
     root_level = root.level
     root.setLevel(logging.INFO)

@@ -119,7 +119,7 @@ def read_held(spark: SparkSession, target: IcebergTarget, name: str, schema: pa.
     identifier = f"{target.namespace}.{name}"
     table = target.waiting(lambda c: lake.load(c, identifier), f"--sink iceberg ({identifier})")
     snapshot = table.current_snapshot() if table is not None else None
-    files = [task.file for task in table.scan().plan_files()] if snapshot is not None else []
+    files = [task.file for task in table.scan().plan_files()] if table is not None and snapshot is not None else []
     held = HeldTable(snapshot.snapshot_id if snapshot is not None else None, files)
     if not files:
         return held, None
