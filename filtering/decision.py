@@ -185,10 +185,10 @@ class TopicDecision:
                 "evaluated": count(self.evaluated), "evaluation_errors": count(self.errors),
                 "ext_unreadable": count(np.broadcast_to(self.batch.code_missing, self.stage1.shape))}
 
-    def error_examples(self) -> dict[int, str]:
+    def error_examples(self) -> dict[int, str | None]:
         """{row: why} for each ad hoc SQL92 subscription whose expression throws in scope: the reason for the
         first message where it does (a stored registration's errors are the broker's own business)."""
-        out: dict[int, str] = {}
+        out: dict[int, str | None] = {}
         for k, csub in enumerate(self.subscriptions):
             if csub.sql is None or csub.sub.stored:
                 continue

@@ -17,6 +17,7 @@ from filtering import bloom as bloom_mod
 from filtering.sql92.vectorized import outcomes_many
 
 if TYPE_CHECKING:
+    from filtering.sql92 import Expression
     from filtering.subscriptions import CompiledSubscription
 
 REASON_BORN_AFTER = "registration born after the message"
@@ -31,7 +32,8 @@ def registration_outcomes(registrations: Sequence[CompiledSubscription], propert
     match = np.zeros((n, len(registrations)), dtype=bool)
     errors = np.zeros((n, len(registrations)), dtype=bool)
     if registrations and n:
-        for r, (matched, failed) in enumerate(outcomes_many([c.sql for c in registrations], properties, coded)):
+        sqls = [cast("Expression", c.sql) for c in registrations]  # SQL92 registrations, compiled
+        for r, (matched, failed) in enumerate(outcomes_many(sqls, properties, coded)):
             match[:, r], errors[:, r] = matched, failed
     return match, errors
 
