@@ -11,7 +11,7 @@ before the tokens reach the LALR parser (see its docstring).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ply import lex, yacc
@@ -24,7 +24,7 @@ from .nodes import Node
 
 def _rule(grammar):
     """Attach a production to a p_ function without relying on docstrings (which -OO strips)."""
-    def attach(fn):
+    def attach(fn: Callable[..., Any]) -> Callable[..., Any]:
         fn.__doc__ = grammar
         return fn
     return attach
