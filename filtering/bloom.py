@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
+from typing import Any
 
 import mmh3
 import numpy as np
@@ -71,7 +73,7 @@ class BloomFilter:
 
     __slots__ = ("f", "n", "k", "m")
 
-    def __init__(self, f: int = BROKER_BLOOM_F, n: int = BROKER_BLOOM_N):
+    def __init__(self, f: int = BROKER_BLOOM_F, n: int = BROKER_BLOOM_N) -> None:
         f = _java_int_arg("f", f)
         n = _java_int_arg("n", n)
         if f < 1 or f >= 100:
@@ -91,7 +93,7 @@ class BloomFilter:
     def __repr__(self) -> str:
         return f"BloomFilter(f={self.f}, n={self.n}, k={self.k}, m={self.m})"
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, BloomFilter) and (self.f, self.n, self.k, self.m) == (
             other.f, other.n, other.k, other.m)
 
@@ -123,13 +125,13 @@ class BloomFilter:
         if len(bitmap) * 8 != self.m:
             raise ValueError(f"Length({len(bitmap) * 8}) of bits in BitsArray is not equal to {self.m}!")
 
-    def hash_to(self, bit_positions, bitmap: bytearray) -> None:
+    def hash_to(self, bit_positions: Sequence[int], bitmap: bytearray) -> None:
         """``hashTo``: set the given bits (bit p is byte p // 8, mask 1 << p % 8) in place."""
         self._check_bitmap(bitmap)
         for p in _check_positions(bit_positions, self.m):  # all checked before any bit is set
             bitmap[p >> 3] |= 1 << (p & 7)
 
-    def is_hit(self, bit_positions, bitmap) -> bool:
+    def is_hit(self, bit_positions: Sequence[int], bitmap: bytes | bytearray) -> bool:
         """``isHit``: all given bits are set. Java reads ``bitPositions[0]`` first, so none at all throws."""
         self._check_bitmap(bitmap)
         positions = _check_positions(bit_positions, self.m)
@@ -152,7 +154,7 @@ def _check_m(m: int) -> int:
     return m
 
 
-def or_bits(match, bit_positions, m: int) -> np.ndarray:
+def or_bits(match: Any, bit_positions: Sequence[Sequence[int]], m: int) -> np.ndarray:
     """Dispatch bitmaps: row i is the OR of the bits of every registration r with ``match[i, r]``.
 
     ``match`` is (N, R) bool, ``bit_positions`` holds R position lists; the result is (N, m // 8) uint8.
@@ -172,7 +174,7 @@ def or_bits(match, bit_positions, m: int) -> np.ndarray:
     return out
 
 
-def is_hit_array(bitmaps, bit_positions, m: int | None = None) -> np.ndarray:
+def is_hit_array(bitmaps: Any, bit_positions: Sequence[int], m: int | None = None) -> np.ndarray:
     """Vectorized ``is_hit`` of one registration over an (N, m // 8) uint8 bitmap matrix."""
     bitmaps = np.asarray(bitmaps)
     if bitmaps.ndim != 2 or bitmaps.dtype != np.uint8:
@@ -189,7 +191,8 @@ def is_hit_array(bitmaps, bit_positions, m: int | None = None) -> np.ndarray:
     return hit
 
 
-def bitmap_matrix(column, m: int) -> tuple:
+def bitmap_matrix(column: pa.Array | pa.ChunkedArray | Sequence[bytes | None],
+                  m: int) -> tuple[np.ndarray, np.ndarray]:
     """A binary / fixed_size_binary column of bitmaps as ((N, m // 8) uint8, valid (N,) bool).
 
     A row is valid only when it holds exactly m // 8 bytes. Null, empty (``bitMapSize`` 0) and other

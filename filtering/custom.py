@@ -5,7 +5,9 @@ topic, queue_id, queue_offset, commitlog_offset, tags, keys, properties, body, t
 FilterContext, and returns a bool. It runs on executors; an exception counts as "not matched" and is
 counted, it never stops the job."""
 import importlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +22,7 @@ class FilterContext:
     topic: str
 
 
-def load_filter(spec):
+def load_filter(spec: str) -> Callable[..., Any]:
     """Import `module:callable` (the module must be importable on executors: ship it with --py-files)."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
@@ -34,7 +36,8 @@ def load_filter(spec):
     return target
 
 
-def run_filter(fn, messages, context):
+def run_filter(fn: Callable[..., Any], messages: Sequence[dict[str, Any]],
+               context: FilterContext) -> tuple[np.ndarray, np.ndarray]:
     """(matched, errors) bool arrays over a list of message dicts; True only for a True return."""
     matched = np.zeros(len(messages), dtype=bool)
     errors = np.zeros(len(messages), dtype=bool)

@@ -6,9 +6,14 @@ commit-log stage and the client check (message_filter). The result, a TopicDecis
 task writes (filtering/topic_replay.py), what the data source's delivered_to and collided_for are made of,
 and what explain puts in words: per subscription and message where it stopped and the reason code, the
 counters, and the audits."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from filtering import bloom as bloom_mod
@@ -17,6 +22,10 @@ from filtering.message_filter import UnitBatch, apply_subscription
 from filtering.sql92.diagnose import failure
 from schemas.arrow_schemas import CODED_PROPERTIES
 from schemas.columns import one_array
+
+if TYPE_CHECKING:
+    from filtering.sql92 import Expression
+    from filtering.subscriptions import CompiledSubscription, Subscription
 
 # Where a message stops for a group (the stages in the order a unit meets them), and why: reason codes
 STAGES = ("scope", "consume_queue", "commit_log", "client")
@@ -31,7 +40,7 @@ STAGE_OF = {BELOW_COMMITTED: "scope", OUTSIDE_WINDOW: "scope", CQ_FILTERED: "con
             NOT_MATCHED: "commit_log", EVALUATION_ERROR: "commit_log", CLIENT_DROPPED: "client"}
 
 
-def topic_batch(topic, units, messages, bloom):
+def topic_batch(topic: str, units: pa.Table, messages: pa.Table, bloom: bloom_mod.BloomFilter) -> UnitBatch:
     """The UnitBatch every subscription of `topic` is applied to: its consume-queue units (ext units
     resolved) and their decoded messages, row for row."""
     stored_bitmaps, stored_valid = bloom_mod.bitmap_matrix(units.column("filter_bitmap"), bloom.m)
@@ -55,7 +64,7 @@ def topic_batch(topic, units, messages, bloom):
     )
 
 
-def coded_properties(messages):
+def coded_properties(messages: pa.Table) -> dict[str, pa.Array] | None:
     """{name: dictionary column} of the decode's CODED_PROPERTIES (the record's own properties, as SQL92 reads
     them), or None when the batch was decoded without."""
     if CODED_PROPERTIES not in messages.column_names:
@@ -76,13 +85,13 @@ class Dispatched:
     columns: dict  # a stored registration's key, or id() of an ad hoc subscription -> its column
     recomputed: tuple  # (bitmaps, valid) recomputed from all of them
 
-    def evaluated(self, csub):
+    def evaluated(self, csub: CompiledSubscription) -> tuple[np.ndarray, np.ndarray] | None:
         """(matched, errors) of one subscription's expression per row, when the dispatcher evaluated it."""
         r = self.columns.get(csub.key if csub.sub.stored else id(csub))
         return None if r is None else (self.match[:, r], self.errors[:, r])
 
 
-def dispatch_topic(plan, topic, batch, bloom):
+def dispatch_topic(plan: Any, topic: str, batch: UnitBatch, bloom: bloom_mod.BloomFilter) -> Dispatched:
     """Dispatched of one topic's batch (see Dispatched)."""
     registered = [c for c in plan.registrations if c.sub.topic == topic]
     adhoc = [c for c in plan.subscriptions
@@ -106,7 +115,7 @@ class BitmapAudit:
     missing: dict = field(default_factory=dict)  # row -> groups whose bits the stored bitmap lacks
     recomputed: np.ndarray | None = None  # (N, w) of the stored registrations alone
 
-    def counters(self):
+    def counters(self) -> dict[str, int]:
         return {"units": len(self.compared), "bitmaps_compared": int(self.compared.sum()),
                 "bitmap_mismatches": int((self.mismatch & ~self.explained).sum()),
                 "bitmap_mismatches_explained": int((self.mismatch & self.explained).sum())}
@@ -135,11 +144,11 @@ class TopicDecision:
     bloom_skips: list  # per row: message_filter's why-not-consulted codes (SQL92 groups), else None
 
     @property
-    def groups(self):
+    def groups(self) -> list[str]:
         return [c.sub.group for c in self.subscriptions]
 
     @property
-    def in_scope(self):
+    def in_scope(self) -> np.ndarray:
         return ~self.below_committed & ~self.outside_window
 
     def _scoped(self, matrix):
@@ -149,16 +158,16 @@ class TopicDecision:
         return matrix & self.in_scope
 
     @property
-    def delivered(self):
+    def delivered(self) -> np.ndarray:
         """(G, N) what each group receives: the client keeps it, in scope."""
         return self._scoped(self.client)
 
     @property
-    def collided(self):
+    def collided(self) -> np.ndarray:
         """(G, N) the broker returned it and the client dropped it (a tag hash collision), in scope."""
         return self._scoped(self.broker & ~self.client)
 
-    def reasons(self):
+    def reasons(self) -> np.ndarray:
         """(G, N) uint8 reason codes: DELIVERED, or the first stage that dropped the message and why."""
         return np.select(
             [self.below_committed, np.broadcast_to(self.outside_window, self.stage1.shape), ~self.stage1,
@@ -166,7 +175,7 @@ class TopicDecision:
             [BELOW_COMMITTED, OUTSIDE_WINDOW, CQ_FILTERED, EVALUATION_ERROR, NOT_MATCHED, CLIENT_DROPPED],
             DELIVERED).astype(np.uint8)
 
-    def counters(self):
+    def counters(self) -> dict[str, np.ndarray]:
         """Per group (arrays in row order): the STAT_FIELDS counters of this batch, in scope."""
         count = lambda m: np.count_nonzero(self._scoped(m), axis=1)  # noqa: E731
         return {"units": count(np.ones(self.stage1.shape, dtype=bool)), "stage1_passed": count(self.stage1),
@@ -176,10 +185,10 @@ class TopicDecision:
                 "evaluated": count(self.evaluated), "evaluation_errors": count(self.errors),
                 "ext_unreadable": count(np.broadcast_to(self.batch.code_missing, self.stage1.shape))}
 
-    def error_examples(self):
+    def error_examples(self) -> dict[int, str | None]:
         """{row: why} for each ad hoc SQL92 subscription whose expression throws in scope: the reason for the
         first message where it does (a stored registration's errors are the broker's own business)."""
-        out = {}
+        out: dict[int, str | None] = {}
         for k, csub in enumerate(self.subscriptions):
             if csub.sql is None or csub.sub.stored:
                 continue
@@ -190,7 +199,8 @@ class TopicDecision:
         return out
 
 
-def decide_topic(plan, topic, units, messages, subscriptions=None, window=None):
+def decide_topic(plan: Any, topic: str, units: pa.Table, messages: pa.Table,
+                 subscriptions: Iterable[CompiledSubscription] | None = None, window: Any = None) -> TopicDecision:
     """The TopicDecision of `subscriptions` (default: the plan's of `topic`) over a batch of the topic's units
     and their decoded messages, row for row. window: a jobs.plan.window.Window whose store-time bounds scope the
     batch (the job's tasks drop messages outside it before deciding; explain asks about one that may be)."""
@@ -224,7 +234,8 @@ def decide_topic(plan, topic, units, messages, subscriptions=None, window=None):
                          skips)
 
 
-def audit_bitmaps(d, bloom, batch, units, messages, audit):
+def audit_bitmaps(d: Dispatched, bloom: bloom_mod.BloomFilter, batch: UnitBatch, units: pa.Table, messages: pa.Table,
+                  audit: bool) -> BitmapAudit:
     """BitmapAudit of a batch. Only units with a readable ext unit carry a bitmap to compare; a batch where none
     holds a bitmap is a broker without enableCalcFilterBitMap (or without the ext), not a mismatch. Without the
     store's registrations (audit false: its consumerFilter.json is damaged) nothing is compared."""
@@ -242,10 +253,10 @@ def audit_bitmaps(d, bloom, batch, units, messages, audit):
     return BitmapAudit(compared, mismatch, explained, missing, own)
 
 
-def retry_filters(plan):
+def retry_filters(plan: Any) -> dict[str, dict[str, Expression]]:
     """{group: {topic: compiled SQL92}}: the filters ExpressionForRetryMessageFilter applies on a group's
     %RETRY% topic with filterSupportRetry (empty without it)."""
-    retry_sql = {}
+    retry_sql: dict[str, dict[str, Expression]] = {}
     if plan.support_retry:
         for c in plan.subscriptions:
             if c.sql is not None:
@@ -253,7 +264,7 @@ def retry_filters(plan):
     return retry_sql
 
 
-def in_scope(plan, sub, queue_ids, queue_offsets):
+def in_scope(plan: Any, sub: Subscription, queue_ids: np.ndarray, queue_offsets: np.ndarray) -> np.ndarray | None:
     """Rows at or after the group's committed offset of their queue (--from committed) and outside the offsets an
     Iceberg lake already holds for the group (the plan's `held`); None: all rows."""
     firsts = [(q, o) for g, t, q, o in plan.start_offsets if g == sub.group and t == sub.topic]
@@ -266,11 +277,11 @@ def in_scope(plan, sub, queue_ids, queue_offsets):
     return ~out
 
 
-def lazy_messages(messages):
+def lazy_messages(messages: pa.Table) -> Callable[[], list[dict[str, Any]]]:
     """The batch as message dicts, built only if a PYTHON filter asks (per-row Python is its nature)."""
-    cache = []
+    cache: list[list[dict[str, Any]]] = []
 
-    def get():
+    def get() -> list[dict[str, Any]]:
         if not cache:
             rows = messages.to_pylist()
             for row in rows:

@@ -11,7 +11,11 @@ ExpressionMessageFilter (4.9.x):
 ExpressionForRetryMessageFilter (filterSupportRetry): on %RETRY% topics stage 1 passes and stage 2 uses
 the SQL92 registration of (RETRY_TOPIC property, group), when there is one.
 """
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +26,10 @@ from filtering import tags as tags_mod
 from filtering.custom import FilterContext, run_filter
 from filtering.sql92 import FilterEvaluationError, vectorized
 from filtering.subscriptions import RETRY_PREFIX
+
+if TYPE_CHECKING:
+    from filtering.sql92 import Expression
+    from filtering.subscriptions import CompiledSubscription, Subscription
 
 
 @dataclass
@@ -40,10 +48,10 @@ class UnitBatch:
     coded: dict | None = None  # {name: dictionary column} of the properties SQL92 reads, when the decode encoded them
     _tags_encoded: tuple | None = field(default=None, repr=False)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.tags_code)
 
-    def tags_encoded(self):
+    def tags_encoded(self) -> tuple[np.ndarray, list[Any]]:
         """tags.encode_tags of the batch, computed once for all its groups."""
         if self._tags_encoded is None:
             self._tags_encoded = tags_mod.encode_tags(self.tags)
@@ -63,13 +71,13 @@ class Outcome:
     bloom_skips: np.ndarray | None = None  # SQL92: why stage 1 did not consult the bloom filter (stage1_sql)
 
 
-def sql_outcomes(expression, properties):
+def sql_outcomes(expression: Expression, properties: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(matched, errors) of an SQL92 expression over a properties column."""
     matched, errors = vectorized.outcomes_batch(expression, properties)
     return np.asarray(matched, dtype=bool), np.asarray(errors, dtype=bool)
 
 
-def row_outcomes(expression, properties):
+def row_outcomes(expression: Expression, properties: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """The row-at-a-time reference of sql_outcomes (RocketMQ's evaluate per message)."""
     rows = properties.to_pylist()
     matched = np.zeros(len(rows), dtype=bool)
@@ -102,22 +110,27 @@ def _bloom_skips(sub, batch, bloom, bitmaps, bitmaps_valid):
                      [NO_EXT_UNIT, BEFORE_BORN_TIME, NO_BITMAP], BLOOM_CONSULTED).astype(np.uint8)
 
 
-def stage1_sql(sub, batch, bloom, bitmaps, bitmaps_valid):
+def stage1_sql(sub: Subscription, batch: UnitBatch, bloom: bloom_mod.BloomFilter | None, bitmaps: np.ndarray,
+               bitmaps_valid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(passed, bloom_checked, skips) of ExpressionMessageFilter.isMatchedByConsumeQueue for an SQL92 group:
     a row the bloom filter is not consulted for passes (skips says why); one it is passes on isHit."""
     skips = _bloom_skips(sub, batch, bloom, bitmaps, bitmaps_valid)
     checked = skips == BLOOM_CONSULTED
-    hit = bloom_mod.is_hit_array(bitmaps, sub.bloom_bits) if checked.any() else np.zeros(len(batch), dtype=bool)
+    hit = bloom_mod.is_hit_array(bitmaps, cast("tuple[int, ...]", sub.bloom_bits)) if checked.any() \
+        else np.zeros(len(batch), dtype=bool)
     return ~checked | hit, checked & hit, skips
 
 
-def retry_filter_applies(sub, support_retry):
+def retry_filter_applies(sub: Subscription, support_retry: bool) -> bool:
     """ExpressionForRetryMessageFilter's case: filterSupportRetry and a %RETRY% topic (custom filters aside)."""
     return support_retry and sub.topic.startswith(RETRY_PREFIX) and sub.expression_type != "PYTHON"
 
 
-def apply_subscription(csub, batch, bloom, recomputed=None, retry_sql=None, messages=None, support_retry=False,
-                       evaluated=None):
+def apply_subscription(csub: CompiledSubscription, batch: UnitBatch, bloom: bloom_mod.BloomFilter | None,
+                       recomputed: tuple[np.ndarray, np.ndarray] | None = None,
+                       retry_sql: Mapping[str, Expression] | None = None,
+                       messages: Callable[[], list[dict[str, Any]]] | None = None, support_retry: bool = False,
+                       evaluated: tuple[np.ndarray, np.ndarray] | None = None) -> Outcome:
     """Outcome of one compiled subscription over a batch of its topic.
 
     evaluated: (matched, errors) of this SQL92 expression over every row of the batch, when the
@@ -157,6 +170,7 @@ def apply_subscription(csub, batch, bloom, recomputed=None, retry_sql=None, mess
         if sub.stored:
             stage1, checked, skips = stage1_sql(sub, batch, bloom, batch.stored_bitmaps, batch.stored_valid)
         else:
+            assert recomputed is not None  # an ad hoc SQL92 subscription: the dispatcher's bitmaps
             stage1, checked, skips = stage1_sql(sub, batch, bloom, *recomputed)
         broker = np.zeros(n, dtype=bool)
         if evaluated is not None:
@@ -172,6 +186,7 @@ def apply_subscription(csub, batch, bloom, recomputed=None, retry_sql=None, mess
         return Outcome(stage1, checked, broker, client, errors, ran, skips)
     elif csub.python is not None:
         stage1 = ones
+        assert messages is not None  # a PYTHON filter is handed the batch's messages
         broker, errors = run_filter(csub.python, messages(), FilterContext(sub.group, sub.topic))
         client, ran = broker, ones
     else:

@@ -1,8 +1,16 @@
 """Which group receives which topic under which expression: the store's registrations merged with the
 user's, compiled once, shipped to executors (everything here is small and picklable)."""
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from filtering import custom, sql92, tags
+
+if TYPE_CHECKING:
+    from filtering.bloom import BloomFilter
+    from schemas.store.config import ConsumerFilterData, Registration
 
 RETRY_PREFIX = "%RETRY%"
 EXPRESSION_TYPES = ("TAG", "SQL92", "PYTHON")
@@ -21,7 +29,7 @@ class Subscription:
     expression_type: str
     expression: str
     born_time: int | None = None
-    bloom_bits: tuple | None = None
+    bloom_bits: tuple[int, ...] | None = None
     stored: bool = False
     born_from: str | None = None  # where born_time came from: the store's consumerFilter.json, or a subscriptions file
     pop_retry_of: str | None = None  # a POP retry topic's: the topic whose unacked messages it holds (pop_retry_topics)
@@ -32,22 +40,25 @@ class CompiledSubscription:
     """A subscription with its compiled filter, or the reason it failed (SUBSCRIPTION_PARSE_FAILED)."""
 
     sub: Subscription
-    tag: object = None
-    sql: object = None
-    python: object = None
+    tag: tags.TagSubscription | None = None
+    sql: sql92.Expression | None = None
+    python: Callable[..., Any] | None = None
     error: str | None = None
     warning: str | None = None  # compiled, but not as the user may think (RocketMQ ignored trailing text)
 
     @property
-    def key(self):
+    def key(self) -> tuple[str, str]:
         return self.sub.group, self.sub.topic
 
 
 STORED_AT = "config/consumerFilter.json"  # where a store's own registrations are (born_from)
 
 
-def merge_subscriptions(stored_filters, registrations, bloom, existing_topics=None, retry=True,
-                        groups=None, topics=None, notes=None):
+def merge_subscriptions(stored_filters: Iterable[ConsumerFilterData], registrations: Iterable[Registration],
+                        bloom: BloomFilter,
+                        existing_topics: Collection[str] | None = None, retry: bool = True,
+                        groups: Collection[str] | None = None, topics: Collection[str] | None = None,
+                        notes: list[str] | None = None) -> list[Subscription]:
     """Effective subscriptions: stored SQL92 registrations, replaced per (group, topic) by later ones.
 
     stored_filters: schemas.store.config.ConsumerFilterData list; registrations: schemas.store.config.Registration
@@ -57,8 +68,8 @@ def merge_subscriptions(stored_filters, registrations, bloom, existing_topics=No
     group also gets `%RETRY%<group>` with `*` (a push consumer's retry subscription) when `retry` and the store
     has that topic, and each of its topics' POP retry topics the store has (a 5.x POP consumer's) with that
     topic's own expression."""
-    subs = {}
-    stored = {}
+    subs: dict[tuple[str, str], Subscription] = {}
+    stored: dict[tuple[str, str], Subscription] = {}
     for fd in stored_filters:
         s = Subscription(fd.consumer_group, fd.topic, fd.expression_type, fd.expression, fd.born_time,
                          tuple(fd.bloom_bit_pos) if fd.bloom_bit_pos else None, True,
@@ -99,7 +110,7 @@ def merge_subscriptions(stored_filters, registrations, bloom, existing_topics=No
     return sorted(out, key=lambda s: (s.group, s.topic))
 
 
-def pop_retry_topics(group, topic):
+def pop_retry_topics(group: str, topic: str) -> tuple[str, ...]:
     """The POP retry topics of a group's topic (KeyBuilder.buildPopRetryTopicV1 and V2: `%RETRY%<group>_<topic>`,
     `%RETRY%<group>+<topic>`): where PopReviveService puts what a POP consumer did not ack in time, which the
     group then pops with its own subscription's filter (PopMessageProcessor); none for a retry topic."""
@@ -112,7 +123,7 @@ def _retry_of(topic):
     return topic[len(RETRY_PREFIX):] if topic.startswith(RETRY_PREFIX) else None
 
 
-def compile_subscription(sub, dialect="5"):
+def compile_subscription(sub: Subscription, dialect: str = "5") -> CompiledSubscription:
     """Compile once; a parse failure is kept as `error` so that only this group fails."""
     compiled = CompiledSubscription(sub)
     try:

@@ -5,7 +5,9 @@ strings. Hash collisions (``Aa`` / ``BB``) are where the two stages disagree, so
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -71,7 +73,8 @@ def client_tag_match(sub: TagSubscription, tag: str | None) -> bool:
     return tag in sub.tags
 
 
-def broker_tag_match_array(sub: TagSubscription, tags_code, code_missing=None) -> np.ndarray:
+def broker_tag_match_array(sub: TagSubscription, tags_code: np.ndarray | pa.Array | pa.ChunkedArray,
+                           code_missing: np.ndarray | None = None) -> np.ndarray:
     """Vectorized ``broker_tag_match``; ``code_missing`` marks rows whose code the broker could not read.
 
     ``tags_code`` may be a numpy int64 array or a pyarrow integer column (its nulls count as missing).
@@ -94,7 +97,7 @@ def broker_tag_match_array(sub: TagSubscription, tags_code, code_missing=None) -
     return out
 
 
-def encode_tags(tags) -> tuple:
+def encode_tags(tags: pa.Array | pa.ChunkedArray | Sequence[str | None]) -> tuple[np.ndarray, list[Any]]:
     """A tag column as (indices, distinct values): nulls index one past the values. Encoded once per batch,
     every group's client check is then a lookup over the few distinct tags and a gather."""
     col = string_array(tags)
@@ -106,7 +109,7 @@ def encode_tags(tags) -> tuple:
     return indices, values
 
 
-def client_tag_match_encoded(sub: TagSubscription, encoded) -> np.ndarray:
+def client_tag_match_encoded(sub: TagSubscription, encoded: tuple[np.ndarray, list[Any]]) -> np.ndarray:
     """client_tag_match_array over encode_tags output."""
     indices, values = encoded
     if not sub.tags:
@@ -115,6 +118,6 @@ def client_tag_match_encoded(sub: TagSubscription, encoded) -> np.ndarray:
     return wanted[indices]
 
 
-def client_tag_match_array(sub: TagSubscription, tags) -> np.ndarray:
+def client_tag_match_array(sub: TagSubscription, tags: pa.Array | pa.ChunkedArray | Sequence[str | None]) -> np.ndarray:
     """Vectorized ``client_tag_match`` over a string column (a null tag never matches a non-empty set)."""
     return client_tag_match_encoded(sub, encode_tags(tags))

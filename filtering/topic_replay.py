@@ -3,14 +3,18 @@ the messages some group receives or that collide, once, with who gets which), `s
 group), `topic_stats` and `bitmap` (the bitmap audit), `example` (why an ad hoc SQL92 expression throws),
 `timeline` (per group, what it received, what collided and what was filtered out, per bucket of store time:
 the report's charts, counted where the rows are decided)."""
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from filtering import dispatcher
-from filtering.decision import decide_topic
+from filtering.decision import TopicDecision, decide_topic
 from schemas.arrow_schemas import BITMAP_SCHEMA, OUTPUT_MESSAGE_FIELDS, STAT_FIELDS, TOPIC_STAT_FIELDS
 
 
@@ -20,16 +24,18 @@ class Pairs:
     once (the matrix has no True cell outside those rows); listed when first unpacked (np.nonzero: some 330,000
     pairs a batch of the bench store), which only a sink that writes them does: the noop sink counts."""
 
-    def __init__(self, matrix, rows):
+    _listed: tuple[np.ndarray, ...] | None
+
+    def __init__(self, matrix: np.ndarray, rows: np.ndarray) -> None:
         self._matrix, self._rows, self._listed = matrix, rows, None
         self.count = int(np.count_nonzero(matrix))
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[np.ndarray]:
         if self._listed is None:
             self._listed = np.nonzero(self._cells())
         return iter(self._listed)
 
-    def by_message(self):
+    def by_message(self) -> tuple[np.ndarray, np.ndarray]:
         """(group index, row index) arrays of the same pairs ordered by row, then group: each message's groups
         together."""
         rows, groups = np.nonzero(np.ascontiguousarray(self._cells().T))
@@ -55,7 +61,7 @@ class MessageRows:
     rows: np.ndarray | None = None
 
 
-def replay_topic(plan, topic, units, messages, out):
+def replay_topic(plan: Any, topic: str, units: pa.Table, messages: pa.Table, out: Any) -> TopicDecision:
     """Decide every subscription of one topic over its batch, and hand on what the run writes and counts."""
     decision = decide_topic(plan, topic, units, messages)
     _bitmap_rows(decision, units, messages, out)
@@ -77,7 +83,7 @@ TIMELINE_WIDTHS_MS = (1000, 10_000, 60_000, 600_000, 3_600_000, 21_600_000, 86_4
 TIMELINE_BUCKETS = 240
 
 
-def timeline_width(first, last):
+def timeline_width(first: int, last: int) -> int:
     """The narrowest width of TIMELINE_WIDTHS_MS with the time span [first, last] in TIMELINE_BUCKETS buckets."""
     for width in TIMELINE_WIDTHS_MS:
         if last // width - first // width < TIMELINE_BUCKETS:
@@ -85,7 +91,7 @@ def timeline_width(first, last):
     return TIMELINE_WIDTHS_MS[-1]
 
 
-def timeline_table(decision, store_times):
+def timeline_table(decision: TopicDecision, store_times: np.ndarray) -> pa.Table:
     """A `timeline` piece: per group and bucket of store time (epoch-aligned, `width` ms) the messages in scope
     it received (the client kept them), that collided, and that were filtered out; buckets with none left out."""
     groups, n = decision.groups, len(store_times)
@@ -136,7 +142,7 @@ def _message_rows(out, topic, messages, units, delivered, collided, groups):
                                    Pairs(collided, rows), rows))
 
 
-def counters_table(groups, topic, counters):
+def counters_table(groups: Sequence[str], topic: str, counters: Mapping[str, Any]) -> pa.Table:
     """A `stats` piece: a row per group, every STAT_FIELDS counter (absent ones 0)."""
     g = len(groups)
     return pa.table({"group": pa.array(groups, pa.string()), "topic": pa.repeat(pa.scalar(topic), g),
@@ -153,10 +159,11 @@ UNIT_FIELDS = ("queue_id", "queue_offset", "commitlog_offset")
 SOURCE_FIELDS = {"source_topic": "topic", "source_queue_id": "queue_id", "source_queue_offset": "queue_offset"}
 
 
-def message_columns(messages, units, rows=None):
+def message_columns(messages: pa.Table, units: pa.Table,
+                    rows: np.ndarray | None = None) -> dict[str, pa.Array | pa.ChunkedArray]:
     """The OUTPUT_MESSAGE_FIELDS columns of a batch's messages at `rows` (None: every row, no copy)."""
     take = None if rows is None or len(rows) == units.num_rows else pa.array(rows)
-    cols = {}
+    cols: dict[str, pa.Array | pa.ChunkedArray] = {}
     for name, _ in OUTPUT_MESSAGE_FIELDS:
         if name in SOURCE_FIELDS:
             continue
@@ -189,7 +196,7 @@ def _slot_counter(slot, groups):
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
     present = ordered[starts]
 
-    def counter(matrix):
+    def counter(matrix: np.ndarray) -> np.ndarray:
         out = np.zeros((groups, slots), dtype=np.int64)
         if matrix.any():
             cells = (matrix if order is None else matrix[:, order]).view(np.uint8)

@@ -5,6 +5,10 @@ RocketMQ rejects some selectors while building the tree rather than while parsin
 out-of-range literals, a number where a condition is expected. Each check raises FilterSyntaxError,
 because MQFilterException wraps them all as compile errors.
 """
+from __future__ import annotations
+
+from collections.abc import Iterable
+
 from . import java
 from .errors import FilterEvaluationError, FilterSyntaxError
 from .nodes import (
@@ -16,6 +20,7 @@ from .nodes import (
     Equal,
     In,
     Negate,
+    Node,
     Not,
     Or,
     Property,
@@ -26,7 +31,7 @@ TRUE = Constant(True)
 FALSE = Constant(False)
 
 
-def decimal_literal(text):
+def decimal_literal(text: str) -> Constant:
     """ConstantExpression.createFromDecimal: an Integer when it fits in 32 bits, else a Long."""
     value = int(text.rstrip("lL"))
     if value > java.LONG_MAX:
@@ -34,7 +39,7 @@ def decimal_literal(text):
     return Constant(value if value <= java.INT_MAX else java.Long(value))
 
 
-def float_literal(text):
+def float_literal(text: str) -> Constant:
     """ConstantExpression.createFloat: a Double in [Double.MIN_VALUE, Double.MAX_VALUE]."""
     value = java.double_value_of(text)
     if value > java.DOUBLE_MAX:
@@ -44,7 +49,7 @@ def float_literal(text):
     return Constant(value)
 
 
-def as_boolean(node):
+def as_boolean(node: Node) -> Node:
     """SelectorParser.asBooleanExpression: conditions pass, a property is cast, anything else fails."""
     if node.is_boolean:
         return node
@@ -53,19 +58,19 @@ def as_boolean(node):
     raise FilterSyntaxError("Expression will not result in a boolean value")
 
 
-def logical_and(left, right):
+def logical_and(left: Node, right: Node) -> And:
     return And(as_boolean(left), as_boolean(right))
 
 
-def logical_or(left, right):
+def logical_or(left: Node, right: Node) -> Or:
     return Or(as_boolean(left), as_boolean(right))
 
 
-def logical_not(operand):
+def logical_not(operand: Node) -> Not:
     return Not(as_boolean(operand))
 
 
-def negate(operand):
+def negate(operand: Node) -> Negate:
     return Negate(operand)
 
 
@@ -74,7 +79,7 @@ def _check_equal_operand(node):
         raise FilterSyntaxError("NULL cannot be compared")
 
 
-def equal(left, right):
+def equal(left: Node, right: Node) -> Equal:
     """createEqual: no NULL literal, and TRUE/FALSE may not be compared with another literal."""
     _check_equal_operand(left)
     _check_equal_operand(right)
@@ -83,15 +88,15 @@ def equal(left, right):
     return Equal(left, right)
 
 
-def not_equal(left, right):
+def not_equal(left: Node, right: Node) -> Not:
     return Not(equal(left, right))
 
 
-def is_null(operand):
+def is_null(operand: Node) -> Equal:
     return Equal(operand, NULL)
 
 
-def is_not_null(operand):
+def is_not_null(operand: Node) -> Not:
     return Not(Equal(operand, NULL))
 
 
@@ -104,14 +109,14 @@ def _check_less_than_operand(node):
         raise FilterSyntaxError("A condition cannot be compared with '>', '>=', '<' or '<='")
 
 
-def compare(op, left, right):
+def compare(op: str, left: Node, right: Node) -> Compare:
     """createGreaterThan & co.: only numbers, properties and negations may be ordered."""
     _check_less_than_operand(left)
     _check_less_than_operand(right)
     return Compare(op, left, right)
 
 
-def between(value, low, high):
+def between(value: Node, low: Node, high: Node) -> And:
     """createBetween: constant bounds must be non-null and low <= high (compared like `=` does)."""
     if type(low) is Constant and type(high) is Constant:
         if low.value is None or high.value is None:
@@ -125,16 +130,16 @@ def between(value, low, high):
     return And(compare(">=", value, low), compare("<=", value, high))
 
 
-def not_between(value, low, high):
+def not_between(value: Node, low: Node, high: Node) -> Or:
     """createNotBetween has no bound check."""
     return Or(compare("<", value, low), compare(">", value, high))
 
 
-def in_list(operand, values, negated):
+def in_list(operand: Node, values: Iterable[str], negated: bool) -> In:
     if type(operand) is not Property:
         raise FilterSyntaxError("Expected a property for In expression")
     return In(operand, frozenset(values), negated)
 
 
-def string_match(op, operand, search, negated):
+def string_match(op: str, operand: Node, search: str, negated: bool) -> StringMatch:
     return StringMatch(op, operand, search, negated)

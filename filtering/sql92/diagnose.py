@@ -1,9 +1,17 @@
 """Why a selector throws for a message, in words a user can act on (the summary's warnings)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
 from .errors import FilterEvaluationError
 from .java import NumberFormatError, double_value_of
 
+if TYPE_CHECKING:
+    from . import Expression
 
-def failure(expression, props):
+
+def failure(expression: Expression, props: Mapping[str, Any]) -> str | None:
     """A one-line description of the exception RocketMQ's evaluate throws for `props`, or None."""
     try:
         expression.evaluate(props)
@@ -12,7 +20,7 @@ def failure(expression, props):
     return None
 
 
-def describe(exc):
+def describe(exc: FilterEvaluationError) -> str:
     """`NumberFormatException ('512.40' is not an Integer): did you mean 100.0?` and the like."""
     cause = exc.cause or exc.java_class
     if exc.value is None or exc.target is None:

@@ -1,5 +1,7 @@
 """The two ways a selector can fail, kept apart from the rest so every module can raise them; both under the
 project's one error root (schemas/errors.py)."""
+from typing import Any
+
 from schemas.errors import EXIT_USAGE, ReplayError
 
 
@@ -8,7 +10,7 @@ class FilterSyntaxError(ReplayError, ValueError):
 
     exit_code = EXIT_USAGE
 
-    def __init__(self, message, position=None):
+    def __init__(self, message: str, position: int | None = None) -> None:
         if position is not None:
             message = f"{message} (at offset {position})"
         super().__init__(message)
@@ -21,7 +23,8 @@ class FilterEvaluationError(ReplayError):
     A failed String conversion also says which: `value` (the property's string), `target` (the Java
     class it was converted to, the other side's) and `literal` (that other side's value)."""
 
-    def __init__(self, message, java_class="RuntimeException", cause=None, value=None, target=None, literal=None):
+    def __init__(self, message: str, java_class: str = "RuntimeException", cause: str | None = None,
+                 value: str | None = None, target: str | None = None, literal: Any = None) -> None:
         super().__init__(message)
         self.java_class = java_class
         self.cause = cause

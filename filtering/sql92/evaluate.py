@@ -5,12 +5,19 @@ function, so a row costs a few Python calls per node; an optional recorder wraps
 to trace one evaluation. Evaluation order, null handling and short-circuits follow the Java classes
 line by line; Java conversions and compareTo live in java.py.
 """
+from __future__ import annotations
+
 import sys
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from . import java
 from .errors import FilterEvaluationError
-from .nodes import And, BooleanCast, Compare, Constant, Equal, In, Negate, Not, Or, Property, StringMatch
+from .nodes import And, BooleanCast, Compare, Constant, Equal, In, Negate, Node, Not, Or, Property, StringMatch
+
+if TYPE_CHECKING:
+    from .trace import Recorder
 
 _ORDER_TESTS = {
     ">": lambda c: c > 0,
@@ -33,7 +40,7 @@ def _compile_constant(node, recorder):
 def _compile_property(node, recorder):
     name = node.name
 
-    def read(props):
+    def read(props: Mapping[str, Any]) -> Any:
         value = props.get(name)
         if value is None or type(value) is str:
             return value
@@ -49,7 +56,7 @@ def _compile_negate(node, recorder):
 def _compile_not(node, recorder):
     operand = compile_node(node.operand, recorder)
 
-    def evaluate(props):
+    def evaluate(props: Mapping[str, Any]) -> Any:
         value = operand(props)
         return None if value is None else not value
     return evaluate
@@ -58,7 +65,7 @@ def _compile_not(node, recorder):
 def _compile_boolean_cast(node, recorder):
     operand = compile_node(node.operand, recorder)
 
-    def evaluate(props):
+    def evaluate(props: Mapping[str, Any]) -> Any:
         value = operand(props)
         if value is None:
             return None
@@ -66,7 +73,7 @@ def _compile_boolean_cast(node, recorder):
     return evaluate
 
 
-def equal_values(lv, rv):
+def equal_values(lv: Any, rv: Any) -> bool | None:
     """The `=` of doCreateEqual for two evaluated sides (both are evaluated before this)."""
     if lv is None or rv is None:
         if lv is None and rv is None:
@@ -93,7 +100,7 @@ def _cast_comparable(value):
 def _compile_compare(node, recorder):
     left, right, test = compile_node(node.left, recorder), compile_node(node.right, recorder), _ORDER_TESTS[node.op]
 
-    def evaluate(props):
+    def evaluate(props: Mapping[str, Any]) -> Any:
         lv = _cast_comparable(left(props))
         if lv is None:
             return None
@@ -109,7 +116,7 @@ def _compile_compare(node, recorder):
 def _compile_in(node, recorder):
     operand, values, negated = compile_node(node.operand, recorder), node.values, node.negated
 
-    def evaluate(props):
+    def evaluate(props: Mapping[str, Any]) -> Any:
         value = operand(props)
         if type(value) is not str:
             return None
@@ -123,7 +130,7 @@ def _compile_string_match(node, recorder):
     operand, search, negated = compile_node(node.operand, recorder), node.search, node.negated
     test = _STRING_TESTS[node.op]
 
-    def evaluate(props):
+    def evaluate(props: Mapping[str, Any]) -> Any:
         value = operand(props)
         if type(value) is not str:
             return False
@@ -134,7 +141,7 @@ def _compile_string_match(node, recorder):
 def _compile_and(node, recorder):
     left, right = compile_node(node.left, recorder), compile_node(node.right, recorder)
 
-    def evaluate(props):
+    def evaluate(props: Mapping[str, Any]) -> Any:
         lv = left(props)
         if lv is False:
             return False
@@ -148,7 +155,7 @@ def _compile_and(node, recorder):
 def _compile_or(node, recorder):
     left, right = compile_node(node.left, recorder), compile_node(node.right, recorder)
 
-    def evaluate(props):
+    def evaluate(props: Mapping[str, Any]) -> Any:
         lv = left(props)
         if lv is True:
             return True
@@ -174,7 +181,7 @@ COMPILERS = {
 }
 
 
-def compile_node(node, recorder=None):
+def compile_node(node: Node, recorder: Recorder | None = None) -> Callable[[Mapping[str, Any]], Any]:
     """A function props -> Java value (None/bool/int/Long/float/str) for the subtree at `node`.
 
     recorder: None for filtering; explain passes a trace.Recorder, whose `record(node, build)` compiles the
@@ -187,7 +194,7 @@ def compile_node(node, recorder=None):
 
 
 @contextmanager
-def recursion_room(tree_depth):
+def recursion_room(tree_depth: int) -> Iterator[None]:
     """Let recursion go `tree_depth` levels deep (1000 chained NOTs are legal), then restore the limit."""
     needed = 4 * tree_depth + 200
     old = sys.getrecursionlimit()

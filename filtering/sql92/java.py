@@ -6,10 +6,13 @@ accept underscores, Unicode spaces and non-ASCII digits in floats). Value model:
 bool is Boolean, int is Integer, `Long` is Long, float is Double, str is String; anything else is an
 opaque non-Comparable Object.
 """
+from __future__ import annotations
+
 import math
 import re
 import struct
 import unicodedata
+from typing import Any
 
 from schemas.errors import ReplayError
 
@@ -26,10 +29,10 @@ class Long(int):
 
     __slots__ = ()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{int(self)}L"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Long], tuple[int]]:
         return Long, (int(self),)
 
 
@@ -85,12 +88,12 @@ def _parse_integral(s, low, high):
     return value
 
 
-def integer_value_of(s):
+def integer_value_of(s: str) -> int:
     """Integer.valueOf(String)."""
     return _parse_integral(s, INT_MIN, INT_MAX)
 
 
-def long_value_of(s):
+def long_value_of(s: str) -> Long:
     """Long.valueOf(String)."""
     return Long(_parse_integral(s, LONG_MIN, LONG_MAX))
 
@@ -124,7 +127,7 @@ def _hex_value_of(m):
     return math.copysign(_scaled(int(digits, 16), exp2), sign)
 
 
-def double_value_of(s):
+def double_value_of(s: str) -> float:
     """Double.valueOf(String): trims, accepts NaN/Infinity, hex floats and one f/F/d/D suffix."""
     t = s.strip(_JAVA_TRIMMED)
     if _DECIMAL_FLOAT.fullmatch(t):
@@ -142,7 +145,7 @@ def double_value_of(s):
     raise NumberFormatError(s)
 
 
-def boolean_value_of(s):
+def boolean_value_of(s: str | None) -> bool:
     """Boolean.valueOf(String): "true" ignoring case; everything else, null included, is false."""
     return s is not None and len(s) == 4 and s.lower() == "true"
 
@@ -153,7 +156,7 @@ def _double_bits(d):
     return struct.unpack("<q", struct.pack("<d", d))[0]
 
 
-def double_compare(a, b):
+def double_compare(a: float, b: float) -> int:
     """Double.compare: NaN is above +Infinity and equal to itself, -0.0 is below 0.0."""
     if a < b:
         return -1
@@ -163,7 +166,7 @@ def double_compare(a, b):
     return 0 if x == y else (-1 if x < y else 1)
 
 
-def string_compare(a, b):
+def string_compare(a: str, b: str) -> int:
     """String.compareTo's sign: UTF-16 code unit order (differs from code point order above U+E000)."""
     if a == b:
         return 0
@@ -173,19 +176,19 @@ def string_compare(a, b):
     return -1 if x < y else 1
 
 
-def is_comparable(v):
+def is_comparable(v: Any) -> bool:
     """instanceof Comparable for the values a selector can see."""
     t = type(v)
     return t is str or t is int or t is float or t is bool or t is Long
 
 
-def java_class(v):
+def java_class(v: Any) -> str:
     """Simple name of the Java class standing for a Python value (diagnostics)."""
     return {str: "String", int: "Integer", Long: "Long", float: "Double", bool: "Boolean",
             type(None): "null"}.get(type(v), "Object")
 
 
-def from_python(v):
+def from_python(v: Any) -> Any:
     """Map a non-String property value to the Java object the broker would hold (tests use these)."""
     t = type(v)
     if t is int and not INT_MIN <= v <= INT_MAX:
@@ -193,7 +196,7 @@ def from_python(v):
     return v
 
 
-def negate(v):
+def negate(v: Any) -> Any:
     """UnaryExpression.createNegate: numbers change sign with Java overflow, anything else is null."""
     t = type(v)
     if t is int:
@@ -211,7 +214,7 @@ def _class_cast(value, target):
         "ClassCastException")
 
 
-def promote(lv, rv):
+def promote(lv: Any, rv: Any) -> tuple[Any, Any] | None:
     """The type-conversion half of ComparisonExpression.__compare (with CONVERT_STRING_EXPRESSIONS): the pair
     converted toward each other, or None when Java compares them as -1; NumberFormatError where valueOf throws."""
     lt, rt = type(lv), type(rv)
@@ -253,7 +256,7 @@ def promote(lv, rv):
     return None
 
 
-def compare(lv, rv):
+def compare(lv: Any, rv: Any) -> int:
     """ComparisonExpression.__compare(lv, rv, true) for two non-null Comparables: <0, 0 or >0.
 
     Mismatched types are converted toward the other side (a String is parsed with the other side's
@@ -277,7 +280,7 @@ def compare(lv, rv):
     return (lv > rv) - (lv < rv)
 
 
-def compare_strings_as_doubles(lv, rv):
+def compare_strings_as_doubles(lv: str, rv: str) -> int:
     """`>`, `>=`, `<`, `<=` on two Strings: both go through Double.valueOf, or RuntimeException."""
     try:
         return double_compare(double_value_of(lv), double_value_of(rv))

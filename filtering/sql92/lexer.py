@@ -5,6 +5,11 @@ comments before `-`, floats before decimals, two-character operators before one-
 Keywords are case-insensitive and found through the identifier rule; the develop dialect adds
 CONTAINS, STARTSWITH and ENDSWITH, which are ordinary identifiers in 4.x.
 """
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
 from ply import lex
 from ply.lex import TOKEN
 
@@ -39,47 +44,47 @@ class SelectorLexer:
     t_PLUS = r"\+"
     t_MINUS = r"-"
 
-    def __init__(self, keywords=KEYWORDS_5):
+    def __init__(self, keywords: Iterable[str] = KEYWORDS_5) -> None:
         self.keywords = {k: k for k in keywords}
-        self.lexer = None
+        self.lexer: Any = None  # a ply Lexer once built
 
-    def build(self, **kwargs):
+    def build(self, **kwargs: Any) -> SelectorLexer:
         """Build the PLY tables from this instance's rules; never writes a lextab file."""
         self.lexer = lex.lex(object=self, optimize=False, debug=False, errorlog=lex.NullLogger(), **kwargs)
         return self
 
-    def input(self, text):
+    def input(self, text: str) -> None:
         self.lexer.input(text)
 
-    def token(self):
+    def token(self) -> lex.LexToken | None:
         return self.lexer.token()
 
     @TOKEN(r"--[^\n\r]*(?:\r\n|\n|\r)")
-    def t_LINE_COMMENT(self, t):
+    def t_LINE_COMMENT(self, t: lex.LexToken) -> lex.LexToken | None:
         """A line comment needs its line break; without one `--` is two minus signs."""
         return None
 
     @TOKEN(r"/\*[^*]*\*+(?:[^*/][^*]*\*+)*/")
-    def t_BLOCK_COMMENT(self, t):
+    def t_BLOCK_COMMENT(self, t: lex.LexToken) -> lex.LexToken | None:
         return None
 
     @TOKEN(_FLOAT)
-    def t_FLOATING_POINT_LITERAL(self, t):
+    def t_FLOATING_POINT_LITERAL(self, t: lex.LexToken) -> lex.LexToken | None:
         return t
 
     @TOKEN(r"(?:0|[1-9][0-9]*[lL]?)")
-    def t_DECIMAL_LITERAL(self, t):
+    def t_DECIMAL_LITERAL(self, t: lex.LexToken) -> lex.LexToken | None:
         return t
 
     @TOKEN(r"'(?:''|[^'])*'")
-    def t_STRING_LITERAL(self, t):
+    def t_STRING_LITERAL(self, t: lex.LexToken) -> lex.LexToken | None:
         t.value = t.value[1:-1].replace("''", "'")
         return t
 
     @TOKEN(r"[a-zA-Z_$][a-zA-Z0-9_$]*")
-    def t_ID(self, t):
+    def t_ID(self, t: lex.LexToken) -> lex.LexToken | None:
         t.type = self.keywords.get(t.value.upper(), "ID")
         return t
 
-    def t_error(self, t):
+    def t_error(self, t: lex.LexToken) -> None:
         raise FilterSyntaxError(f"lexical error at {t.value[:1]!r}", t.lexpos)

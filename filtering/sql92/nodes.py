@@ -4,6 +4,9 @@ Derived forms are not nodes of their own, exactly as RocketMQ builds them: `<>` 
 IS NULL is Equal(x, NULL), IS NOT NULL is Not(Equal(x, NULL)), BETWEEN is And(>=, <=) and NOT BETWEEN
 is Or(<, >). Keeping the same shape keeps evaluation order and short-circuits identical.
 """
+from __future__ import annotations
+
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 
@@ -13,7 +16,7 @@ class Node:
 
     is_boolean = True
 
-    def children(self):
+    def children(self) -> tuple[Node, ...]:
         return ()
 
 
@@ -24,7 +27,7 @@ class Constant(Node):
     value: object
 
     @property
-    def is_boolean(self):
+    def is_boolean(self) -> bool:  # type: ignore[override]  # the base class attribute, computed here
         return self.value is None or type(self.value) is bool
 
 
@@ -43,7 +46,7 @@ class Negate(Node):
     operand: Node
     is_boolean = False
 
-    def children(self):
+    def children(self) -> tuple[Node, ...]:
         return (self.operand,)
 
 
@@ -51,7 +54,7 @@ class Negate(Node):
 class Not(Node):
     operand: Node
 
-    def children(self):
+    def children(self) -> tuple[Node, ...]:
         return (self.operand,)
 
 
@@ -61,7 +64,7 @@ class BooleanCast(Node):
 
     operand: Node
 
-    def children(self):
+    def children(self) -> tuple[Node, ...]:
         return (self.operand,)
 
 
@@ -72,7 +75,7 @@ class Equal(Node):
     left: Node
     right: Node
 
-    def children(self):
+    def children(self) -> tuple[Node, ...]:
         return (self.left, self.right)
 
 
@@ -84,7 +87,7 @@ class Compare(Node):
     left: Node
     right: Node
 
-    def children(self):
+    def children(self) -> tuple[Node, ...]:
         return (self.left, self.right)
 
 
@@ -96,7 +99,7 @@ class In(Node):
     values: frozenset
     negated: bool
 
-    def children(self):
+    def children(self) -> tuple[Node, ...]:
         return (self.operand,)
 
 
@@ -109,7 +112,7 @@ class StringMatch(Node):
     search: str
     negated: bool
 
-    def children(self):
+    def children(self) -> tuple[Node, ...]:
         return (self.operand,)
 
 
@@ -118,7 +121,7 @@ class And(Node):
     left: Node
     right: Node
 
-    def children(self):
+    def children(self) -> tuple[Node, ...]:
         return (self.left, self.right)
 
 
@@ -127,14 +130,14 @@ class Or(Node):
     left: Node
     right: Node
 
-    def children(self):
+    def children(self) -> tuple[Node, ...]:
         return (self.left, self.right)
 
 
 NULL = Constant(None)
 
 
-def walk(root):
+def walk(root: Node) -> Iterator[Node]:
     """Every node, parents before children, left to right; iterative so deep trees are fine."""
     stack = [root]
     while stack:
@@ -143,7 +146,7 @@ def walk(root):
         stack.extend(reversed(node.children()))
 
 
-def depth(root):
+def depth(root: Node) -> int:
     """Height of the tree (a lone leaf is 1), computed without recursion."""
     best, stack = 0, [(root, 1)]
     while stack:

@@ -5,12 +5,19 @@ The values come from the row evaluator itself: `evaluate.compile_node` is given 
 each node's closure and keeps what it returned or threw. Nodes that a short-circuit skipped keep
 `evaluated` False. Nothing here decides a match; the Java conversion lines only name what java.py did.
 """
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from . import java
 from .errors import FilterEvaluationError
 from .evaluate import compile_node, recursion_room
-from .nodes import And, BooleanCast, Compare, Constant, Equal, In, Negate, Not, Or, Property, StringMatch
+from .nodes import And, BooleanCast, Compare, Constant, Equal, In, Negate, Node, Not, Or, Property, StringMatch
+
+if TYPE_CHECKING:
+    from . import Expression
 
 
 @dataclass
@@ -27,11 +34,12 @@ class Step:
 class Recorder:
     """The hook compile_node calls for every node: one Step per node, filled in when the node runs."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.root = Step(None)
         self._open = [self.root]
 
-    def record(self, node, build):
+    def record(self, node: Node,
+               build: Callable[[], Callable[[Mapping[str, Any]], Any]]) -> Callable[[Mapping[str, Any]], Any]:
         step = Step(node)
         self._open[-1].children.append(step)
         self._open.append(step)
@@ -40,7 +48,7 @@ class Recorder:
         finally:
             self._open.pop()
 
-        def traced(props):
+        def traced(props: Mapping[str, Any]) -> Any:
             step.evaluated = True
             try:
                 step.value = evaluate(props)
@@ -51,7 +59,7 @@ class Recorder:
         return traced
 
 
-def trace(expression, props):
+def trace(expression: Expression, props: Mapping[str, Any]) -> tuple[Any, FilterEvaluationError | None, Step]:
     """(result, error, root Step) of `expression.evaluate(props)`, every node's outcome recorded."""
     recorder = Recorder()
     with recursion_room(2 * expression.depth):  # each node adds the recorder's frame to the evaluator's
@@ -63,7 +71,7 @@ def trace(expression, props):
     return result, error, recorder.root.children[0]
 
 
-def rows(root):
+def rows(root: Step) -> list[dict[str, Any]]:
     """The traced tree as rows in reading order (parents first), each with its depth: the indented tree of
     the text output and the `tree` list of the JSON output."""
     out, stack = [], [(root, 0)]
@@ -81,9 +89,10 @@ def rows(root):
     return out
 
 
-def render(tree, indent="  "):
+def render(tree: Iterable[Mapping[str, Any]], indent: str = "  ") -> list[str]:
     """The indented tree of `rows(root)`, one line per node (`node  ->  value`); a Java conversion is
     shown under the operands it converted."""
+    pending: list[tuple[int, str]]
     lines, pending = [], []  # pending: (depth, line) of conversions, printed once their subtree is done
     for row in tree:
         while pending and pending[-1][0] >= row["depth"]:
@@ -96,7 +105,7 @@ def render(tree, indent="  "):
     return lines
 
 
-def outcome_text(row):
+def outcome_text(row: Mapping[str, Any]) -> str:
     """A row's value, the exception it threw, or that a short-circuit skipped it."""
     if not row["evaluated"]:
         return "not evaluated"
@@ -105,7 +114,7 @@ def outcome_text(row):
     return row["value"]
 
 
-def java_text(value):
+def java_text(value: Any) -> str:
     """A Java value as RocketMQ's code sees it: null, true/false, "text" (String), 100 (Integer), 100L (Long)."""
     if value is None:
         return "null"
@@ -116,13 +125,13 @@ def java_text(value):
     return f"{value!r} ({java.java_class(value)})"
 
 
-def error_text(error):
+def error_text(error: FilterEvaluationError) -> str:
     """The exception the broker catches, with its cause: `RuntimeException (NumberFormatException): ...`."""
     cause = f" ({error.cause})" if error.cause and error.cause not in str(error) else ""
     return f"{error.java_class}{cause}: {error}"
 
 
-def conversion(step):
+def conversion(step: Step) -> str | None:
     """What java.py converted before comparing a String with a number or a Boolean (None when nothing was).
 
     RocketMQ converts the String side with the valueOf of the other side's class; `>`, `>=`, `<`, `<=` on
@@ -158,7 +167,7 @@ def _value_of(cls, text, parse):
         return f'{cls}.valueOf("{text}") throws NumberFormatException'
 
 
-def label(node):
+def label(node: Any) -> str:
     """A node as the selector writes it: its operator, or the literal or property name of a leaf."""
     kind = type(node)
     if kind is Constant:

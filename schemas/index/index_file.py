@@ -15,6 +15,9 @@ the file: they are taken from its size, trying the given counts, RocketMQ's defa
 (4 entries a slot), each checked against the header (entry 1 holds the begin offset, the last the end offset).
 A file that fits none, or whose header or chains contradict themselves, is damaged: `problems` says how.
 """
+from __future__ import annotations
+
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -33,12 +36,12 @@ DEFAULT_SLOTS, DEFAULT_ENTRIES = 5_000_000, 20_000_000  # MessageStoreConfig max
 _INT_MIN = -(1 << 31)
 
 
-def index_key(topic, key):
+def index_key(topic: str, key: str) -> str:
     """The string the broker indexes a key of a topic's message under (IndexService.buildKey)."""
     return f"{topic}#{key}"
 
 
-def key_hash(text):
+def key_hash(text: str) -> int:
     """IndexFile.indexKeyHashMethod: |String.hashCode|, 0 where Math.abs overflows (Integer.MIN_VALUE)."""
     h = java_hash(text)
     return 0 if h == _INT_MIN else abs(h)
@@ -67,24 +70,26 @@ class IndexFile:
     problems: list | None = None
 
     @property
-    def name(self):
+    def name(self) -> str:
         return self.path.rsplit("/", 1)[-1]
 
     @property
-    def damaged(self):
+    def damaged(self) -> bool:
         return bool(self.problems)
 
     @property
-    def count(self):
+    def count(self) -> int:
         """Entries written, entry 0 (never written) included."""
+        assert self.header is not None  # asked of a file whose header was read
         return self.header.index_count
 
-    def covers_time(self, since=None, until=None):
+    def covers_time(self, since: int | None = None, until: int | None = None) -> bool:
         """Whether the file's store-time span [begin, end] meets the window since <= t < until."""
         h = self.header
+        assert h is not None  # asked of a file whose header was read
         return (until is None or h.begin_timestamp < until) and (since is None or h.end_timestamp >= since)
 
-    def lookup(self, hashes):
+    def lookup(self, hashes: Sequence[int] | np.ndarray) -> tuple[np.ndarray, ...]:
         """(which, offsets, positions) of every entry whose key hash is one of `hashes` (which: the index into
         `hashes`), walking each hash's slot chain as IndexFile.selectPhyOffset does, with no cap and every
         chain at once. A link forward (to an entry not written before it) would loop: it ends the chain and
@@ -93,6 +98,7 @@ class IndexFile:
         out = tuple([np.zeros(0, np.int64)] for _ in range(3))
         if self.count <= 1 or not len(hashes):
             return tuple(a[0] for a in out)
+        assert self.slots is not None and self.entries is not None and self.problems is not None  # not damaged
         cur = self.slots[hashes % len(self.slots)].astype(np.int64)
         live = np.flatnonzero((cur > 0) & (cur < self.count))  # selectPhyOffset: no chain from an invalid slot
         cur = cur[live]
@@ -114,7 +120,7 @@ class IndexFile:
         return which[order], offsets[order], positions[order]
 
 
-def list_index_files(fs, root):
+def list_index_files(fs: pafs.FileSystem, root: str) -> list[str] | None:
     """The paths of `<root>/index/`'s files in name order (the order IndexService.load keeps them in: creation
     time); None when the store has no index/ directory."""
     info = fs.get_file_info(pafs.FileSelector(f"{root}/index", allow_not_found=True))
@@ -123,16 +129,18 @@ def list_index_files(fs, root):
     return sorted((i.path for i in info if i.type == pafs.FileType.File), key=lambda p: p.rsplit("/", 1)[-1])
 
 
-def open_index_file(fs, path, slots=None, entries=None):
+def open_index_file(fs: pafs.FileSystem, path: str, slots: int | None = None,
+                    entries: int | None = None) -> IndexFile:
     """An IndexFile of one file, its header checked (problems: what is wrong). slots, entries: the broker's
     maxHashSlotNum and maxIndexNum when known (else found from the size, see the module's docstring)."""
     data = storefs.read_range(fs, path)
     f = IndexFile(path, len(data), problems=[])
+    assert f.problems is not None
     if len(data) < HEADER_SIZE:
         f.problems.append(f"{len(data)} bytes, shorter than the {HEADER_SIZE}-byte header")
         return f
     raw = np.frombuffer(data, HEADER_DTYPE, count=1)[0]
-    f.header = Header(*(int(raw[n]) for n in HEADER_DTYPE.names))
+    f.header = Header(*(int(raw[n]) for n in HEADER_DTYPE.names))  # type: ignore[union-attr]  # a structured dtype
     if f.header.index_count <= 0:
         f.header = replace(f.header, index_count=1)
     fits = _geometries(len(data), slots, entries)
@@ -140,7 +148,7 @@ def open_index_file(fs, path, slots=None, entries=None):
         f.problems.append(f"its size {len(data)} fits no slot and entry count ({HEADER_SIZE} + 4 * maxHashSlotNum "
                           f"+ 20 * maxIndexNum bytes; the defaults give {_size(DEFAULT_SLOTS, DEFAULT_ENTRIES)})")
         return f
-    best = None
+    best: tuple[tuple[np.ndarray, np.ndarray], list[str]] | None = None
     for s, n in fits:
         view = (np.frombuffer(data, ">i4", count=s, offset=HEADER_SIZE),
                 np.frombuffer(data, ENTRY_DTYPE, count=n, offset=HEADER_SIZE + SLOT_SIZE * s))
@@ -149,6 +157,7 @@ def open_index_file(fs, path, slots=None, entries=None):
             best = (view, problems)
         if not problems:
             break
+    assert best is not None  # fits is not empty
     (f.slots, f.entries), problems = best
     f.problems.extend(problems)
     return f

@@ -8,15 +8,20 @@ it dispatches, except transaction ROLLBACK records (IndexService.buildIndex); a 
 both paths give the same answer. Every hit is read and kept only when its record carries the key in a topic
 asked about: a hash or slot shared with another key is never a hit.
 """
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 
 from schemas.arrow_schemas import MESSAGE_SCHEMA
 from schemas.errors import ConfigError, NotInStore
-from schemas.index.index_file import index_key, key_hash, list_index_files, open_index_file
+from schemas.index.index_file import Header, index_key, key_hash, list_index_files, open_index_file
 from schemas.log import layout as L
 from schemas.log.lookup import read_records, record_size_at
 from schemas.log.records import decode_records
@@ -28,6 +33,9 @@ from schemas.store.config import (
     TOPICS_FILE,
     load_store_config,
 )
+
+if TYPE_CHECKING:
+    from schemas.log.files import CommitLog
 
 RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"  # MixAll: a group's retry and dead-letter topics
 UNITS_FOUND_SCHEMA = pa.schema([("topic", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
@@ -45,14 +53,16 @@ class Found:
     damaged: list = field(default_factory=list)
     index_files: int = 0
 
-    def units(self):
+    def units(self) -> pa.Table:
         """UNITS_FOUND_SCHEMA: where each message is (its consume-queue unit's fields, from the record)."""
         m = self.messages
         return pa.table([m.column("topic"), m.column("queue_id"), m.column("queue_offset"),
                          m.column("commitlog_offset"), m.column("store_size")], schema=UNITS_FOUND_SCHEMA)
 
 
-def find_key_units(fs, root, log, keys, topics=None, window=None, slots=None, entries=None):
+def find_key_units(fs: pafs.FileSystem, root: str, log: CommitLog, keys: Iterable[str],
+                   topics: Iterable[str] | None = None, window: tuple[int | None, int | None] | None = None,
+                   slots: int | None = None, entries: int | None = None) -> pa.Table:
     """UNITS_FOUND_SCHEMA table of the messages of `topics` (None: every topic the store names, store_topics)
     that carry one of `keys`, one row each, in commit-log order: what a data source reads for
     `array_contains(keys, K)` or `uniq_key = K`. log: the store's CommitLog (schemas/log/files.find_log);
@@ -62,7 +72,7 @@ def find_key_units(fs, root, log, keys, topics=None, window=None, slots=None, en
     return locate_keys(fs, root, log, keys, topics, window, slots, entries).units()
 
 
-def store_topics(fs, root, named=(), groups=()):
+def store_topics(fs: pafs.FileSystem, root: str, named: Iterable[str] = (), groups: Iterable[str] = ()) -> set[str]:
     """Every topic a store may hold a message of (the index keys a message per topic): its consume queues', the
     `named` ones (config/topics.json's, the subscriptions'), and the retry and dead-letter topics of `groups`
     and of every group a local store's config names (consumer offsets, SQL92 filters, subscription groups)."""
@@ -80,7 +90,9 @@ def store_topics(fs, root, named=(), groups=()):
     return topics | {prefix + g for g in groups for prefix in (RETRY_PREFIX, DLQ_PREFIX)}
 
 
-def locate_keys(fs, root, log, keys, topics, window=None, slots=None, entries=None):
+def locate_keys(fs: pafs.FileSystem, root: str, log: CommitLog, keys: Iterable[str], topics: Iterable[str],
+                window: tuple[int | None, int | None] | None = None, slots: int | None = None,
+                entries: int | None = None) -> Found:
     """A Found of the messages of `topics` that carry one of `keys` and were stored in `window` (since, until:
     since <= t < until, either None). slots, entries: the broker's maxHashSlotNum and maxIndexNum when known."""
     keys, topics = sorted(set(k for k in keys if k)), sorted(set(topics))  # no key is empty (buildIndex)
@@ -96,7 +108,7 @@ def locate_keys(fs, root, log, keys, topics, window=None, slots=None, entries=No
     hashes = np.array([key_hash(index_key(t, k)) for t in topics for k in keys], np.int64)
     hits = []
     for f in files:
-        if f.damaged or f.count <= 1 or f.header.end_phy_offset < log_start:
+        if f.damaged or f.count <= 1 or cast(Header, f.header).end_phy_offset < log_start:
             continue  # damaged: scanned below; empty; or every entry's record deleted by retention
         _check_end(fs, log, f)
         if f.damaged or not f.covers_time(since, until):
@@ -104,7 +116,7 @@ def locate_keys(fs, root, log, keys, topics, window=None, slots=None, entries=No
         _, phy, positions = f.lookup(hashes)
         hits.append((f, _hits(fs, log, f, phy, positions, log_start)))
     found = Found(MESSAGE_SCHEMA.empty_table(), index_files=len(files))
-    found.damaged = [(f.path, "; ".join(f.problems)) for f in files if f.damaged]
+    found.damaged = [(f.path, "; ".join(cast("list[str]", f.problems))) for f in files if f.damaged]
     kept = [h for f, h in hits if not f.damaged]
     offsets = np.concatenate([h[0] for h in kept]) if kept else np.zeros(0, np.int64)
     sizes = np.concatenate([h[1] for h in kept]) if kept else np.zeros(0, np.int64)
@@ -188,7 +200,8 @@ def _merged(spans):
     return out
 
 
-def carries(messages, keys, topics, since=None, until=None):
+def carries(messages: pa.Table, keys: Sequence[str], topics: Sequence[str], since: int | None = None,
+            until: int | None = None) -> pa.Array:
     """Boolean mask of the records that carry one of `keys` as a KEYS token or as UNIQ_KEY, in one of `topics`,
     stored since <= t < until, and that the broker indexes (not a transaction ROLLBACK record)."""
     n = messages.num_rows
@@ -212,7 +225,7 @@ def carries(messages, keys, topics, since=None, until=None):
     return pa.array(hit)
 
 
-def scan_parts(fs, log, lo, hi=None):
+def scan_parts(fs: pafs.FileSystem, log: CommitLog, lo: int, hi: int | None = None) -> Iterator[pa.Table]:
     """MESSAGE_SCHEMA tables (bodies left out), one a commit-log file, of the records that start in [lo, hi) of
     the log (hi None: to its end); lo must be a record's start or a file's. Only the files meeting the span are
     read, a plain file from lo on."""

@@ -48,20 +48,21 @@ _MAGIC_SIZE = struct.Struct(">ii")
 _HEADER = struct.Struct(">iiqqqiiii")
 
 
-def entry_header(record, index, term, pos):
+def entry_header(record: bytes, index: int, term: int, pos: int) -> bytes:
     """The 48 header bytes of an entry holding `record` at global offset `pos` (DLedgerEntryCoder.encode;
     the CRC fields as DLedger writes them: 0)."""
     return _HEADER.pack(MAGIC, HEADER_SIZE + len(record), index, term, pos, 0, 0, 0, len(record))
 
 
-def walk_entries(buf, base_offset=0, path="dledger data", limit=None):
+def walk_entries(buf: np.ndarray | bytes, base_offset: int = 0, path: str = "dledger data",
+                 limit: int | None = None) -> tuple[np.ndarray, int, str]:
     """Relative start positions of the records (the entries' bodies) in buf[:limit], a DLedger data file
     (or its head) starting at global offset base_offset, and how the walk ended, as commitlog.walk_records
     returns them: (starts, end position, end kind). Raises CorruptStoreError naming the entry for a header
     that is not what DLedger writes (the checks of DLedgerMmapFileStore.recover)."""
     data = buf.data if isinstance(buf, np.ndarray) else memoryview(buf)
     limit = len(buf) if limit is None else limit
-    starts = []
+    starts: list[int] = []
     pos = 0
     while pos + 8 <= limit:
         magic, size = _MAGIC_SIZE.unpack_from(data, pos)
@@ -130,7 +131,8 @@ def header_codes(buf, at, offsets, sizes):
     return out
 
 
-def header_problems(buf, at, offsets, sizes):
+def header_problems(buf: np.ndarray, at: np.ndarray, offsets: np.ndarray,
+                    sizes: np.ndarray) -> list[tuple[str, np.ndarray]]:
     """[(reason, rows)] of the units whose entry header (at positions `at` of buf) does not hold their record
     (header_codes), one pair per kind of damage."""
     codes = header_codes(buf, np.asarray(at, np.int64), np.asarray(offsets, np.int64), np.asarray(sizes, np.int64))

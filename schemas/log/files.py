@@ -21,10 +21,14 @@ record, and the offsets the consume queue, the offsetMsgId and the record itself
 one list of files (CommitLog) with a kind each serves every layout. Only names and sizes are listed, plus the
 first 8 bytes of a file of each `--commitlog` directory, whose format must be found from its bytes.
 """
+from __future__ import annotations
+
 import bisect
 import os
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow.fs as pafs
@@ -33,7 +37,7 @@ from schemas.errors import UnsupportedStoreError
 from schemas.log import dledger
 from schemas.log import layout as L
 from schemas.log.records import walk_records
-from schemas.queues.cq_rebuild import END_SHORT, rebuild_units
+from schemas.queues.cq_rebuild import END_SHORT, Walked, rebuild_units
 from schemas.store import storefs
 
 RECORD_MARGIN = 64 << 10  # bytes read past a plain split's end: its last record, unless longer (then read again)
@@ -49,35 +53,37 @@ class LogFormat:
     name: str
     header_size = 0  # bytes before each record that belong to the format
 
-    def record_starts(self, buf, base, path):
+    def record_starts(self, buf: np.ndarray, base: int, path: str) -> np.ndarray:
         """Relative starts of the records of buf (from a record's start, or the file's first byte)."""
         return walk_records(buf, base, path)[0]
 
-    def header_problems(self, buf, starts, offsets, sizes):
+    def header_problems(self, buf: np.ndarray, starts: np.ndarray, offsets: np.ndarray,
+                        sizes: np.ndarray) -> list[tuple[str, np.ndarray]]:
         """[(reason, rows)] of the format's own headers before the records at `starts` that are damaged."""
         return []
 
-    def read_from(self, rel):
+    def read_from(self, rel: int) -> int:
         """Where in its file a reader of the records from `rel` (a record's start) starts reading: there, as
         records follow one another."""
         return rel
 
-    def bounds_to_find(self, logfile, ranges):
+    def bounds_to_find(self, logfile: LogFile, ranges: Iterable[tuple[int, int]]) -> list[int]:
         """The bounds of [start, end) ranges inside the file to move to the first record start at or after
         each (snap_to_records: one pass over the file's record headers)."""
         return sorted({b for span in ranges for b in span if logfile.start < b < logfile.start + logfile.length})
 
-    def snapped(self, ranges, moved):
+    def snapped(self, ranges: Sequence[tuple[int, int]], moved: dict[int, int]) -> list[tuple[int, int]]:
         """The ranges with their bounds moved ({bound: record start}), the empty ones dropped."""
         out = [(moved.get(start, start), moved.get(end, end)) for start, end in ranges]
         return [(start, end) for start, end in out if start < end]
 
-    def units(self, logfile, buf, pos=0, stop=None):
+    def units(self, logfile: LogFile, buf: np.ndarray, pos: int = 0, stop: int | None = None) -> Walked:
         """cq_rebuild.Walked of the records from pos (a record's start) to stop in a file's bytes (buf from its
         first byte): the records hopped over."""
         return rebuild_units(buf, logfile.start, pos, stop)
 
-    def walk_split(self, read, logfile, rel, stop):
+    def walk_split(self, read: Callable[[int, int], np.ndarray], logfile: LogFile, rel: int,
+                   stop: int) -> tuple[Walked, int]:
         """(Walked of the records starting in [rel, stop) of the file, where it ended relative to the file's
         start): read(pos, length) gives the file's bytes; a plain file's read from rel with RECORD_MARGIN past
         stop (a longer last record is read again, whole)."""
@@ -102,31 +108,33 @@ class DLedgerLog(LogFormat):
 
     header_size = dledger.HEADER_SIZE
 
-    def record_starts(self, buf, base, path):
+    def record_starts(self, buf: np.ndarray, base: int, path: str) -> np.ndarray:
         return dledger.walk_entries(buf, base, path)[0]
 
-    def header_problems(self, buf, starts, offsets, sizes):
+    def header_problems(self, buf: np.ndarray, starts: np.ndarray, offsets: np.ndarray,
+                        sizes: np.ndarray) -> list[tuple[str, np.ndarray]]:
         if not len(starts):
             return []
         return dledger.header_problems(buf, np.asarray(starts, np.int64) - dledger.HEADER_SIZE, offsets, sizes)
 
-    def read_from(self, rel):
+    def read_from(self, rel: int) -> int:
         return 0
 
-    def bounds_to_find(self, logfile, ranges):
+    def bounds_to_find(self, logfile: LogFile, ranges: Iterable[tuple[int, int]]) -> list[int]:
         return []
 
-    def snapped(self, ranges, moved):
+    def snapped(self, ranges: Sequence[tuple[int, int]], moved: dict[int, int]) -> list[tuple[int, int]]:
         return [(min(s for s, _ in ranges), max(e for _, e in ranges))]
 
-    def units(self, logfile, buf, pos=0, stop=None):
+    def units(self, logfile: LogFile, buf: np.ndarray, pos: int = 0, stop: int | None = None) -> Walked:
         starts = self.record_starts(buf, logfile.start, logfile.path)
         lo, hi = np.searchsorted(starts, [pos, len(buf) if stop is None else stop])
         walked = rebuild_units(buf, logfile.start, int(lo), int(hi), starts=starts)
         walked.end = int(starts[walked.end]) if walked.end < len(starts) else len(buf)
         return walked
 
-    def walk_split(self, read, logfile, rel, stop):
+    def walk_split(self, read: Callable[[int, int], np.ndarray], logfile: LogFile, rel: int,
+                   stop: int) -> tuple[Walked, int]:
         walked = self.units(logfile, read(0, logfile.length), rel, stop)
         return walked, walked.end
 
@@ -165,12 +173,12 @@ class LogFile:
     size: int = 0  # the mapped-file size of its directory's files (mappedFileSizeCommitLog)
 
     @property
-    def header_size(self):
+    def header_size(self) -> int:
         """Bytes before each record that belong to the file's format: a DLedger entry's header."""
         return self.kind.header_size
 
     @property
-    def end(self):
+    def end(self) -> int:
         return self.start + max(self.size, self.length)
 
 
@@ -193,12 +201,12 @@ class CommitLog:
     _starts: tuple | None = field(default=None, compare=False, repr=False)
 
     @property
-    def file_size(self):
+    def file_size(self) -> int:
         """The mapped-file size of the log's newest files (0 without files)."""
         return self.files[-1].size if self.files else 0
 
     @property
-    def layout(self):
+    def layout(self) -> str:
         """The name of the layout (a key of LAYOUTS), "none" without directories."""
         kinds = {d.kind for d in self.dirs if d.files} or {d.kind for d in self.dirs}
         if kinds == {PLAIN, DLEDGER}:
@@ -210,21 +218,22 @@ class CommitLog:
         return "plain, several directories" if len(self.dirs) > 1 else "plain"
 
     @property
-    def divided_offset(self):
+    def divided_offset(self) -> int | None:
         """dividedCommitlogOffset of a plain-then-DLedger log: the first DLedger file's start (else None)."""
         first = next((f for f in self.files if f.kind == DLEDGER), None)
         return first.start if first is not None and self.files[0].kind == PLAIN else None
 
-    def file_at(self, offset):
+    def file_at(self, offset: int) -> LogFile | None:
         """The LogFile whose range holds a commit-log offset, or None (deleted by retention, missing)."""
         if self._starts is None:
             object.__setattr__(self, "_starts", tuple(f.start for f in self.files))
+        assert self._starts is not None  # set above
         k = bisect.bisect_right(self._starts, offset) - 1
         if k >= 0 and offset < self.files[k].end:
             return self.files[k]
         return None
 
-    def missing(self, offset):
+    def missing(self, offset: int) -> tuple[str, bool]:
         """(name, deleted) of the file that would hold an offset no file holds: `commitlog/<20 digits>`, and
         whether it lies below the first file (deleted by retention) rather than in a hole or beyond."""
         size = self.file_size or L.DEFAULT_COMMITLOG_FILE_SIZE
@@ -234,16 +243,16 @@ class CommitLog:
         start = offset // size * size
         return f"commitlog/{L.file_name(start)}", first is not None and offset < first.start
 
-    def kinds(self):
+    def kinds(self) -> list[tuple[LogFormat, list[LogFile], int]]:
         """[(kind, files, file size)] of each format's files, in offset order (store_checks checks each)."""
-        out = []
+        out: list[tuple[LogFormat, list[LogFile], int]] = []
         for kind in (PLAIN, DLEDGER):
             files = [f for f in self.files if f.kind == kind]
             if files:
                 out.append((kind, files, files[0].size))
         return out
 
-    def describe(self):
+    def describe(self) -> list[dict[str, Any]]:
         """One dict per directory read: what `python -m jobs.dump STORE layout` prints."""
         return [dict(layout=self.layout, dir=d.path, format=d.kind.name, files=d.files, found_as=d.found_as,
                      file_size=next((f.size for f in self.files if f.kind == d.kind), None),
@@ -259,7 +268,7 @@ def _names(fs, path):
     return sorted(i.base_name for i in fs.get_file_info(pafs.FileSelector(path, allow_not_found=True)))
 
 
-def find_log(fs, root, dirs=()):
+def find_log(fs: pafs.FileSystem, root: str, dirs: Sequence[str] = ()) -> tuple[CommitLog, list[str]]:
     """(CommitLog, names ignored) of a store: from `dirs` (--commitlog: paths on the store's filesystem)
     when given, else where RocketMQ puts the log under the store root. StoreLayoutError when the log cannot
     be found or read, naming what was found and where."""
@@ -271,6 +280,7 @@ def find_log(fs, root, dirs=()):
             found.append((d, None, "--commitlog"))
     else:
         found = _default_dirs(fs, root)
+    by_kind: dict[LogFormat, list[Any]]
     by_kind, ignored, listed = {PLAIN: [], DLEDGER: []}, [], []
     for path, kind, how in found:
         segments, odd = storefs.list_segments(fs, path)
@@ -352,20 +362,21 @@ def _in_order(files):
     return tuple(files)
 
 
-def record_starts(logfile, buf):
+def record_starts(logfile: LogFile, buf: np.ndarray) -> np.ndarray:
     """Relative starts of every record in a file's bytes (buf from the file's first byte), in log order: a
     walk of record headers or of DLedger entries. For read_messages and dump, not for the job's tasks (their
     record starts come from the consume queue)."""
     return logfile.kind.record_starts(buf, logfile.start, logfile.path)
 
 
-def file_units(logfile, buf, pos=0, stop=None):
+def file_units(logfile: LogFile, buf: np.ndarray, pos: int = 0, stop: int | None = None) -> Walked:
     """The dispatcher's units rebuilt from a commit-log file's bytes (buf from its first byte; pos, stop: the
     records starting there): its format's walk (LogFormat.units)."""
     return logfile.kind.units(logfile, buf, pos, stop)
 
 
-def header_problems(logfile, buf, starts, offsets, sizes):
+def header_problems(logfile: LogFile, buf: np.ndarray, starts: np.ndarray, offsets: np.ndarray,
+                    sizes: np.ndarray) -> list[tuple[str, np.ndarray]]:
     """[(reason, rows)] of the records at `starts` of buf (the units' commit-log `offsets` and `sizes`) whose
     DLedger entry header is damaged: none in a plain file. buf must hold header_size bytes before each."""
     return logfile.kind.header_problems(buf, starts, offsets, sizes)

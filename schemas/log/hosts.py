@@ -16,7 +16,7 @@ def java_host_address(ip: bytes) -> str:
     return ":".join(f"{int.from_bytes(ip[i:i + 2], 'big'):x}" for i in range(0, 16, 2))
 
 
-def format_hosts(ip_rows, is_v6, ports):
+def format_hosts(ip_rows: np.ndarray, is_v6: np.ndarray, ports: np.ndarray) -> pa.Array:
     """'ip:port' strings for a (N, 16) uint8 matrix (IPv4 rows use the first 4 bytes), a bool array and ports.
 
     Distinct addresses are few (brokers, client hosts), so only those go through Python."""

@@ -62,13 +62,13 @@ def _fields(data, starts, ends, total, flag, body_at, body_len, props_at, props_
             k += 1
 
 
-def is_inner_batch(sys_flag):
+def is_inner_batch(sys_flag: np.ndarray) -> np.ndarray:
     """MessageSysFlag INNER_BATCH and NEED_UNWRAP both set: what the client unwraps (bool array)."""
     wanted = L.INNER_BATCH | L.NEED_UNWRAP
     return (np.asarray(sys_flag) & wanted) == wanted
 
 
-def unwrap(messages, with_body=True):
+def unwrap(messages: pa.Table, with_body: bool = True) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]:
     """(messages, parent, index, damaged) of a MESSAGE_SCHEMA table whose inner batches are unwrapped as the client
     unwraps them: a row per inner message in place of its record (other rows as they are), plus a column
     `batch_properties`, the record's own properties (what the broker's SQL92 filter evaluated: an inner batch is

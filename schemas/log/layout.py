@@ -24,6 +24,8 @@ Commit-log record (`CommitLog.calMsgLength` / `MessageDecoder.decode`):
 Consume-queue unit: `[long commitLogOffset][int size][long tagsCode]` (20 B).
 ConsumeQueueExt unit: `[short size][long tagsCode][long msgStoreTime][short bitMapSize][bitmap]`.
 """
+from typing import Any
+
 import numpy as np
 
 MAGIC_V1 = -626843481  # 0xdaa320a7
@@ -97,21 +99,21 @@ DEFAULT_CQ_FILE_SIZE = 300000 * CQ_UNIT_SIZE
 DEFAULT_EXT_FILE_SIZE = 48 * 1024 * 1024
 
 
-def is_ext_address(tags_code):
+def is_ext_address(tags_code: int | np.ndarray) -> Any:  # a bool, or a bool array
     """ConsumeQueueExt.isExtAddr, for a scalar or an int64 array."""
     return tags_code <= EXT_MAX_ADDRESS
 
 
-def ext_position(address):
+def ext_position(address: int | np.ndarray) -> Any:  # an int, or an int64 array
     """Position in the ext address space of a decorated address (address - Long.MIN_VALUE)."""
     return address & 0x7FFFFFFFFFFFFFFF
 
 
-def ext_address(position):
+def ext_address(position: int | np.ndarray) -> Any:  # an int, or an int64 array
     """Decorate an ext-space position as the consume-queue tag field stores it (position + Long.MIN_VALUE)."""
     return position | LONG_MIN if isinstance(position, int) else position | np.int64(LONG_MIN)
 
 
-def file_name(start_offset):
+def file_name(start_offset: int) -> str:
     """RocketMQ's mapped-file name: the 20-digit zero-padded start offset."""
     return f"{start_offset:020d}"

@@ -6,13 +6,16 @@ range holds it (schemas/log/files.py: plain or DLedger); an offsetMsgId holds th
 folders of one queue are listed and only the bytes asked for are read, so an answer costs the same on a
 store of any size.
 """
+from collections.abc import Sequence
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 
 from schemas.errors import CorruptStoreError, NotInStore
 from schemas.log import layout as L
-from schemas.log.files import file_units, header_problems
+from schemas.log.files import CommitLog, LogFile, file_units, header_problems
 from schemas.log.records import decode_records
 from schemas.queues.consume_queue import decode_cq_segment, resolve_units, units_without_ext
 from schemas.queues.cq_ranges import segment_bounds
@@ -24,7 +27,7 @@ from schemas.store.store import QueueFiles
 _HOST_BYTES = {32: 4, 56: 16}  # offsetMsgId length in hex digits -> store host address bytes (IPv4, IPv6)
 
 
-def queue_files(fs, root, topic, queue_id):
+def queue_files(fs: pafs.FileSystem, root: str, topic: str, queue_id: int) -> QueueFiles:
     """QueueFiles of one consume queue and its ext queue, from the listing of their two folders only."""
     cq, _ = storefs.list_segments(fs, f"{root}/consumequeue/{topic}/{queue_id}")
     if not cq or not storefs.file_size_of(cq):
@@ -33,7 +36,7 @@ def queue_files(fs, root, topic, queue_id):
     return QueueFiles(topic, queue_id, tuple(cq), storefs.file_size_of(cq), tuple(ext), storefs.file_size_of(ext) or 0)
 
 
-def batch_queue_files(fs, root, topic, queue_id):
+def batch_queue_files(fs: pafs.FileSystem, root: str, topic: str, queue_id: int) -> QueueFiles:
     """QueueFiles of one 5.x batch consume queue (batchconsumequeue/), from the listing of its folder only."""
     cq, _ = storefs.list_segments(fs, f"{root}/batchconsumequeue/{topic}/{queue_id}")
     if not cq or not storefs.file_size_of(cq):
@@ -41,11 +44,12 @@ def batch_queue_files(fs, root, topic, queue_id):
     return QueueFiles(topic, queue_id, tuple(cq), storefs.file_size_of(cq), batch=True)
 
 
-def read_units(fs, queue, queue_offsets):
+def read_units(fs: pafs.FileSystem, queue: QueueFiles,
+               queue_offsets: Sequence[int] | np.ndarray) -> pa.Table:
     """CONSUME_QUEUE_SCHEMA table of the units at `queue_offsets` of one queue, in that order, ext units
     resolved; NotInStore names the first offset that holds no message."""
     wanted = np.asarray(queue_offsets, dtype=np.int64)
-    parts = []
+    parts: list[dict[str, np.ndarray]] = []
     for start in np.unique(wanted * L.CQ_UNIT_SIZE // queue.cq_file_size * queue.cq_file_size):
         in_file = wanted[wanted * L.CQ_UNIT_SIZE // queue.cq_file_size * queue.cq_file_size == start]
         segment = next((s for s in queue.cq if s.start == start), None)
@@ -64,7 +68,8 @@ def read_units(fs, queue, queue_offsets):
     return table.take(pa.array(order))
 
 
-def rocksdb_units(path, topic, queue_id, queue_offsets):
+def rocksdb_units(path: str, topic: str, queue_id: int,
+                  queue_offsets: Sequence[int] | np.ndarray) -> pa.Table:
     """CONSUME_QUEUE_SCHEMA table of the units at `queue_offsets` of one queue of a RocksDB consume queue, in that
     order; NotInStore names the first offset that holds no unit."""
     db = consume_queue(path)
@@ -83,7 +88,8 @@ def rocksdb_units(path, topic, queue_id, queue_offsets):
                              wanted, values["commitlog_offset"], values["size"], values["tags_code"])
 
 
-def rebuilt_queue_units(fs, log, topic, queue_id, queue_offsets):
+def rebuilt_queue_units(fs: pafs.FileSystem, log: CommitLog, topic: str, queue_id: int,
+                        queue_offsets: Sequence[int] | np.ndarray) -> pa.Table:
     """CONSUME_QUEUE_SCHEMA table of the units at `queue_offsets` of one queue as the broker would rebuild them
     from the commit log (schemas/queues/cq_rebuild.py), in that order: a pass over every file's records, for a few
     units (explain); NotInStore names the first offset no record holds."""
@@ -116,7 +122,10 @@ def _queue_range(fs, queue):
            f"{last[0].start // L.CQ_UNIT_SIZE + last[1][1]}"
 
 
-def read_records(fs, log, offsets, sizes, max_body=None):
+def read_records(fs: pafs.FileSystem, log: CommitLog,
+                 offsets: Sequence[int] | np.ndarray | pa.Array | pa.ChunkedArray,
+                 sizes: Sequence[int] | np.ndarray | pa.Array | pa.ChunkedArray,
+                 max_body: int | None = None) -> pa.Table:
     """MESSAGE_SCHEMA table of the records at commit-log `offsets` (each `sizes` bytes), in that order, bodies
     left out (a window's bounds need none), or with max_body, decoded as the job decodes them: a compressed
     one that inflates beyond max_body bytes is null (explain says so).
@@ -145,7 +154,7 @@ def read_records(fs, log, offsets, sizes, max_body=None):
     return table.take(pa.array(np.argsort(np.concatenate(rows), kind="stable")))
 
 
-def record_size_at(fs, log, offset):
+def record_size_at(fs: pafs.FileSystem, log: CommitLog, offset: int) -> int:
     """totalSize of the record starting at a commit-log offset; NotInStore when none starts there."""
     segment = _commitlog_file(log, offset)
     head = storefs.read_range(fs, segment.path, offset - segment.start, 8)
@@ -165,7 +174,7 @@ def _commitlog_file(log, offset):
     return segment
 
 
-def first_store_time(fs, logfile):
+def first_store_time(fs: pafs.FileSystem, logfile: LogFile) -> int | None:
     """The store time of a commit-log file's first record (None: it holds none), from its header alone: what
     a store-time window prunes the files of a rebuilt queue by."""
     head = logfile.header_size
@@ -180,7 +189,7 @@ def first_store_time(fs, logfile):
     return int.from_bytes(bytes(raw[at:at + 8]), "big", signed=True)
 
 
-def parse_offset_msg_id(msg_id):
+def parse_offset_msg_id(msg_id: str) -> tuple[bytes, int, int]:
     """(store host address bytes, port, commit-log offset) of an offsetMsgId: the hex of the store host's
     address (4 or 16 bytes), its port (4) and the record's physical offset (8), as MessageDecoder writes it."""
     text = msg_id.strip()

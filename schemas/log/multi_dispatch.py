@@ -7,6 +7,8 @@ blank, or when the record's topic is a retry, system or schedule topic (`MultiDi
 
 A unit of such a queue points at a record of another topic, queue and offset: it agrees with its record when the
 record dispatched to that queue at that offset (`dispatched_at`)."""
+from collections.abc import Sequence
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,7 +21,7 @@ NOT_DISPATCHED_PREFIXES = ("%RETRY%", "rmq_sys_")  # MixAll.RETRY_GROUP_TOPIC_PR
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 
-def is_lmq(name):
+def is_lmq(name: str | None) -> bool:
     """MixAll.isLmq: a light message queue's name."""
     return name is not None and name.startswith(L.LMQ_PREFIX)
 
@@ -32,7 +34,9 @@ def _pieces(properties, name):
     return pc.split_pattern(pc.if_else(blank, pa.scalar(None, pa.string()), pc.utf8_rtrim(values, ",")), ",")
 
 
-def dispatched_at(record_topics, record_queue_ids, properties, unit_topics, unit_queue_ids, unit_offsets):
+def dispatched_at(record_topics: pa.Array | pa.ChunkedArray, record_queue_ids: np.ndarray | Sequence[int],
+                  properties: pa.Array | pa.ChunkedArray, unit_topics: pa.Array | pa.ChunkedArray,
+                  unit_queue_ids: np.ndarray | Sequence[int], unit_offsets: np.ndarray | Sequence[int]) -> np.ndarray:
     """Per row (arrays of one length: a unit and its decoded record): whether the record's multi-dispatch wrote a
     unit in the unit's queue (topic, queue id) at the unit's queue offset."""
     n = len(unit_offsets)
@@ -67,7 +71,8 @@ def _dispatching(record_topics):
     return ~pc.fill_null(skip, True).to_numpy(zero_copy_only=False)
 
 
-def dispatched_queues(record_topics, record_queue_ids, properties):
+def dispatched_queues(record_topics: pa.Array | pa.ChunkedArray, record_queue_ids: np.ndarray | Sequence[int],
+                      properties: pa.Array | pa.ChunkedArray) -> pa.Table:
     """The units each record's multi-dispatch wrote (ConsumeQueue.multiDispatchLmqQueue), as a table: `row` (the
     record's row), `topic` (the queue's name), `queue_id` (0 for an LMQ, else the record's) and `queue_offset`
     (its INNER_MULTI_QUEUE_OFFSET piece): what explain --key lists as a message's LMQ copies. A name holding a path

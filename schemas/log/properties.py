@@ -4,6 +4,9 @@
 is what precedes the first \\x01 and must be non-empty, the value (the rest, \\x01 included) must be
 non-empty; everything else is dropped. A repeated name keeps its last value (HashMap.put).
 """
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 
@@ -13,7 +16,7 @@ from schemas.columns import slices_to_binary, to_utf8
 NAMED = ("TAGS", "KEYS", "UNIQ_KEY")  # the properties a decoded message also carries as columns of their own
 
 
-def parse_properties(blobs, extract=(), coded=()):
+def parse_properties(blobs: pa.Array, extract: Iterable[str] = (), coded: Iterable[str] = ()) -> Any:
     """map<string, string> per row from a string array of raw property blobs (order of appearance).
 
     One compiled scan over the bytes of the whole column (`kernels.split_properties`): \x01 and \x02 never
@@ -32,7 +35,8 @@ def parse_properties(blobs, extract=(), coded=()):
     return _map(keys, values, map_offsets, named, extract, coded)
 
 
-def parse_properties_at(buf, starts, lengths, extract=(), coded=()):
+def parse_properties_at(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, extract: Iterable[str] = (),
+                        coded: Iterable[str] = ()) -> Any:
     """parse_properties of the blobs buf[starts[i]:starts[i] + lengths[i]] (the records' fields in a
     commit-log buffer), split where they lie, not copied into a string column first (on the bench store
     that copy and its UTF-8 check were a tenth of decoding). The keys and values kept are checked instead:
@@ -67,6 +71,6 @@ def _map(keys, values, map_offsets, named, extract, coded=()):
     return props, columns, dictionaries
 
 
-def properties_to_blob(props):
+def properties_to_blob(props: Mapping[str, Any]) -> str:
     """Encode a dict the way 4.9.x's messageProperties2String does (no separator after the last pair)."""
     return "\x02".join(f"{k}\x01{v}" for k, v in props.items() if v is not None)

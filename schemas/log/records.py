@@ -6,6 +6,8 @@ units), then decode every field of all records in one compiled pass (schemas/ker
 """
 import struct
 import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +30,8 @@ END_ZERO = "zero"  # totalSize 0: nothing more was written
 END_LIMIT = "limit"  # the range ended on a record boundary
 
 
-def walk_records(buf, base_offset=0, path="commitlog", limit=None):
+def walk_records(buf: np.ndarray | bytes, base_offset: int = 0, path: str = "commitlog",
+                 limit: int | None = None) -> tuple[np.ndarray, int, str]:
     """Relative start positions of the message records in buf[:limit], and how the walk ended.
 
     Returns (starts: int64 array, end_position, end_kind). Raises CorruptStoreError on a bad magic code or
@@ -56,8 +59,10 @@ def walk_records(buf, base_offset=0, path="commitlog", limit=None):
     return starts, pos, END_LIMIT
 
 
-def decode_records(buf, starts, base_offset=0, path="commitlog", with_body=True, raw=False, fields=None,
-                   max_body=None, inflate=True, coded=()):
+def decode_records(buf: np.ndarray | bytes, starts: np.ndarray | Sequence[int], base_offset: int = 0,
+                   path: str = "commitlog", with_body: bool = True, raw: bool = False,
+                   fields: Mapping[str, np.ndarray] | None = None, max_body: int | None = None, inflate: bool = True,
+                   coded: Iterable[str] = ()) -> pa.RecordBatch:
     """An Arrow RecordBatch (MESSAGE_SCHEMA) of the records starting at `starts` (relative to buf).
 
     One compiled pass finds every field of every record (`kernels.record_fields`); variable fields are then
@@ -172,14 +177,14 @@ def _bodies(stored, sys_flag, offsets, path, max_body):
     return inflated_into(stored, rows, values)
 
 
-def inflated_into(stored, rows, values):
+def inflated_into(stored: pa.Array, rows: np.ndarray, values: Sequence[bytes | None]) -> pa.Array:
     """`stored` (a binary array) with the bodies at `rows` replaced by `values` (bytes or None), in Arrow."""
     mask = np.zeros(len(stored), dtype=bool)
     mask[rows] = True
     return pc.replace_with_mask(stored, pa.array(mask), pa.array(values, pa.binary()))
 
 
-def compression_types(sys_flag):
+def compression_types(sys_flag: np.ndarray | int) -> Any:  # an array, or one number for one sys_flag
     """Each record's compression type: sysFlag bits 8-10 (0 before 4.9.4, zlib)."""
     return (np.asarray(sys_flag) & L.COMPRESSION_TYPE_MASK) >> L.COMPRESSION_TYPE_SHIFT
 
@@ -187,7 +192,7 @@ def compression_types(sys_flag):
 CODECS = {0: "zlib", L.COMPRESSION_ZLIB: "zlib", L.COMPRESSION_LZ4: "LZ4", L.COMPRESSION_ZSTD: "ZSTD"}
 
 
-def not_inflated_reason(ctype, max_body):
+def not_inflated_reason(ctype: int, max_body: int) -> str:
     """Why a body is null: the reason audit/bodies, the data source and explain give."""
     return f"{CODECS[int(ctype)]} body inflates beyond max_body_mb ({max_body / (1 << 20):g} MiB): " \
            "not inflated"
@@ -198,7 +203,8 @@ def not_inflated_reason(ctype, max_body):
 _STEP = 1 << 20
 
 
-def decompress(data, ctype, path="commitlog", offset=None, limit=None):
+def decompress(data: bytes, ctype: int, path: str = "commitlog", offset: int | None = None,
+               limit: int | None = None) -> bytes | None:
     """RocketMQ's CompressorFactory: type 0 (pre-4.9.4) and 3 are zlib; 1 is an LZ4 frame; 2 a ZSTD frame.
 
     With a limit, None for a body that inflates to more than `limit` bytes, found by inflating at most about
