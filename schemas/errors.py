@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-
 EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_PARTIAL, EXIT_SKIPPED, EXIT_FAILED = 0, 1, 2, 3, 4, 5
 
 
@@ -47,7 +46,7 @@ class CorruptStoreError(InputError):
         where = f"{self.path} at offset {offset}" if offset is not None else self.path
         super().__init__(f"{where}: {reason}")
 
-    def __reduce__(self) -> tuple[type[CorruptStoreError], tuple[Any, ...]]:  # pickled across Spark's task boundary with its fields
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled across Spark's task boundary with its fields
         return (type(self), (self.path, self.offset, self.reason, self.topic, self.queue_id))
 
 
@@ -64,7 +63,7 @@ class ConfigError(InputError):
         where = self.path if line is None else f"{self.path}, line {line} column {column}"
         super().__init__(f"{where}: {reason}" if key is None else f"{where}: {key}: {reason}")
 
-    def __reduce__(self) -> tuple[type[ConfigError], tuple[Any, ...]]:
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.path, self.reason, self.key, self.line, self.column))
 
 
