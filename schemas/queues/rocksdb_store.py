@@ -173,7 +173,8 @@ class RocksConsumeQueue:
         return lo
 
 
-def committed_offsets(config_dir: str) -> Optional[tuple[str, dict[tuple[str, str], dict[int, int]]]]:
+def committed_offsets(config_dir: str | os.PathLike[str]
+                      ) -> Optional[tuple[str, dict[tuple[str, str], dict[int, int]]]]:
     """(path, {(topic, group): {queue id: offset}}) of a RocksDB-config broker (v2 `rdb/`, else v1
     `consumerOffsets/`), or None when it has neither."""
     v2, v1 = os.path.join(config_dir, "rdb"), os.path.join(config_dir, "consumerOffsets")
