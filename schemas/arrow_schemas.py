@@ -1,5 +1,12 @@
 """The one definition of every table's Arrow schema; Spark StructTypes are derived from them."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
 
 PROPERTIES_TYPE = pa.map_(pa.string(), pa.string())  # message properties, in order of appearance
 
@@ -46,7 +53,7 @@ CONSUME_QUEUE_SCHEMA = pa.schema([
 ])
 
 
-def spark_schema(arrow_schema):
+def spark_schema(arrow_schema: pa.Schema) -> StructType:
     """The Spark StructType of an Arrow schema (one source of truth for both)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 

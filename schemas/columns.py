@@ -1,11 +1,15 @@
 """Vectorized helpers that turn byte positions in a buffer into numpy and Arrow columns, and bool matrices
 into their few distinct rows."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 
-def distinct_rows(matrix):
+def distinct_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(rows, index) of an (N, k) bool matrix with k <= 62: its distinct rows, a (P, k) bool matrix, and
     the index of each row's pattern in it. Such rows (the registrations a message matches, the groups
     that receive it) repeat a lot, so work done per pattern and then gathered per row is cheap."""
@@ -25,7 +29,7 @@ def distinct_rows(matrix):
     return ((patterns[:, None] >> np.arange(k)) & 1).astype(bool), index.reshape(-1)
 
 
-def gather_bytes(buf, pos, width):
+def gather_bytes(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     """A (len(pos), width) uint8 matrix of the bytes at each position (rows of a zero-copy window view)."""
     if len(pos) == 0 or len(buf) < width:
         if len(pos) == 0:
@@ -34,14 +38,15 @@ def gather_bytes(buf, pos, width):
     return np.lib.stride_tricks.sliding_window_view(buf, width)[pos]
 
 
-def gather_struct(buf, pos, dtype):
+def gather_struct(buf: np.ndarray, pos: np.ndarray, dtype: Any) -> dict[str, np.ndarray]:
     """A structured big-endian record at each position: {field: native numpy array}."""
     dt = np.dtype(dtype)
     recs = np.ascontiguousarray(gather_bytes(buf, pos, dt.itemsize)).view(dt).reshape(-1)
     return {name: recs[name].astype(recs.dtype[name].newbyteorder("=")) for name in dt.names}
 
 
-def slices_to_binary(buf, starts, lengths, type_=pa.binary()):
+def slices_to_binary(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                     type_: pa.DataType = pa.binary()) -> pa.Array:
     """Arrow binary (or string) array of buf[starts[i]:starts[i]+lengths[i]], with no per-row Python.
 
     The slices (non-overlapping) and the gaps between them become one zero-copy Arrow array over the
@@ -71,7 +76,7 @@ def slices_to_binary(buf, starts, lengths, type_=pa.binary()):
     return interleaved.take(pa.array(2 * rank))  # straight into the caller's order: one copy
 
 
-def to_utf8(binary):
+def to_utf8(binary: pa.Array) -> pa.Array:
     """Cast a binary array to string; invalid UTF-8 is replaced as Java's `new String(bytes, UTF_8)` does."""
     try:
         return binary.cast(pa.string())
@@ -80,7 +85,7 @@ def to_utf8(binary):
                         pa.string())
 
 
-def queue_index(table, queues):
+def queue_index(table: pa.Table, queues: Sequence[tuple[Any, ...]]) -> np.ndarray:
     """Per row of a table with `topic` and `queue_id` columns, the index in `queues` ((topic, queue_id, ...)
     tuples) of its queue (the last where one repeats), -1 where it is none of them: one dictionary encoding, one
     integer key per row and per queue, and a sorted lookup: no string per row, no pass per queue."""
@@ -109,12 +114,12 @@ def _queue_keys(topic_ids, queue_ids):
     return (topic_ids << 32) + (queue_ids + (1 << 31))
 
 
-def one_array(column):
+def one_array(column: pa.ChunkedArray) -> pa.Array:
     """A ChunkedArray as one Array: its only chunk as is (combine_chunks would copy it)."""
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
-def batch_bounds(sizes, max_rows, max_bytes):
+def batch_bounds(sizes: np.ndarray, max_rows: int, max_bytes: int) -> np.ndarray:
     """(lo, hi) row ranges, in order, that cover `sizes`: each of at most max_rows rows and max_bytes in all,
     or of one row larger than that alone. An (n, 2) array: a search per range, not a step per row."""
     ends = np.cumsum(sizes, dtype=np.int64)

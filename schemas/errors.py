@@ -6,6 +6,10 @@ Exit codes, one meaning each: 0 clean; 1 input damaged (the store or a file the 
 arguments, names that match nothing, an OUT that exists or another run holds); 3 finished, but some
 subscriptions did not parse; 4 finished, but damaged data was skipped under --on-corrupt skip; 5 the job
 failed for another reason; 128 + N stopped by signal N."""
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_PARTIAL, EXIT_SKIPPED, EXIT_FAILED = 0, 1, 2, 3, 4, 5
 
@@ -32,7 +36,8 @@ class StoreNotFound(InputError):
 class CorruptStoreError(InputError):
     """Store bytes that are not what RocketMQ writes: says which file, which offset and what is wrong."""
 
-    def __init__(self, path, offset, reason, topic=None, queue_id=None):
+    def __init__(self, path: str | os.PathLike[str], offset: Optional[int], reason: str, topic: Optional[str] = None,
+                 queue_id: Optional[int] = None) -> None:
         self.path = str(path)
         self.offset = offset
         self.reason = reason
@@ -41,7 +46,7 @@ class CorruptStoreError(InputError):
         where = f"{self.path} at offset {offset}" if offset is not None else self.path
         super().__init__(f"{where}: {reason}")
 
-    def __reduce__(self):  # pickled across Spark's task boundary with its fields
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled across Spark's task boundary with its fields
         return (type(self), (self.path, self.offset, self.reason, self.topic, self.queue_id))
 
 
@@ -52,12 +57,13 @@ class UnsupportedStoreError(InputError):
 class ConfigError(InputError):
     """A config file that is not what the broker (or the subscription file format, or conf/replay.json) holds."""
 
-    def __init__(self, path, reason, key=None, line=None, column=None):
+    def __init__(self, path: str | os.PathLike[str], reason: str, key: Optional[str] = None, line: Optional[int] = None,
+                 column: Optional[int] = None) -> None:
         self.path, self.reason, self.key, self.line, self.column = str(path), reason, key, line, column
         where = self.path if line is None else f"{self.path}, line {line} column {column}"
         super().__init__(f"{where}: {reason}" if key is None else f"{where}: {key}: {reason}")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.path, self.reason, self.key, self.line, self.column))
 
 

@@ -7,8 +7,10 @@ temporaries the size of the split; one compiled loop per job reads each byte onc
 offset and data buffers directly. Everything else stays numpy and Arrow. Compiled once per machine
 (`cache=True`); loops release the GIL.
 """
+from __future__ import annotations
+
 import os
-from typing import Any
+from typing import Any, Optional, Sequence
 
 import numba
 import numpy as np
@@ -108,7 +110,7 @@ def _walk(buf, limit, v1, v2, blank, min_size, starts):
     return n, pos, WALK_LIMIT if pos >= limit else WALK_TRUNCATED
 
 
-def walk_headers(buf, limit):
+def walk_headers(buf: np.ndarray, limit: int) -> tuple[np.ndarray, int, int]:
     """(starts, end position, how it ended: WALK_*) of the records in buf[:limit], hopping over their headers
     in compiled code (two passes: count, then fill)."""
     args = (L.MAGIC_V1, L.MAGIC_V2, L.BLANK_MAGIC, L.MIN_RECORD_SIZE)
@@ -224,7 +226,7 @@ def _record_fields(buf, starts):
     return i32, i64, err
 
 
-def record_fields(buf, starts):
+def record_fields(buf: np.ndarray, starts: np.ndarray) -> dict[str, np.ndarray]:
     """Every field of the records at `starts` (positions in the uint8 array `buf`), as {name: array}.
 
     Positions (`*_at`) are relative to buf; `*_v4_key` are the 8 bytes of an IPv4 host (address, port) as
@@ -344,7 +346,8 @@ def _split_properties(data, starts, ends, names, name_lens):
     return k_off[:m + 1], k_data[:ko], v_off[:m + 1], v_data[:vo], map_offsets, named, first_of[:m], repeats, high
 
 
-def split_properties(data, offsets, names=(), ends=None):
+def split_properties(data: np.ndarray, offsets: np.ndarray, names: Sequence[str] = (), ends: Optional[np.ndarray] = None
+                     ) -> tuple[pa.Array, pa.Array, np.ndarray, dict[str, np.ndarray], bool]:
     """(keys, values, map_offsets, {name: entry index per blob, -1 if absent}, ascii) of the blobs in `data`
     between `offsets` (or, with `ends`, at data[offsets[i]:ends[i]]): keys and values as string arrays, not
     validated (ascii: every byte of them is below 0x80; else the caller validates the blobs or them)."""
@@ -417,7 +420,7 @@ def _value_codes(offsets, data, entries, limit):
     return codes, first[:k], True
 
 
-def value_codes(values, entries, limit):
+def value_codes(values: pa.Array, entries: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray, bool]:
     """(codes, first, ok) of the entries of a string array `values` at `entries` (-1: none, code -1): each
     distinct value's code in order of first appearance, and the entry of its first appearance: a dictionary
     encoding done while the bytes are hot (the properties' split), not by a take and a hash of the taken column
@@ -441,7 +444,7 @@ def _first_entry_named(key_data, key_offsets, map_offsets, name):
     return out
 
 
-def first_entry_named(key_data, key_offsets, map_offsets, name):
+def first_entry_named(key_data: np.ndarray, key_offsets: np.ndarray, map_offsets: np.ndarray, name: str) -> np.ndarray:
     """Per map of a map<string, _> column, the entry index of its first key equal to `name` (-1: none);
     `key_offsets` are the keys array's offsets, `map_offsets` the map's (entry indexes into the keys)."""
     return _first_entry_named(key_data, key_offsets, map_offsets, np.frombuffer(name.encode(), np.uint8))
@@ -477,7 +480,7 @@ def _msg_ids_v6(buf, store_at, offset_at, pairs):
     return out
 
 
-def msg_ids(buf, fields, store_v6, offset_at):
+def msg_ids(buf: np.ndarray, fields: dict[str, np.ndarray], store_v6: np.ndarray, offset_at: np.ndarray) -> pa.Array:
     """offsetMsgId strings: uppercase hex of the store host as stored (ip + port), then of the record's
     physicalOffset field (at `offset_at` in buf). IPv4 hosts from the fields alone, IPv6 from buf."""
     v4 = _string_array(_msg_ids(fields["store_v4_key"], fields["physical_offset"], _HEX_PAIRS), 32)
@@ -495,7 +498,7 @@ def _string_array(data, width):
                                                   pa.py_buffer(data)])
 
 
-def merge_rows(base, rows, values):
+def merge_rows(base: pa.Array, rows: np.ndarray, values: pa.Array) -> pa.Array:
     """`base` with its rows at `rows` replaced by `values` (one take over both)."""
     where = np.arange(len(base))
     where[rows] = len(base) + np.arange(len(rows))
@@ -556,7 +559,7 @@ def _ipv4_hosts(keys):
     return offsets, out[:o]
 
 
-def ipv4_hosts(keys):
+def ipv4_hosts(keys: np.ndarray) -> pa.Array:
     """'a.b.c.d:port' of IPv4 hosts given as `*_v4_key` numbers (Java's getHostAddress + ":" + port)."""
     offsets, data = _ipv4_hosts(np.asarray(keys, np.int64))
     return pa.Array.from_buffers(pa.string(), len(keys),

@@ -6,8 +6,12 @@ booleans, nulls; type inference of Python lists) whether a value is a pandas one
 task runs under `left_out()`: there `import pandas` fails, which pyarrow takes as "no pandas" for those checks.
 User code (PYTHON filters) runs under `allowed()` and imports what it likes; once pandas is imported, both
 are no-ops."""
+from __future__ import annotations
+
 import sys
 from contextlib import contextmanager
+from types import ModuleType
+from typing import Iterator, Optional, Sequence
 
 
 class _NoPandas:
@@ -15,7 +19,7 @@ class _NoPandas:
     sys.modules, so a hook it is)."""
 
     @staticmethod
-    def find_spec(name, path=None, target=None):
+    def find_spec(name: str, path: Optional[Sequence[str]] = None, target: Optional[ModuleType] = None) -> None:
         if name.partition(".")[0] == "pandas":
             raise ImportError("pandas is left out of the replay's tasks (schemas/no_pandas.py)")
         return None
@@ -25,7 +29,7 @@ _HOOK = _NoPandas()
 
 
 @contextmanager
-def left_out():
+def left_out() -> Iterator[None]:
     """Within: `import pandas` fails, unless pandas is imported already."""
     if "pandas" in sys.modules or _HOOK in sys.meta_path:
         yield
@@ -38,7 +42,7 @@ def left_out():
 
 
 @contextmanager
-def allowed():
+def allowed() -> Iterator[None]:
     """Within: `import pandas` works (user code), even inside left_out()."""
     if _HOOK not in sys.meta_path:
         yield

@@ -8,6 +8,10 @@ clientHost), SubBefore (8), SubAfter (6 to 9: contextCode from the 7th, timestam
 a cloud client leaves them out), EndTransaction (13), Recall (7). Values are kept as written: a missing tag or key
 is the literal `null`. A context the decoder would throw on (a number that is not one, too few fields, an unknown
 MessageType or LocalTransactionState) or of no known type makes its body undecodable: `bad`."""
+from __future__ import annotations
+
+from typing import Optional
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,7 +35,7 @@ _LONG, _INT = r"^[+-]?[0-9]{1,18}$", r"^[+-]?[0-9]{1,10}$"
 _INT_RANGE = (-(1 << 31), (1 << 31) - 1)
 
 
-def decode_bodies(bodies):
+def decode_bodies(bodies: pa.Array | pa.ChunkedArray) -> tuple[pa.Table, np.ndarray]:
     """(RECORD_SCHEMA table: one row per record of the bodies, `body_index` the body's position; a numpy bool
     per body: it does not decode). A body that is not UTF-8, holds no record or holds a context that does not
     decode yields no row at all: the client's decoder would throw for the whole body."""
@@ -78,7 +82,7 @@ class Fields:
     """The contexts' fields as Java's split leaves them: field(i) is each context's i-th field, null where the
     context has no such field (trailing empty fields dropped, as String.split does)."""
 
-    def __init__(self, lists):
+    def __init__(self, lists: pa.ListArray | pa.ChunkedArray) -> None:
         lists = _array(lists)
         self.values = _array(pc.list_flatten(lists))
         offsets = lists.offsets.to_numpy()
@@ -89,10 +93,10 @@ class Fields:
         self.count = np.maximum.reduceat(filled, self.starts) if len(self.values) else np.zeros(0, dtype=np.int64)
         self.count = np.where(sizes > 0, self.count, 0)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.starts)
 
-    def field(self, i, where=None):
+    def field(self, i: int, where: Optional[np.ndarray] = None) -> pa.Array:
         """Each context's i-th field (null where it has none, or where `where` is False)."""
         has = self.count > i
         if where is not None:
@@ -114,7 +118,7 @@ def _records(fields):
     count = fields.count
     checks = []
 
-    def number(i, where, pattern=_INT):
+    def number(i: int, where: np.ndarray, pattern: str = _INT) -> pa.Array:
         values, good = _number(fields.field(i, where), pattern)
         checks.append(good | ~where)
         return values

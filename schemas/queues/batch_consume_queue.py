@@ -3,13 +3,15 @@ commit-log record of a BatchCQ topic (schemas/log/layout.BCQ_UNIT_DTYPE). Unlike
 is not its position: it is msgBaseOffset, the queue offset of its first message, and the unit covers batch_size
 messages (an inner batch, unwrapped by the client: schemas/log/inner_batch.py), so a queue's offsets run
 base .. base + batch_size - 1 per unit."""
+from __future__ import annotations
+
 import numpy as np
 
 from schemas.errors import CorruptStoreError
 from schemas.log import layout as L
 
 
-def decode_bcq_segment(raw, start, path="batchconsumequeue"):
+def decode_bcq_segment(raw: np.ndarray, start: int, path: str = "batchconsumequeue") -> dict[str, np.ndarray]:
     """The units of one batch-consume-queue file's bytes (dict of numpy columns: queue_offset, commitlog_offset,
     size, tags_code_raw, store_time, batch_num), in file order. Zero fill after the last write (size 0) is not a
     unit; the file's name is its position in the queue's byte space, a multiple of the unit size."""

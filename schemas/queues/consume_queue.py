@@ -1,6 +1,11 @@
 """Consume-queue segments and their ConsumeQueueExt units, decoded with numpy structured dtypes."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Sequence
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from schemas.arrow_schemas import CONSUME_QUEUE_SCHEMA
 from schemas.columns import gather_bytes, gather_struct
@@ -8,8 +13,11 @@ from schemas.errors import CorruptStoreError
 from schemas.log import layout as L
 from schemas.store import storefs
 
+if TYPE_CHECKING:
+    from schemas.store.store import QueueFiles
 
-def decode_cq_segment(raw, start_offset, path="consumequeue"):
+
+def decode_cq_segment(raw: np.ndarray, start_offset: int, path: str = "consumequeue") -> dict[str, np.ndarray]:
     """Valid units of one consume-queue file: dict of numpy columns incl. queue_offset from the position.
 
     Units with offset < 0, size <= 0 (zero fill after the last write) or the pre-blank (0, MAX_INT, 0)
@@ -42,11 +50,11 @@ class ExtReader:
     `files` maps a file's start offset in the ext address space to `loader(lo, hi)`, which returns the
     file's bytes [lo, hi) (fewer at the end of the file). Only the window the addresses need is read."""
 
-    def __init__(self, files, file_size):
+    def __init__(self, files: dict[int, Callable[[int, int], np.ndarray]], file_size: int) -> None:
         self.files = files
         self.file_size = file_size
 
-    def resolve(self, tags_code_raw):
+    def resolve(self, tags_code_raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, pa.Array, np.ndarray]:
         """(tags_code, msg_store_time, bitmaps, ok) for every unit; non-ext or unreadable -> ok False.
 
         tags_code is the raw code where the unit holds no ext address; missing (ok False, is ext) otherwise.
@@ -57,7 +65,7 @@ class ExtReader:
         store_time = np.zeros(n, dtype=np.int64)
         ok = np.zeros(n, dtype=bool)
         bm_len = np.zeros(n, dtype=np.int64)
-        pieces = []
+        pieces: list[tuple[np.ndarray, np.ndarray]] = []
         if not is_ext.any() or not self.file_size:
             return tags_code, store_time, _bitmap_array(n, bm_len, pieces), ok
         pos = L.ext_position(tags_code_raw)
@@ -101,7 +109,8 @@ def _bitmap_array(n, lengths, pieces):
     return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
-def cq_table(topic, queue_id, cols, tags_code, store_time, bitmaps, ok):
+def cq_table(topic: str, queue_id: int, cols: dict[str, np.ndarray], tags_code: np.ndarray, store_time: np.ndarray,
+             bitmaps: pa.Array, ok: np.ndarray) -> pa.RecordBatch:
     """A CONSUME_QUEUE_SCHEMA record batch for one queue."""
     n = len(cols["queue_offset"])
     is_ext = L.is_ext_address(cols["tags_code_raw"])
@@ -120,7 +129,11 @@ def cq_table(topic, queue_id, cols, tags_code, store_time, bitmaps, ok):
     ], schema=CONSUME_QUEUE_SCHEMA)
 
 
-def units_without_ext(topic, queue_id, queue_offset, commitlog_offset, size, tags_code):
+def units_without_ext(topic: pa.Array | pa.ChunkedArray, queue_id: pa.Array | pa.ChunkedArray,
+                      queue_offset: np.ndarray | pa.Array | pa.ChunkedArray,
+                      commitlog_offset: np.ndarray | pa.Array | pa.ChunkedArray,
+                      size: np.ndarray | pa.Array | pa.ChunkedArray,
+                      tags_code: np.ndarray | pa.Array | pa.ChunkedArray) -> pa.Table:
     """A CONSUME_QUEUE_SCHEMA table of units that have no ext unit (a RocksDB consume queue's, or units rebuilt
     from the commit log): the tag code is the tag's, no store time or bitmap from an ext unit. Columns as
     arrays of the schema's types (topic and queue_id per row)."""
@@ -132,7 +145,7 @@ def units_without_ext(topic, queue_id, queue_offset, commitlog_offset, size, tag
                      pa.nulls(n, pa.binary())], schema=CONSUME_QUEUE_SCHEMA)
 
 
-def resolve_units(fs, queue, parts):
+def resolve_units(fs: pafs.FileSystem, queue: QueueFiles, parts: Sequence[dict[str, np.ndarray]]) -> pa.RecordBatch:
     """CONSUME_QUEUE_SCHEMA batch of decoded unit columns (decode_cq_segment dicts) of one queue, with
     their ext units read (only the windows the addresses need)."""
     cols = {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, np.int64)
@@ -144,7 +157,7 @@ def resolve_units(fs, queue, parts):
 
 def _window_loader(fs, segment):
     """loader(lo, hi) of a segment's bytes, clipped to the file."""
-    def load(lo, hi):
+    def load(lo: int, hi: int) -> np.ndarray:
         hi = min(hi, segment.length)
         return storefs.read_range(fs, segment.path, lo, max(0, hi - lo))
     return load

@@ -6,12 +6,17 @@ units therefore bound the commit-log range it points into (`segment_bounds`, rea
 split reads only the segments overlapping its range: between those bounds it binary-searches only where
 its range begins or ends inside the segment, then reads its units in one range read. No shuffle is
 needed to bring units to the task that decodes their records."""
+from __future__ import annotations
+
 import struct
+from typing import Optional, Sequence
 
 import numpy as np
+import pyarrow.fs as pafs
 
 from schemas.log import layout as L
 from schemas.queues.consume_queue import decode_cq_segment
+from schemas.store.storefs import Segment
 
 _UNIT = struct.Struct(">qiq")
 _HEAD_KEY, _TAIL_KEY = -1, 1 << 62
@@ -69,7 +74,7 @@ def _unit_at(f, chunks, i):
     return _key(raw), _UNIT.unpack(raw)[1]
 
 
-def segment_bounds(fs, segment):
+def segment_bounds(fs: pafs.FileSystem, segment: Segment) -> Optional[tuple[int, int, int, int, int]]:
     """(first, last, first_offset, last_offset, last_end) of a segment's real units: the indexes of the first
     and the last in the file, their commit-log offsets, and where the last one's record ends; None when the
     segment holds none (all pre-blank or zero fill).
@@ -122,7 +127,8 @@ def _last_before_fill(f, lo, hi):
     return lo - 1
 
 
-def units_in_range(fs, segment, bounds, start, end):
+def units_in_range(fs: pafs.FileSystem, segment: Segment, bounds: Sequence[int], start: int, end: int
+                   ) -> Optional[dict[str, np.ndarray]]:
     """decode_cq_segment columns of the units of one segment with start <= commitlog_offset < end, or None.
 
     bounds: the segment's (first, last, first_offset, last_offset) from segment_bounds. A binary search

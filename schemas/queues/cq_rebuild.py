@@ -16,7 +16,10 @@ The broker's rules:
 - a 5.x inner batch (INNER_NUM and INNER_BASE: CommitLog.setBatchSizeIfNeeded) is one unit at queue offset
   INNER_BASE covering INNER_NUM messages (`batch_num`; 1 for any other record), as BatchConsumeQueue stores it.
 """
+from __future__ import annotations
+
 from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
 
 import numba
 import numpy as np
@@ -323,7 +326,9 @@ class Walked:
     how: int
 
 
-def rebuild_units(buf, base, pos=0, stop=None, starts=None, delay_levels_ms=DELAY_LEVELS_MS, batch=1 << 22):
+def rebuild_units(buf: np.ndarray, base: int, pos: int = 0, stop: Optional[int] = None,
+                  starts: Optional[np.ndarray] = None, delay_levels_ms: np.ndarray = DELAY_LEVELS_MS,
+                  batch: int = 1 << 22) -> Walked:
     """The units of the records starting in buf[pos:stop) (buf a uint8 array whose byte 0 is commit-log
     offset `base`; records run on past stop to their end), as the broker dispatches them: a Walked. The end of
     the data ends the pass (END_DATA), so does a record not whole in buf (END_SHORT) and a damaged one
@@ -336,7 +341,10 @@ def rebuild_units(buf, base, pos=0, stop=None, starts=None, delay_levels_ms=DELA
     table = np.full(1 << 10, -1, np.int64)
     slot_at, slot_len = np.zeros(len(table) // 2, np.int64), np.zeros(len(table) // 2, np.int64)
     count = np.zeros(1, np.int64)
-    parts = []
+    c32: np.ndarray
+    c64: np.ndarray
+    flags: np.ndarray
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     how = END_STOP
     extra = 0  # room beyond a unit per record: a multi-dispatched record makes more than one
     while pos < stop:
@@ -407,7 +415,8 @@ def _hop(buf, base, pos, cuts, k, out, v1, v2, min_size):
     return pos, k, END_STOP
 
 
-def record_cuts(read, length, cuts, chunk=64 << 20):
+def record_cuts(read: Callable[[int, int], np.ndarray], length: int, cuts: np.ndarray | Sequence[int],
+                chunk: int = 64 << 20) -> np.ndarray:
     """For each position of `cuts` (sorted, relative to a plain commit-log file), the first record start at or
     after it, hopping over the file's record headers from its first byte; positions at or past the end of its
     data (or of a damaged record, where the hop stops) give that end. read(start, n): n bytes of the file

@@ -11,10 +11,13 @@ library): the consume queue and the consumer offsets. Keys and values as RocketM
   `[long offset]`.
 
 RocksDB reads files by path: only a store on the local filesystem (or mounted) is read this way."""
+from __future__ import annotations
+
 import json
 import os
 import struct
 from contextlib import contextmanager
+from typing import Iterator, Optional
 
 import numpy as np
 
@@ -28,7 +31,7 @@ _LONG_MAX = (1 << 63) - 1
 _V2_CONSUMER_OFFSET = struct.pack(">bhb", 1, 1, 2)  # TablePrefix.TABLE, TableId.CONSUMER_OFFSET, RecordPrefix.DATA
 
 
-def is_rocksdb(path):
+def is_rocksdb(path: str) -> bool:
     """Whether a local directory holds a RocksDB (its CURRENT file names the live MANIFEST)."""
     return os.path.isfile(os.path.join(path, "CURRENT"))
 
@@ -42,7 +45,7 @@ def _open(path):
         raise CorruptStoreError(path, None, f"RocksDB cannot be opened read-only: {exc}") from None
 
 
-def cq_key(topic, queue_id, cq_offset):
+def cq_key(topic: str, queue_id: int, cq_offset: int) -> bytes:
     """RocksDBConsumeQueueTable's key of one unit."""
     t = topic.encode("utf-8")
     return struct.pack(">i", len(t)) + _CTRL_1 + t + _CTRL_1 + struct.pack(">i", queue_id) + _CTRL_1 + \
@@ -65,7 +68,7 @@ _HELD: dict = {}  # path -> RocksConsumeQueue opened while `held` lasts
 _DEPTH = [0]  # `held` scopes entered and not left
 
 
-def consume_queue(path):
+def consume_queue(path: str) -> RocksConsumeQueue:
     """The RocksConsumeQueue at a path: while `held` lasts one handle per path, shared by its readers; outside
     it a handle of the caller's own (closed when no longer referenced)."""
     if not _DEPTH[0]:
@@ -77,7 +80,7 @@ def consume_queue(path):
 
 
 @contextmanager
-def held():
+def held() -> Iterator[None]:
     """Within: the consume queues opened are shared; when the outermost scope ends (a task, a plan) each is
     closed, so that no handle outlives the work that opened it (a worker runs other tasks, and other code,
     after it)."""
@@ -91,7 +94,7 @@ def held():
                 _HELD.popitem()[1].db.close()
 
 
-def held_paths():
+def held_paths() -> tuple[str, ...]:
     """The paths of the consume queues held open now."""
     return tuple(_HELD)
 
@@ -99,12 +102,12 @@ def held_paths():
 class RocksConsumeQueue:
     """A RocksDB consume queue, read as the broker reads it: units by (topic, queue, cq offset)."""
 
-    def __init__(self, path):
+    def __init__(self, path: str) -> None:
         self.path = path
         self.db = _open(path)
-        self._queues = None
+        self._queues: Optional[list[tuple[str, int, int, int]]] = None
 
-    def queues(self):
+    def queues(self) -> list[tuple[str, int, int, int]]:
         """[(topic, queue id, first cq offset, end cq offset)] of every queue, by key order: one seek per queue
         (listed once per handle)."""
         if self._queues is None:
@@ -129,7 +132,7 @@ class RocksConsumeQueue:
                 it.next()
         return out
 
-    def units(self, topic, queue_id, first, end):
+    def units(self, topic: str, queue_id: int, first: int, end: int) -> np.ndarray:
         """CQ_VALUE_DTYPE array of the units [first, end) of a queue, in one ranged iteration (C-level: no
         Python per unit); a gap in the offsets is damage (CorruptStoreError)."""
         from rocksdict import ReadOptions
@@ -151,13 +154,13 @@ class RocksConsumeQueue:
                                     "missing or not 28 bytes", topic, queue_id)
         return raw
 
-    def commitlog_offset(self, topic, queue_id, cq_offset):
+    def commitlog_offset(self, topic: str, queue_id: int, cq_offset: int) -> int:
         return struct.unpack_from(">q", self._value(topic, queue_id, cq_offset))[0]
 
-    def store_time(self, topic, queue_id, cq_offset):
+    def store_time(self, topic: str, queue_id: int, cq_offset: int) -> int:
         return struct.unpack_from(">q", self._value(topic, queue_id, cq_offset), 20)[0]
 
-    def first_at_or_after(self, topic, queue_id, commitlog_offset, first, end):
+    def first_at_or_after(self, topic: str, queue_id: int, commitlog_offset: int, first: int, end: int) -> int:
         """The first cq offset in [first, end) whose unit points at or after a commit-log offset (end if none):
         a binary search of single reads, as RocksDBConsumeQueueTable.binarySearchInCQ."""
         lo, hi = first, end
@@ -170,7 +173,8 @@ class RocksConsumeQueue:
         return lo
 
 
-def committed_offsets(config_dir):
+def committed_offsets(config_dir: str | os.PathLike[str]
+                      ) -> Optional[tuple[str, dict[tuple[str, str], dict[int, int]]]]:
     """(path, {(topic, group): {queue id: offset}}) of a RocksDB-config broker (v2 `rdb/`, else v1
     `consumerOffsets/`), or None when it has neither."""
     v2, v1 = os.path.join(config_dir, "rdb"), os.path.join(config_dir, "consumerOffsets")

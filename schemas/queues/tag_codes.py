@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from array import array
+from typing import Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -52,7 +53,7 @@ def tags_code(tag: str | None) -> int:
     return java_hash(tag)
 
 
-def string_array(values) -> pa.ChunkedArray:
+def string_array(values: pa.Array | pa.ChunkedArray | Sequence[Optional[str]]) -> pa.ChunkedArray:
     """Any pyarrow string-like array, chunked array or Python sequence, as a chunked array of strings."""
     if isinstance(values, pa.Array):
         values = pa.chunked_array([values], type=values.type)
@@ -70,7 +71,7 @@ def string_array(values) -> pa.ChunkedArray:
     return values
 
 
-def tags_code_array(tags) -> np.ndarray:
+def tags_code_array(tags: pa.Array | pa.ChunkedArray | Sequence[Optional[str]]) -> np.ndarray:
     """``tags_code`` of a whole string column (int64); nulls and "" give 0.
 
     Tags have few distinct values, so each distinct value is hashed once (dictionary-encode, then map).

@@ -3,9 +3,15 @@
 Mapped files are preallocated to full size and named by their start offset, so a shorter file is a
 truncated one and a hole between names is a missing one (a hole before the first commit-log file is
 normal: retention deletes the oldest files)."""
+from __future__ import annotations
+
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Sequence
 
 from schemas.log import layout as L
+
+if TYPE_CHECKING:
+    from schemas.store.store import QueueFiles, StoreLayout
 
 
 def _segment_problems(segments, file_size, what, topic=None, queue_id=None):
@@ -23,7 +29,7 @@ def _segment_problems(segments, file_size, what, topic=None, queue_id=None):
     return out
 
 
-def layout_problems(layout):
+def layout_problems(layout: StoreLayout) -> list[dict[str, Any]]:
     """[{file, offset, topic, queue_id, reason}] for every oddity of the listing."""
     problems = [dict(file=p, offset=None, topic=None, queue_id=None,
                      reason="not a segment file (a .tmp or an unknown name): ignored") for p in layout.ignored]
@@ -38,7 +44,7 @@ def layout_problems(layout):
     return problems
 
 
-def consume_queue_file_size(queues):
+def consume_queue_file_size(queues: Sequence[QueueFiles]) -> int:
     """The store's consume-queue mapped-file size (a broker setting, one for every queue), told by the files
     that damage does not change: the gaps between the names of queues of several files, else the lengths
     holding whole units; the most common, the larger on a tie, so that one damaged file (a few bytes
@@ -71,7 +77,7 @@ def _odd_lengths(queue, size):
     return out
 
 
-def without_foreign_units(layout):
+def without_foreign_units(layout: StoreLayout) -> StoreLayout:
     """The layout with each consume-queue file longer than the store's read as the store's length: the whole
     units appended past it are not the broker's (they would repeat the next file's queue offsets), and
     layout_problems names the file."""

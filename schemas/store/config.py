@@ -8,10 +8,11 @@ shape RocketMQ writes, and any surprise raises ``ConfigError`` naming the file a
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Collection, NamedTuple, Optional
 
 from schemas.errors import ConfigError
 from schemas.queues.rocksdb_store import committed_offsets
@@ -60,7 +61,7 @@ def _read_text(path: Path) -> str:
         raise ConfigError(path, f"not UTF-8 (byte offset {e.start})") from None
 
 
-def load_fastjson(path) -> object:
+def load_fastjson(path: str | os.PathLike[str]) -> object:
     """Parse a file fastjson wrote; an empty file gives None (the broker treats it as absent)."""
     path = Path(path)
     text = _read_text(path)
@@ -149,7 +150,7 @@ class ConsumerFilterData:
     bloom_bit_num: int | None
 
 
-def load_consumer_filters(path) -> list:
+def load_consumer_filters(path: str | os.PathLike[str]) -> list[ConsumerFilterData]:
     """``consumerFilter.json``: topic -> groupFilterData -> group -> ConsumerFilterData, in file order.
 
     Values are kept as written; a restarting broker would additionally mark every entry dead.
@@ -189,7 +190,7 @@ def load_consumer_filters(path) -> list:
 
 
 # ---------------------------------------------------------------- consumerOffset.json
-def load_consumer_offsets(path) -> dict:
+def load_consumer_offsets(path: str | os.PathLike[str]) -> dict[tuple[str, str], dict[int, int]]:
     """``consumerOffset.json``: {(topic, group): {queue_id: next offset to consume}}."""
     out = {}
     for key, queues in _root_table(path, "offsetTable").items():
@@ -222,7 +223,7 @@ class TopicConfig:
     attributes: dict = field(default_factory=dict)
 
 
-def load_topics(path) -> dict:
+def load_topics(path: str | os.PathLike[str]) -> dict[str, TopicConfig]:
     """``topics.json``: topic name -> TopicConfig."""
     out = {}
     for key, data in _root_table(path, "topicConfigTable").items():
@@ -297,7 +298,7 @@ def _simple_subscriptions(path, data: dict, w: str) -> list:
     return out
 
 
-def load_subscription_groups(path) -> dict:
+def load_subscription_groups(path: str | os.PathLike[str]) -> dict[str, SubscriptionGroupConfig]:
     """``subscriptionGroup.json``: group name -> SubscriptionGroupConfig."""
     out = {}
     for key, data in _root_table(path, "subscriptionGroupTable").items():
@@ -352,7 +353,7 @@ def _registration(path, entry, w: str) -> Registration:
     )
 
 
-def load_registrations(path) -> list:
+def load_registrations(path: str | os.PathLike[str]) -> list[Registration]:
     """The subscription file: ``{"groups": [{group, topic, expressionType, expression, bornTime?}]}``.
 
     One subscription per (group, topic), as a client keeps it; a repeated pair is an error.
@@ -384,7 +385,7 @@ class StoreConfig:
     paths: dict  # file name -> path it was read from (absent files are left out)
     damaged: tuple = ()  # names of the files read as absent because they are damaged (--on-corrupt skip)
 
-    def registrations(self) -> list:
+    def registrations(self) -> list[Registration]:
         """Registrations the broker itself knows: SQL92 filters and 5.1.1+ static group subscriptions."""
         out = []
         for fd in self.consumer_filters:
@@ -408,7 +409,8 @@ def _present(path: Path):
     return None
 
 
-def load_store_config(store_dir, absent=(), needed=None) -> StoreConfig:
+def load_store_config(store_dir: str | os.PathLike[str], absent: Collection[str] = (),
+                      needed: Optional[Collection[str]] = None) -> StoreConfig:
     """Load ``<store_dir>/config/``; missing files count as empty, a malformed present file is an error.
 
     The consumer offsets of a broker that keeps its config in RocksDB (config/rdb/, config/consumerOffsets/:

@@ -18,15 +18,22 @@ several directories (storePathCommitLog=DIR1,DIR2, RIP-7, 4.9.2+); DLedger (enab
 <root>/dledger-<selfId>/data, or storePathDLedgerCommitLog); plain then DLedger (a broker switched to
 DLedger: its old commitlog/ up to dividedCommitlogOffset). --commitlog DIR[,DIR...] for a log kept elsewhere.
 """
+from __future__ import annotations
+
 import base64
 import json
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Sequence, TextIO, cast
 
 import pyarrow.fs as pafs
 
 from schemas.store.config import load_fastjson
 from schemas.store.local_api import iter_message_batches, local_store, queue_batch, rebuilt_units
 from schemas.store.timer_wheel import METRICS_FILE, decode_metrics, read_checkpoint, read_timer_state
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def _jsonable(row):
@@ -40,7 +47,8 @@ def _jsonable(row):
     return out
 
 
-def dump_messages(store, out, with_body=True, commitlog=()):
+def dump_messages(store: str | os.PathLike[str], out: TextIO, with_body: bool = True,
+                  commitlog: str | Sequence[str] = ()) -> None:
     for batch in iter_message_batches(store, with_body=with_body, commitlog=commitlog):
         for row in batch.to_pylist():
             if not with_body:
@@ -48,7 +56,7 @@ def dump_messages(store, out, with_body=True, commitlog=()):
             out.write(json.dumps(_jsonable(row), ensure_ascii=False) + "\n")
 
 
-def dump_cq(store, out):
+def dump_cq(store: str | os.PathLike[str], out: TextIO) -> None:
     layout = local_store(store)
     fs = layout.fs
     for queue in layout.queues:
@@ -56,23 +64,23 @@ def dump_cq(store, out):
             out.write(json.dumps(_jsonable(row), ensure_ascii=False) + "\n")
 
 
-def dump_layout(store, out, commitlog=()):
+def dump_layout(store: str | os.PathLike[str], out: TextIO, commitlog: str | Sequence[str] = ()) -> None:
     for row in local_store(store, commitlog).log.describe():
         out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def dump_config(store, out):
+def dump_config(store: str | os.PathLike[str], out: TextIO) -> None:
     for path in sorted(Path(store, "config").glob("*.json")):
         out.write(json.dumps({"file": path.name, "content": load_fastjson(path)}, ensure_ascii=False) + "\n")
 
 
-def dump_units(store, out, commitlog=()):
+def dump_units(store: str | os.PathLike[str], out: TextIO, commitlog: str | Sequence[str] = ()) -> None:
     """The units the broker's dispatcher builds from each commit-log file's records, in log order."""
     for row in rebuilt_units(store, commitlog).drop_columns(["store_timestamp"]).to_pylist():
         out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def dump_timers(store, out):
+def dump_timers(store: str | os.PathLike[str], out: TextIO) -> None:
     """The timer wheel's checkpoint, its metrics and its timer log's units (each with its offset `pos` and its
     deliver time, currWriteTime + delay), then a line per damage found: the state the job checks at planning."""
     fs, root = pafs.LocalFileSystem(), str(Path(store).resolve())
@@ -85,8 +93,8 @@ def dump_timers(store, out):
         content = {"error": str(exc)}
     out.write(json.dumps({"file": f"config/{METRICS_FILE}", "content": content}, ensure_ascii=False) + "\n")
 
-    def write_units(positions, chunk):  # a chunk at a time, as the timer log is read
-        names = chunk.dtype.names
+    def write_units(positions: np.ndarray, chunk: np.ndarray) -> None:  # a chunk at a time, as the timer log is read
+        names = cast("tuple[str, ...]", chunk.dtype.names)  # a structured dtype: its fields' names
         for pos, unit in zip(positions.tolist(), chunk.tolist()):
             row = dict(zip(names, unit))
             out.write(json.dumps({"pos": pos, **row, "deliver_ms": row["curr_write_time"] + row["delay"]}) + "\n")

@@ -2,7 +2,10 @@
 
 For inspection, tests and acceptance checks on stores that fit in memory; the Spark job reads the same
 decoders in bounded splits. Stores are local directories here (the job resolves URIs: jobs/plan/brokers.py)."""
+from __future__ import annotations
+
 import os
+from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -13,10 +16,10 @@ from schemas.log.records import decode_records
 from schemas.queues.consume_queue import decode_cq_segment, resolve_units
 from schemas.queues.cq_rebuild import UNITS_SCHEMA
 from schemas.store import storefs
-from schemas.store.store import open_store
+from schemas.store.store import QueueFiles, StoreLayout, open_store
 
 
-def local_store(store_dir, commitlog=()):
+def local_store(store_dir: str | os.PathLike[str], commitlog: str | Sequence[str] = ()) -> StoreLayout:
     """The StoreLayout of a local store directory; commitlog: directories of a log kept elsewhere (the job's
     --commitlog: a sequence, each DIR[,DIR...])."""
     if isinstance(commitlog, str):
@@ -25,7 +28,8 @@ def local_store(store_dir, commitlog=()):
     return open_store(pafs.LocalFileSystem(), os.path.abspath(store_dir), dirs, str(store_dir))
 
 
-def iter_message_batches(store_dir, with_body=True, raw=False, commitlog=()):
+def iter_message_batches(store_dir: str | os.PathLike[str], with_body: bool = True, raw: bool = False,
+                         commitlog: str | Sequence[str] = ()) -> Iterator[pa.RecordBatch]:
     """One RecordBatch per commit-log segment, in log order (blank end-of-file records excluded).
 
     commitlog: directories of a log kept elsewhere (the job's --commitlog)."""
@@ -37,7 +41,7 @@ def iter_message_batches(store_dir, with_body=True, raw=False, commitlog=()):
         yield decode_records(buf, starts, seg.start, seg.path, with_body=with_body, raw=raw)
 
 
-def rebuilt_units(store_dir, commitlog=()):
+def rebuilt_units(store_dir: str | os.PathLike[str], commitlog: str | Sequence[str] = ()) -> pa.Table:
     """The units the broker's dispatcher builds from every commit-log record (schemas/queues/cq_rebuild.py), in log
     order: UNITS_SCHEMA plus store_timestamp."""
     layout = local_store(store_dir, commitlog)
@@ -46,7 +50,8 @@ def rebuilt_units(store_dir, commitlog=()):
     return pa.concat_tables(parts) if parts else UNITS_SCHEMA.empty_table()
 
 
-def read_messages(store_dir, with_body=True, raw=False, commitlog=()):
+def read_messages(store_dir: str | os.PathLike[str], with_body: bool = True, raw: bool = False,
+                  commitlog: str | Sequence[str] = ()) -> pa.Table:
     """Every message record of the commit log, in log order, as a pyarrow Table (MESSAGE_SCHEMA).
 
     raw=True adds `stored_body` and `properties_raw` (see decode_records)."""
@@ -54,13 +59,13 @@ def read_messages(store_dir, with_body=True, raw=False, commitlog=()):
     return pa.Table.from_batches(batches) if batches else MESSAGE_SCHEMA.empty_table()
 
 
-def queue_batch(fs, queue):
+def queue_batch(fs: pafs.FileSystem, queue: QueueFiles) -> pa.RecordBatch:
     """Every unit of one consume queue with its ext unit resolved (CONSUME_QUEUE_SCHEMA)."""
     return resolve_units(fs, queue, [decode_cq_segment(storefs.read_range(fs, s.path), s.start, s.path)
                                      for s in queue.cq])
 
 
-def read_consume_queues(store_dir):
+def read_consume_queues(store_dir: str | os.PathLike[str]) -> pa.Table:
     """Every consume-queue unit of every topic and queue, ext addresses resolved (CONSUME_QUEUE_SCHEMA)."""
     layout = local_store(store_dir)
     fs = layout.fs

@@ -1,7 +1,12 @@
 """What a broker store holds, listed from names and sizes only (no data is read here). A store is a
 (filesystem, root) pair, pyarrow's model: the URI it was given is resolved once, where the run starts
 (jobs/plan/brokers.py), and only named here in messages."""
+from __future__ import annotations
+
 from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import pyarrow.fs as pafs
 
 from schemas.errors import StoreNotFound, UnsupportedStoreError  # noqa: F401 - re-exported
 from schemas.log.files import CommitLog, find_log
@@ -37,7 +42,7 @@ class StoreLayout:
     batch_queues: tuple = ()  # QueueFiles of batchconsumequeue/ (5.x BatchCQ topics)
 
 
-def check_store_root(fs, root, uri=None):
+def check_store_root(fs: pafs.FileSystem, root: str, uri: Optional[str] = None) -> None:
     """Refuse a store directory this version does not read, with an error naming what it is (a file, missing);
     `uri`: the store as given, for the message (default root). Where its commit log is: commitlog_files.find_log.
     A topic this version cannot read is refused alone, when a run selects it (jobs/plan/build.py)."""
@@ -50,7 +55,7 @@ def check_store_root(fs, root, uri=None):
         raise StoreNotFound(f"store directory not found: {uri}")
 
 
-def open_store(fs, root, log_dirs=(), uri=None):
+def open_store(fs: pafs.FileSystem, root: str, log_dirs: Sequence[str] = (), uri: Optional[str] = None) -> StoreLayout:
     """List a store directory (`root` on `fs`): commit log, consume queues, ext queues and batch consume queues.
 
     log_dirs: --commitlog's directories as paths on `fs`, for a log kept elsewhere than under the store root;
