@@ -10,7 +10,7 @@ offset and data buffers directly. Everything else stays numpy and Arrow. Compile
 from __future__ import annotations
 
 import os
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numba
 import numpy as np
@@ -480,7 +480,7 @@ def _msg_ids_v6(buf, store_at, offset_at, pairs):
     return out
 
 
-def msg_ids(buf: np.ndarray, fields: dict[str, np.ndarray], store_v6: np.ndarray, offset_at: np.ndarray) -> pa.Array:
+def msg_ids(buf: np.ndarray, fields: Mapping[str, np.ndarray], store_v6: np.ndarray, offset_at: np.ndarray) -> pa.Array:
     """offsetMsgId strings: uppercase hex of the store host as stored (ip + port), then of the record's
     physicalOffset field (at `offset_at` in buf). IPv4 hosts from the fields alone, IPv6 from buf."""
     v4 = _string_array(_msg_ids(fields["store_v4_key"], fields["physical_offset"], _HEX_PAIRS), 32)

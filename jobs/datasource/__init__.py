@@ -196,6 +196,7 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
         raise UsageError(f"rocketmq: option {'brokers' if options.get('brokers') else 'path'}: {exc}") from None
     for broker in brokers:  # a store that is not there fails load(), as every other option does
         try:
+            assert broker.root is not None  # brokers_of resolved it
             check_store_root(broker.fs, broker.root, broker.uri)
         except ReplayError as exc:
             raise UsageError(f"rocketmq: option {'brokers' if options.get('brokers') else 'path'}: "

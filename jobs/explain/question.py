@@ -19,7 +19,7 @@ from jobs.plan.units.choose import queue_source
 from jobs.plan.window import Window
 from jobs.task.split_decode import INNER_BATCH_DAMAGED, records_agree
 from schemas.errors import CorruptStoreError, NotInStore
-from schemas.log.files import find_log
+from schemas.log.files import CommitLog, find_log
 from schemas.log.inner_batch import unwrap
 from schemas.log.lookup import parse_offset_msg_id, read_records, record_size_at
 from schemas.store import storefs
@@ -42,7 +42,7 @@ class Context:
     compiled: list  # every CompiledSubscription, failed ones included
     fs: object
     root: str
-    commitlog: object  # the store's CommitLog (schemas/log/files.py)
+    commitlog: CommitLog  # the store's (schemas/log/files.py)
     topic_configs: dict  # config/topics.json: which queues a topic has, where the consume queue lacks one
 
 

@@ -58,13 +58,14 @@ class Broker:
 
     def open_store(self) -> StoreLayout:
         """The listing of its store (schemas/store/store.StoreLayout)."""
+        assert self.root is not None  # a Broker of brokers_of or store_broker: resolved
         return open_store(self.fs, self.root, self.log_dirs, self.uri)
 
 
 def store_broker(uri: object, commitlog: str | Iterable[str] = (), name: str | None = None) -> Broker:
     """The Broker of one store URI, named `name` (not from its store): for a plan made outside a run (tests,
     tools), whose rows name no broker."""
-    fs, root = storefs.resolve(uri)
+    fs, root = storefs.resolve(str(uri))  # (resolve's own first step: str)
     # name None: a plan made outside a run, whose rows name no broker (Broker.name is a run's str)
     return Broker(cast(str, name), str(uri), False, fs, root, log_dirs(fs, commitlog))
 

@@ -26,7 +26,7 @@ from schemas.store import storefs
 if TYPE_CHECKING:
     from jobs.plan.replay_plan import ReplayPlan
     from jobs.task.split_task import Pieces
-    from schemas.log.files import CommitLog
+    from schemas.log.files import CommitLog, LogFile
 
 OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL: the commit-log file was deleted (retention)"
 
@@ -140,7 +140,7 @@ def unwrapped(plan: ReplayPlan, messages: pa.Table, units: pa.Table, out: Pieces
     the batch; a batch whose body does not hold whole messages is damaged data (the corruption policy)."""
     messages, parent, index, damaged = unwrap(messages, plan.with_body)
     if len(damaged):
-        path = cast("CommitLog", plan.log).file_at(int(units.column("commitlog_offset")[int(damaged[0])].as_py())).path
+        path = _log_file(plan, int(units.column("commitlog_offset")[int(damaged[0])].as_py())).path
         report_damage(plan, out, units, damaged, INNER_BATCH_DAMAGED, path)
     if len(parent) == units.num_rows and not len(damaged):
         return messages, units
@@ -208,7 +208,7 @@ def inflated(plan: ReplayPlan, messages: pa.Table, units: pa.Table, out: Pieces,
     sizes[rows] = 0  # a compressed body's size is known once inflated
     plain = np.r_[0, np.cumsum(sizes)]  # bytes of the uncompressed bodies before each row
     ctypes, offsets = compression_types(sys_flag), messages.column("commitlog_offset").to_numpy()
-    path = cast("CommitLog", plan.log).file_at(int(offsets[0])).path
+    path = _log_file(plan, int(offsets[0])).path
     held = _Held(messages, units, stored)
     lo, inflated_bytes = 0, 0  # the piece being filled starts at lo; its compressed bodies' bytes so far
     for i, data in zip([*rows, len(sizes)], stored.take(pa.array(rows)).to_pylist() + [None]):
@@ -306,3 +306,10 @@ def _read(plan, path, lo, n):
     if held is not None and held[0] <= lo and lo + n <= held[0] + len(held[1]):
         return held[1][lo - held[0]:lo - held[0] + n]
     return storefs.read_range(plan.fs, path, lo, n)
+
+
+def _log_file(plan: ReplayPlan, offset: int) -> LogFile:
+    """The commit-log file of a record the task has just read (so it is there: never None)."""
+    found = cast("CommitLog", plan.log).file_at(offset)
+    assert found is not None
+    return found

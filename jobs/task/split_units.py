@@ -174,9 +174,12 @@ def walk_split(plan: ReplayPlan, start: int, end: int) -> tuple[Walked | None, d
     fs, f = plan.fs, cast("CommitLog", plan.log).file_at(start)
     if f is None:
         return None, None
-    rel = start - f.start
-    walked, ended = f.kind.walk_split(lambda pos, n=None: storefs.read_range(fs, f.path, pos, n), f, rel,
-                                      min(end - f.start, f.length))
+    rel, path = start - f.start, f.path
+
+    def read(pos: int, n: int | None = None) -> np.ndarray:
+        return storefs.read_range(fs, path, pos, n)
+
+    walked, ended = f.kind.walk_split(read, f, rel, min(end - f.start, f.length))
     damaged_at = None if walked.how != END_DAMAGED else f.start + ended
     if damaged_at is None:
         return walked, None

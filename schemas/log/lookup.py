@@ -33,7 +33,8 @@ def queue_files(fs: pafs.FileSystem, root: str, topic: str, queue_id: int) -> Qu
     if not cq or not storefs.file_size_of(cq):
         raise NotInStore(f"the store has no consume queue {queue_id} of topic {topic}")
     ext, _ = storefs.list_segments(fs, f"{root}/consumequeue_ext/{topic}/{queue_id}")
-    return QueueFiles(topic, queue_id, tuple(cq), storefs.file_size_of(cq), tuple(ext), storefs.file_size_of(ext) or 0)
+    return QueueFiles(topic, queue_id, tuple(cq), storefs.file_size_of(cq) or 0, tuple(ext),
+                      storefs.file_size_of(ext) or 0)
 
 
 def batch_queue_files(fs: pafs.FileSystem, root: str, topic: str, queue_id: int) -> QueueFiles:
@@ -41,7 +42,7 @@ def batch_queue_files(fs: pafs.FileSystem, root: str, topic: str, queue_id: int)
     cq, _ = storefs.list_segments(fs, f"{root}/batchconsumequeue/{topic}/{queue_id}")
     if not cq or not storefs.file_size_of(cq):
         raise NotInStore(f"the store has no batch consume queue {queue_id} of topic {topic}")
-    return QueueFiles(topic, queue_id, tuple(cq), storefs.file_size_of(cq), batch=True)
+    return QueueFiles(topic, queue_id, tuple(cq), storefs.file_size_of(cq) or 0, batch=True)
 
 
 def read_units(fs: pafs.FileSystem, queue: QueueFiles,

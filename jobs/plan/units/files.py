@@ -51,9 +51,9 @@ class ConsumeQueueFiles(QueueFilesSource):
         batches = []
         for run in np.split(rows, np.flatnonzero(np.diff(index.queue[rows])) + 1) if len(rows) else ():
             queue = index.queues[index.queue[run[0]]]
-            parts = [units_in_range(fs, queue.cq[index.segment[r]], index.bounds(r), split.start, split.end)
+            found = [units_in_range(fs, queue.cq[index.segment[r]], index.bounds(r), split.start, split.end)
                      for r in run]
-            parts = [p for p in parts if p is not None]
+            parts = [p for p in found if p is not None]
             if parts:
                 batches.append(resolve_units(fs, queue, parts))
         return SourceRead((pa.Table.from_batches(batches, schema=CONSUME_QUEUE_SCHEMA),))

@@ -86,9 +86,10 @@ class RebuiltUnits(UnitsSource):
         firsts = [first_store_time(fs, f) for f in files] + [None]
         kept = []
         for k, f in enumerate(files):
-            if window.until is not None and firsts[k] is not None and firsts[k] >= window.until:
+            first, following = firsts[k], firsts[k + 1]
+            if window.until is not None and first is not None and first >= window.until:
                 continue
-            if window.since is not None and firsts[k + 1] is not None and firsts[k + 1] < window.since:
+            if window.since is not None and following is not None and following < window.since:
                 continue
             kept.append((f.start, f.end))
         return tuple(kept)
