@@ -32,6 +32,8 @@ MAINTAIN = "python -m jobs.maintain: the upkeep of an Iceberg lake the job commi
 DEFAULT_ORPHANS = "1d"  # jobs.maintain removes unreferenced files this old: a night committing now is never touched
 EXPLAIN = "Explain one decision of the replay: why group G did (or did not) receive one message of topic T."
 
+Args = argparse.Namespace  # a parsed command line, as the entry points pass it on
+
 
 class OneLineParser(argparse.ArgumentParser):
     """Bad arguments are one line on stderr naming the argument (not the whole usage), exit 2, as every

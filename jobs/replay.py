@@ -15,7 +15,6 @@ memory, spark-submit's JVM killed); 128 + N stopped by signal N (143: SIGTERM), 
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import re
@@ -34,6 +33,7 @@ if __name__ == "__main__" and "--version" in sys.argv[1:]:  # answered before th
     sys.exit(0)
 
 from jobs.cli import (  # noqa: E402
+    Args,
     check_arguments,
     commitlog_dirs,
     parse_replay_args,
@@ -74,7 +74,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("mqreplay")
 
 
-def options_from(args: argparse.Namespace, settings: Mapping[str, Any], starting: str | None = None) -> JobOptions:
+def options_from(args: Args, settings: Mapping[str, Any], starting: str | None = None) -> JobOptions:
     split = lambda s: tuple(x for x in (s or "").split(",") if x)  # noqa: E731
     return job_options(
         settings, args.store, commitlog=commitlog_dirs(args.commitlog), units_from=args.units_from,
@@ -138,7 +138,7 @@ def _prepare(args, progress):
         raise
 
 
-def settings_of(args: argparse.Namespace) -> dict[str, Any]:
+def settings_of(args: Args) -> dict[str, Any]:
     """The job settings of --conf (or conf/replay.json): the caller's file, so a typo or malformed JSON in it
     is a usage error (exit 2)."""
     try:
@@ -321,7 +321,7 @@ def _repeated(args, run):
     return exit_code(summary)
 
 
-def client_paths_absolute(args: argparse.Namespace) -> None:
+def client_paths_absolute(args: Args) -> None:
     """Over Spark Connect, local paths are made absolute here: the server runs in a directory of its own."""
     local = lambda p: p if "://" in p else os.path.abspath(p)  # noqa: E731
     named = [split_store(value) for value in args.store]

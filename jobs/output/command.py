@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import pyarrow.fs as pafs
 
@@ -20,8 +20,6 @@ from jobs.plan.brokers import store_identity
 from schemas.store.config import CONSUMER_FILTER_FILE
 
 if TYPE_CHECKING:
-    import argparse
-
     from jobs.plan.brokers import Broker
 
 # options that say how a run runs, not what it answers: a retry may change them
@@ -29,7 +27,7 @@ HOW = ("progress", "clean_stale", "master", "remote", "catalog_wait", "overwrite
 FILES = ("subscriptions", "conf", "brokers", "starting_offsets", "ending_offsets")
 
 
-def fingerprint(args: argparse.Namespace, brokers: Iterable[Broker]) -> str:
+def fingerprint(args: Any, brokers: Iterable[Broker]) -> str:  # args: jobs.cli.Args, a higher layer's
     """sha256 (hex) of the command: its deciding options, the content of the files they name, its stores."""
     options = {k: v for k, v in sorted(vars(args).items()) if k not in HOW}
     files = {k: [_content(p) for p in (v if isinstance(v, list) else [v])] for k, v in options.items()

@@ -18,7 +18,7 @@ class ReplayPlan:
     """Everything a task needs besides its units; small, built on the driver, shipped to executors."""
 
     fs: object  # the store's pyarrow filesystem, resolved once with its broker (pyarrow filesystems pickle)
-    log: object  # schemas.log.files.CommitLog: the log's files, their formats, offset -> file
+    log: CommitLog  # the log's files, their formats, offset -> file
     subscriptions: tuple  # CompiledSubscription, compiled without errors
     # the run's options (jobs/settings.JobOptions), no defaults of their own: `replay_plan` passes them all
     bloom_f: int

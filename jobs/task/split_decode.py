@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +26,7 @@ from schemas.store import storefs
 if TYPE_CHECKING:
     from jobs.plan.replay_plan import ReplayPlan
     from jobs.task.split_task import Pieces
-    from schemas.log.files import CommitLog, LogFile
+    from schemas.log.files import LogFile
 
 OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL: the commit-log file was deleted (retention)"
 
@@ -59,9 +59,9 @@ def decode_messages(plan: ReplayPlan, units: pa.Table, out: Pieces) -> tuple[pa.
     compressed bodies as stored (`inflated` inflates them, a budget at a time)."""
     offsets = units.column("commitlog_offset").to_numpy()
     sizes = units.column("size").to_numpy().astype(np.int64)
-    found = cast("CommitLog", plan.log).file_at(int(offsets[0]))  # a plain or DLedger data file (schemas/log/files.py)
+    found = plan.log.file_at(int(offsets[0]))  # a plain or DLedger data file (schemas/log/files.py)
     if found is None:
-        path, deleted = cast("CommitLog", plan.log).missing(int(offsets[0]))
+        path, deleted = plan.log.missing(int(offsets[0]))
         reason = OFFSET_TOO_SMALL if deleted else "commit-log file missing"
         report_damage(plan, out, units, np.arange(units.num_rows), reason, path, deleted=deleted)
         return None, units.slice(0, 0)
@@ -282,7 +282,7 @@ def held_split(plan: ReplayPlan, units: pa.Table) -> Iterator[None]:
     already 0.25 s). Each batch's range is then a view of this one. Units that point into more than one file
     or outside it (damaged ones) hold nothing: each batch maps its own range, as without this."""
     fs = plan.fs
-    found = cast("CommitLog", plan.log).file_at(int(pc.min(units.column("commitlog_offset")).as_py())) \
+    found = plan.log.file_at(int(pc.min(units.column("commitlog_offset")).as_py())) \
         if units.num_rows else None
     if found is None or not storefs.is_local(fs):
         yield
@@ -310,6 +310,6 @@ def _read(plan, path, lo, n):
 
 def _log_file(plan: ReplayPlan, offset: int) -> LogFile:
     """The commit-log file of a record the task has just read (so it is there: never None)."""
-    found = cast("CommitLog", plan.log).file_at(offset)
+    found = plan.log.file_at(offset)
     assert found is not None
     return found

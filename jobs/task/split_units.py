@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -21,7 +21,7 @@ from schemas.store import storefs
 
 if TYPE_CHECKING:
     from jobs.plan.replay_plan import ReplayPlan
-    from schemas.log.files import CommitLog, LogFile
+    from schemas.log.files import LogFile
     from schemas.queues.cq_rebuild import Walked
 
 # bytes a pass over a file's record headers reads at a time (storefs.chunk_reader)
@@ -40,7 +40,7 @@ def commitlog_splits(plan: ReplayPlan) -> list[tuple[int, int]]:
     and 15 MiB of it, so one task ran nearly alone; cut over the window, it is two tasks of 71 MiB)."""
     spans: tuple[np.ndarray, np.ndarray] | None = None if plan.spans is None else _arrays(plan.spans)
     splits, covered = [], 0
-    for file in cast("CommitLog", plan.log).files:  # plain and DLedger data files alike, each of its format's size
+    for file in plan.log.files:  # plain and DLedger data files alike, each of its format's size
         start, length = file.start, file.length
         if start > covered:
             splits.append((covered, start))
@@ -103,7 +103,7 @@ def snap_to_records(plan: ReplayPlan, splits: Iterable[tuple[int, int]],
     by_file: dict[LogFile, list[tuple[int, int]]] = {}
     rest: list[tuple[int, int]] = []
     for start, end in splits:
-        f = cast("CommitLog", plan.log).file_at(start)
+        f = plan.log.file_at(start)
         (by_file.setdefault(f, []) if f is not None else rest).append((start, end))
     bounds = [(f, f.kind.bounds_to_find(f, ranges)) for f, ranges in by_file.items()]
     bounds = [(f, found) for f, found in bounds if found]
@@ -171,7 +171,7 @@ def walk_split(plan: ReplayPlan, start: int, end: int) -> tuple[Walked | None, d
     format walks a split (LogFormat.walk_split: a plain file from the split's start, a DLedger file whole). A
     damaged record fails the task, or under --on-corrupt skip ends
     the split's rebuilt units there: the records after it cannot be found, which the audit row says."""
-    fs, f = plan.fs, cast("CommitLog", plan.log).file_at(start)
+    fs, f = plan.fs, plan.log.file_at(start)
     if f is None:
         return None, None
     rel, path = start - f.start, f.path

@@ -20,7 +20,7 @@ import gc
 import os
 import pickle
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from jobs.plan.replay_plan import ReplayPlan
-    from schemas.log.files import CommitLog
 
     # who runs the tasks: tasks(items, fn) -> [fn(item) as a list, ...] in item order (SparkTasks, in_process)
     Mapper = Callable[[Iterable[Any], Callable[[Any], Iterable[Any]]], list[list[Any]]]
@@ -50,7 +49,7 @@ def split_bytes(plan: ReplayPlan, start: int, end: int) -> int:
     ranges no file holds (below the first file, holes, the catch-all split past the last: 2**62 bytes wide
     when units are rebuilt and no data end is known) count none, so the progress line's sizes are true."""
     end = min(end, plan.data_end) if plan.data_end is not None else end
-    return sum(max(0, min(end, f.start + f.length) - max(start, f.start)) for f in cast("CommitLog", plan.log).files)
+    return sum(max(0, min(end, f.start + f.length) - max(start, f.start)) for f in plan.log.files)
 
 
 def attempt_name() -> str:
