@@ -8,7 +8,6 @@ jobs/explain/pop_history.py).
 """
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +18,7 @@ from filtering import decision as D
 from jobs.errors import ExplainError
 from jobs.explain import copies
 from jobs.explain.pop_history import history_lines, pop_histories
-from jobs.explain.question import decide, read_queue_units
+from jobs.explain.question import decide, events_per_topic, read_queue_units
 from jobs.explain.report import VERDICTS
 from jobs.explain.times import ms_text, with_iso
 from jobs.explain.traces import attempt_lines, not_traces, published_lines, trace_timelines, traced_row
@@ -125,25 +124,11 @@ def timer_fates(ctx: Context, messages: pa.Table) -> tuple[dict[str, dict[str, A
     found (their scheduled record, delivered copy, recall marker: jobs/ledgers/timer.py), by the rules of
     the job's OUT/timers/. A wheel record the wheel cannot read is damaged data under the corruption policy, as
     in a run."""
-    events: list[dict[str, Any]] = []
-    topics = messages.column("topic").to_pylist()
-    for topic in sorted(set(topics)):
-        rows = [i for i, t in enumerate(topics) if t == topic]
-        found = timer_events(ctx.plan, topic, messages.take(rows), _Audited())
-        events += found.to_pylist() if found is not None else []
+    events = events_per_topic(ctx, messages, timer_events)
     by_key: dict[str, list[dict[str, Any]]] = {}
     for e in events:
         by_key.setdefault(e["uniq_key"], []).append(e)
     return {key: fate(group) for key, group in by_key.items()}, {e["commitlog_offset"]: e["kind"] for e in events}
-
-
-class _Audited:
-    """Where timer_events puts what it audits under --on-corrupt skip: explain's answer leaves those records out
-    of a fate, as the job leaves them out of its ledger."""
-
-    def add(self, kind: str, piece: pa.Table) -> None:
-        for row in piece.to_pylist():
-            print(f"note: {row['file']} offset {row['offset']}: {row['reason']}", file=sys.stderr)
 
 
 def _verdicts(ctx, topic, queue_id, places, window, group):

@@ -4,13 +4,12 @@ name a message by its queue and offset, not its key: every record of the store's
 is read (a scan of those topics alone), their events taken by the job's own extraction."""
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from jobs.explain.question import read_queue_units
+from jobs.explain.question import AuditNotes, read_queue_units
 from jobs.explain.times import ms_text
 from jobs.ledgers.pop import history, pop_records, pop_topics, revive_progress
 from jobs.plan.build import load_store_config_at
@@ -68,18 +67,9 @@ def _events(ctx, topics, queues):
         if bounds is None or bounds[1] <= bounds[0]:
             continue
         _, messages = read_queue_units(ctx, topic, queue_id, list(range(bounds[0], bounds[1])))
-        found = pop_records(ctx.plan, topic, messages, _Audited())
+        found = pop_records(ctx.plan, topic, messages, AuditNotes())
         events += found.to_pylist() if found is not None else []
     return events
-
-
-class _Audited:
-    """Where pop_records puts what it audits under --on-corrupt skip: a note on stderr, the record left out of
-    the history as the job leaves it out of its ledger."""
-
-    def add(self, kind: str, piece: pa.Table) -> None:
-        for row in piece.to_pylist():
-            print(f"note: {row['file']} offset {row['offset']}: {row['reason']}", file=sys.stderr)
 
 
 def history_lines(histories: Mapping[str, Mapping[str, Any]]) -> list[str]:

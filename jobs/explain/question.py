@@ -3,9 +3,10 @@ decision (filtering.decision.decide_topic). The units and their records are read
 (schemas.log.lookup); nothing here decides a match (jobs/explain/report.py says why, from the reason codes)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -156,3 +157,26 @@ def decide(ctx: Context, csub: CompiledSubscription, units: pa.Table, messages: 
     topic: the dispatcher runs over all the topic's registrations as in a task, the group alone is decided."""
     decision = decide_topic(ctx.plan, csub.sub.topic, units, messages, [csub], window)
     return Question(decision, units, messages, window)
+
+
+class AuditNotes:
+    """Where a ledger's event extraction (timer_events, pop_records, transaction_events, trace_records) puts what
+    it audits under --on-corrupt skip: a note on stderr, the record left out of explain's answer as the job leaves
+    it out of its ledger."""
+
+    def add(self, kind: str, piece: pa.Table) -> None:
+        for row in piece.to_pylist():
+            print(f"note: {row['file']} offset {row['offset']}: {row['reason']}", file=sys.stderr)
+
+
+def events_per_topic(ctx: Context, messages: pa.Table,
+                     extract: Callable[[ReplayPlan, str, pa.Table, AuditNotes], pa.Table | None]
+                     ) -> list[dict[str, Any]]:
+    """A ledger's events (dicts) of found records of any topics: `extract` (the ledger's task-side extraction)
+    over each topic's records, as a task runs it over a topic's batch."""
+    events: list[dict[str, Any]] = []
+    topics = messages.column("topic").to_pylist()
+    for topic in sorted(set(topics)):
+        found = extract(ctx.plan, topic, messages.take([i for i, t in enumerate(topics) if t == topic]), AuditNotes())
+        events += found.to_pylist() if found is not None else []
+    return events

@@ -5,13 +5,13 @@ scan of the trace topics alone) finds the few trace messages of a key; their bod
 decodes them."""
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from jobs.explain.question import AuditNotes
 from jobs.explain.times import ms_text
 from jobs.ledgers.traces import SYSTEM_PREFIXES, trace_records, trace_topics
 from schemas.index.key_lookup import locate_keys
@@ -35,7 +35,7 @@ def trace_timelines(ctx: Context, messages: pa.Table) -> dict[str, list[dict[str
     found = locate_keys(ctx.fs, ctx.root, ctx.commitlog, sorted(uniq), sorted(topics))
     if not found.messages.num_rows:
         return {}
-    records = trace_records(replace(ctx.plan, with_body=False), found.messages, _Audited())
+    records = trace_records(replace(ctx.plan, with_body=False), found.messages, AuditNotes())
     out: dict[str, list[dict[str, Any]]] = {}
     order = lambda r: (r["timestamp"] or r["trace_store_timestamp"], r["trace_commitlog_offset"],  # noqa: E731
                        r["record_index"])
@@ -57,15 +57,6 @@ def not_traces(ctx: Context, rows: Iterable[dict[str, Any]], key: str) -> list[d
     msgIds it traces): their records are the timeline, not copies of the message."""
     topics = store_trace_topics(ctx)
     return [r for r in rows if r["topic"] not in topics or key in (r["uniq_key"], r["msg_id"])]
-
-
-class _Audited:
-    """Where trace_records puts what it audits under --on-corrupt skip: a note on stderr, the trace message left
-    out of the timeline as the job leaves it out of OUT/traces/."""
-
-    def add(self, kind: str, piece: pa.Table) -> None:
-        for row in piece.to_pylist():
-            print(f"note: {row['file']} offset {row['offset']}: {row['reason']}", file=sys.stderr)
 
 
 def published_lines(records: Iterable[Mapping[str, Any]], topic: str) -> list[str]:

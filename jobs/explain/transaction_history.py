@@ -5,13 +5,12 @@ offset, not its key: every record of the op topic is read (a scan of that topic 
 job's own extraction."""
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from jobs.explain.question import read_queue_units
+from jobs.explain.question import AuditNotes, events_per_topic, read_queue_units
 from jobs.explain.times import ms_text
 from jobs.ledgers.transactions import COMMIT, DISCARD, HALF, OP_TOPIC, history, transaction_events
 from jobs.plan.units.choose import queue_source
@@ -27,12 +26,7 @@ def transaction_histories(ctx: Context,
                           messages: pa.Table) -> tuple[dict[str, dict[str, Any]], dict[int, str]]:
     """({UNIQ_KEY: its transaction's history}, {commit-log offset: explain's copy kind}) of the found messages
     (key_lookup.Found's records) that belong to a transaction; ({}, {}) when none does."""
-    events: list[dict[str, Any]] = []
-    topics = messages.column("topic").to_pylist()
-    for topic in sorted(set(topics)):
-        rows = [i for i, t in enumerate(topics) if t == topic]
-        found = transaction_events(ctx.plan, topic, messages.take(rows), _Audited())
-        events += found.to_pylist() if found is not None else []
+    events = events_per_topic(ctx, messages, transaction_events)
     halves = {e["queue_offset"]: e["uniq_key"] for e in events if e["kind"] == HALF}
     if not halves:
         return {}, {}
@@ -55,17 +49,8 @@ def _ops(ctx):
     if bounds is None or bounds[1] <= bounds[0]:
         return []
     _, messages = read_queue_units(ctx, OP_TOPIC, 0, list(range(bounds[0], bounds[1])))
-    found = transaction_events(ctx.plan, OP_TOPIC, messages, _Audited())
+    found = transaction_events(ctx.plan, OP_TOPIC, messages, AuditNotes())
     return found.to_pylist() if found is not None else []
-
-
-class _Audited:
-    """Where transaction_events puts what it audits under --on-corrupt skip: a note on stderr, the record left
-    out of the history as the job leaves it out of its ledger."""
-
-    def add(self, kind: str, piece: pa.Table) -> None:
-        for row in piece.to_pylist():
-            print(f"note: {row['file']} offset {row['offset']}: {row['reason']}", file=sys.stderr)
 
 
 def transaction_line(h: Mapping[str, Any]) -> str:
