@@ -37,13 +37,11 @@ if TYPE_CHECKING:
     from filtering.subscriptions import CompiledSubscription
     from jobs.output.place import Place
     from jobs.plan.build import Planned
-    from jobs.sinks.iceberg.tables import LakeScope
 
     Range = tuple[str, str, str, int, int, int]  # (broker, group, topic, queue, first, end)
     HeldSpan = tuple[str, str, int, int, int]  # (group, topic, queue, first, end) of a broker
     Intervals = dict[tuple[str, str, str, int], list[tuple[int, int]]]  # (broker, group, topic, queue): spans
     Pairs = Mapping[str, Collection[tuple[str, str]]]  # {broker: {(group, topic)}}
-    Lake = Union["Held", LakeScope]  # what asks the lake's intervals
 
 RANGES = "_mqreplay_ranges"
 RANGES_SCHEMA = pa.schema([("store", pa.string()), ("head", pa.string()), ("broker", pa.string()),
@@ -154,7 +152,7 @@ _HELD_SCHEMA = pa.schema([RANGES_SCHEMA.field(n) for n in ("store", "head", "gro
                                                            "end", "run")])
 
 
-def held_scope(held: Lake, refs: Iterable[StoreRef], ranges: Collection[Range],
+def held_scope(held: Held, refs: Iterable[StoreRef], ranges: Collection[Range],
                pairs: Optional[Pairs] = None) -> dict[str, tuple[HeldSpan, ...]]:
     """{broker: ((group, topic, queue, first, end), ...)}: the offsets of the run's `ranges` (run_ranges) that a
     group already holds, merged, clipped to the run's range; the tasks leave them out of the group's scope
@@ -283,7 +281,7 @@ def _stores(refs):
     return ", ".join(f"{r.key} (first record {r.head})" if r.head else r.key for r in refs)
 
 
-def starts(held: Lake, refs: Iterable[StoreRef], pairs: Optional[Pairs] = None,
+def starts(held: Held, refs: Iterable[StoreRef], pairs: Optional[Pairs] = None,
            ) -> dict[str, dict[str, dict[int, int]]]:
     """{broker: {topic: {queue: offset}}} where `--starting-offsets iceberg` starts: per queue, the earliest end
     among the groups that read it (`pairs` {broker: {(group, topic)}} of the run; None: every group the lake

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from filtering.subscriptions import CompiledSubscription
     from jobs.plan.brokers import Broker
     from jobs.plan.build import Planned
-    from jobs.sinks.iceberg.lake import HeldSpan, Intervals, StoreRef
+    from jobs.sinks.iceberg.lake import HeldSpan
 
 T = TypeVar("T")  # what an operation on the catalog returns
 
@@ -242,28 +242,24 @@ def check_lake(target: IcebergTarget, parts: Sequence[tuple[Broker, Planned]]) -
 
 class LakeScope:
     """What a continuing run (`--starting-offsets iceberg`) takes from the lake, read once before the plan (the
-    groups' ranges, lake.Held.intervals): the plan asks it, broker by broker, where the run's groups start
+    groups' ranges, lake.Held): the plan asks it, broker by broker, where the run's groups start
     (`starts`) and which offsets of its ranges they hold already (`held`), and is made once with the answers."""
 
     def __init__(self, target: IcebergTarget) -> None:
         self.refs = target.refs
-        self._intervals = target.waiting(lambda catalog: open_lake(target, catalog).intervals(target.refs),
-                                         "--starting-offsets iceberg")
-
-    def intervals(self, refs: Iterable[StoreRef]) -> Intervals:  # lake.Held's, as read once
-        return self._intervals
+        self.lake = target.waiting(lambda catalog: open_lake(target, catalog), "--starting-offsets iceberg")
 
     def starts(self, broker: str, pairs: Optional[Collection[tuple[str, str]]] = None) -> dict[str, dict[int, int]]:
         """{topic: {queue: offset}} where `broker`'s queues start for the groups `pairs` ({(group, topic)}; None:
         every group the lake holds): where the ranges of the groups reading each queue end (lake.starts)."""
-        return lake.starts(self, self.refs, None if pairs is None else {broker: pairs}).get(broker, {})
+        return lake.starts(self.lake, self.refs, None if pairs is None else {broker: pairs}).get(broker, {})
 
     def held(self, broker: str, subscriptions: Collection[CompiledSubscription],
              ranges: Collection[tuple[str, int, int, int]]) -> tuple[HeldSpan, ...]:
         """((group, topic, queue, first, end), ...): the offsets of `broker`'s planned `ranges` its groups
         (`subscriptions`) hold in the lake already (lake.held_scope), left out of their scope (ReplayPlan.held)."""
         pairs = {broker: {(s.sub.group, s.sub.topic) for s in subscriptions}}
-        return lake.held_scope(self, self.refs, lake.broker_ranges(broker, subscriptions, ranges), pairs).get(
+        return lake.held_scope(self.lake, self.refs, lake.broker_ranges(broker, subscriptions, ranges), pairs).get(
             broker, ())
 
 
