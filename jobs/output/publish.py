@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, S
 import pyarrow.fs as pafs
 
 from jobs.errors import PublishFailed, UsageError, output_error
-from jobs.ledgers.pop import CARRIED, LAKE, lost_warnings, pop_summary
+from jobs.ledgers.pop import lost_warnings, pop_summary
 from jobs.ledgers.timer import overdue_warnings, timer_reads, timers_summary
 from jobs.ledgers.traces import trace_summary, trace_warnings
 from jobs.ledgers.transactions import check_windows, transaction_warnings, transactions_summary
@@ -385,7 +385,7 @@ def _run_with(spark, tasks, planned, out, options, sink, ranges, progress, given
         summary["warnings"] += overdue_warnings(timers, options.timer_overdue)
     if pop is not None:
         night, table, _ = pop
-        summary["pop"] = pop_summary(night, table, LAKE if sink.name == "iceberg" else CARRIED)
+        summary["pop"] = pop_summary(night, table, sink.across)
         summary["warnings"] = lost_warnings(night if table is None else table) + summary["warnings"]
     if transactions is not None:
         summary["transactions"] = transactions_summary(transactions)

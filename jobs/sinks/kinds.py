@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pyarrow as pa
 
 from jobs.errors import UsageError
-from jobs.ledgers.pop import carried_ledger, write_pop_ledger
+from jobs.ledgers.pop import CARRIED, LAKE, carried_ledger, write_pop_ledger
 from jobs.ledgers.timer import write_ledger
 from jobs.ledgers.traces import write_trace_ledgers
 from jobs.ledgers.transactions import write_transactions
@@ -80,6 +80,7 @@ class Sink(abc.ABC):
 
     name: str | None = None  # --sink's value (SINKS)
     writer = SplitWriter  # the task-side writer of a split's parts (jobs/output/writers.py)
+    across = CARRIED  # summary.json's name of a ledger merged across nights (pop_summary): an earlier OUT's carried
 
     @classmethod
     def of(cls, choice: SinkChoice, brokers: Sequence[Broker]) -> tuple[Sink, str | None]:
@@ -255,6 +256,7 @@ class IcebergSink(FileSink):
     snapshot each, before OUT (the summary, offsets.json, the report) is published."""
 
     name = "iceberg"
+    across = LAKE  # the tables, NS.pop
     writer = TableSplitWriter
     held_timers: HeldTable | None  # each set in __init__, then by its ledger's merge
     held_pop: HeldTable | None
